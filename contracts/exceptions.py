@@ -1,0 +1,17 @@
+"""The project's exception hierarchy: one base class, small documented subclasses."""
+
+
+class IngestError(Exception):
+    """Base class of every error this project raises on purpose."""
+
+
+class ConfigError(IngestError):
+    """A setting is missing, unknown, of the wrong type or outside its allowed range."""
+
+
+class ManifestError(IngestError):
+    """A manifest is not valid JSON, fails its schema, or breaks an invariant."""
+
+
+class StorageError(IngestError):
+    """An object store (S3 or a local stand-in) call failed."""

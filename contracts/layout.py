@@ -1,0 +1,36 @@
+"""S3 layout conventions: where manifests, output, commits and quarantine records live.
+
+Everything that names a path by convention does so here, so the Lambda, the job, the
+infrastructure and the tests agree.
+"""
+
+from __future__ import annotations
+
+from contracts.manifest import Manifest
+
+MANIFEST_SUFFIX = ".json"
+# Directories whose names start with "_" or "." are skipped by Spark, Athena, Trino and Hive.
+COMMITS_DIR = "_commits"
+STAGING_DIR = "_staging"
+NDJSON_SUFFIXES: tuple[str, ...] = (".json", ".ndjson", ".jsonl", ".json.gz", ".ndjson.gz", ".jsonl.gz")
+
+
+def manifest_key(prefix: str, manifest: Manifest) -> str:
+    """The manifest's object key: a pure function of its content (earliest event time + hash).
+
+    The time stamp keeps listings roughly chronological for people; the hash makes the name
+    unique and deterministic, so a retried invocation overwrites instead of duplicating.
+    """
+    stamp = manifest.earliest_event_time.strftime("%Y%m%dT%H%M%SZ")
+    return f"{normalise_prefix(prefix)}{stamp}-{manifest.manifest_id[:32]}{MANIFEST_SUFFIX}"
+
+
+def normalise_prefix(prefix: str) -> str:
+    """'' stays ''; anything else ends with exactly one '/' and has no leading '/'."""
+    stripped = prefix.strip("/")
+    return f"{stripped}/" if stripped else ""
+
+
+def source_uri(bucket: str, key: str) -> str:
+    """The logical URI of an object, used in lineage columns and quarantine records."""
+    return f"s3://{bucket}/{key}"

@@ -1,0 +1,73 @@
+"""The batch commit record: what a committed micro-batch published, and from which objects.
+
+The job writes one record per batch under ``<output>/_commits/<query_id>/``. Writing it is the
+batch's commit point (see ``glue_processor.commit``); the records together are the ledger of
+every object ever ingested, read by the local summary, ``make status`` and reconciliation.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SourceStatus = Literal["ingested", "empty", "missing", "unreadable", "rejected", "duplicate"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PublishedFile(_Frozen):
+    staged: str
+    final: str
+    bytes: int = Field(ge=0)
+
+
+class SourceRecord(_Frozen):
+    """The outcome for one object version listed in a manifest of this batch."""
+
+    bucket: str
+    key: str
+    etag: str
+    size: int
+    event_time: datetime
+    manifest_uri: str
+    status: SourceStatus
+    records: int = 0
+    bad_records: int = 0
+    reason: str | None = None
+
+
+class BatchStats(_Frozen):
+    manifests: int = 0
+    bad_manifests: int = 0
+    files: int = 0
+    missing_files: int = 0
+    unreadable_files: int = 0
+    input_bytes: int = 0
+    text_bytes: int = 0
+    records_in: int = 0
+    records_out: int = 0
+    bad_records: int = 0
+    output_files: int = 0
+    output_bytes: int = 0
+    columns: int = 0
+    duration_s: float = 0.0
+    max_latency_s: float | None = None
+    p95_latency_s: float | None = None
+
+
+class CommitRecord(_Frozen):
+    schema_version: Literal[1] = 1
+    query_id: str
+    batch_id: int = Field(ge=0)
+    attempt: str
+    committed_at: datetime
+    partition: str
+    manifests: tuple[str, ...]
+    data_files: tuple[PublishedFile, ...]
+    quarantine_files: tuple[PublishedFile, ...]
+    sources: tuple[SourceRecord, ...]
+    stats: BatchStats

@@ -1,0 +1,109 @@
+"""The manifest: a versioned JSON document listing NDJSON objects to load as one unit.
+
+The manifest Lambda writes manifests; the Glue job reads them. Both import this module, so the
+format is defined in exactly one place. A manifest's name is derived from its content, which
+makes writing it idempotent: a retried Lambda invocation rewrites the same object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from contracts.exceptions import ManifestError
+
+SCHEMA_VERSION: Literal[1] = 1
+
+
+class ManifestEntry(BaseModel):
+    """One S3 object to load: where it is, which version, and when S3 reported it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bucket: str = Field(min_length=3, max_length=255)
+    key: str = Field(min_length=1, max_length=1024)
+    size: int = Field(ge=0)
+    etag: str = Field(min_length=1, max_length=128)
+    event_time: datetime
+    sequencer: str | None = None
+
+    @field_validator("event_time")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("event_time must carry a time zone")
+        return value.astimezone(UTC)
+
+    @property
+    def identity(self) -> tuple[str, str, str]:
+        """(bucket, key, eTag): the version of an object; the unit of de-duplication."""
+        return (self.bucket, self.key, self.etag)
+
+
+def manifest_id_of(entries: Iterable[ManifestEntry]) -> str:
+    """The content hash of a set of entries: sha256 over their identities, order-independent."""
+    digest = hashlib.sha256()
+    for bucket, key, etag in sorted(entry.identity for entry in entries):
+        for part in (bucket, key, etag):
+            digest.update(part.encode("utf-8"))
+            digest.update(b"\x00")
+        digest.update(b"\x01")
+    return digest.hexdigest()
+
+
+class Manifest(BaseModel):
+    """A bounded group of objects, loaded by the job in one parallel read."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    manifest_id: str = Field(pattern=r"^[0-9a-f]{64}$")
+    file_count: int = Field(ge=1)
+    total_bytes: int = Field(ge=0)
+    entries: tuple[ManifestEntry, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Manifest:
+        if self.file_count != len(self.entries):
+            raise ValueError(f"file_count {self.file_count} != {len(self.entries)} entries")
+        if self.total_bytes != sum(e.size for e in self.entries):
+            raise ValueError("total_bytes does not equal the sum of entry sizes")
+        if len({e.identity for e in self.entries}) != len(self.entries):
+            raise ValueError("an object version (bucket, key, eTag) is listed twice")
+        if self.manifest_id != manifest_id_of(self.entries):
+            raise ValueError("manifest_id does not match the entries")
+        return self
+
+    @classmethod
+    def of(cls, entries: Iterable[ManifestEntry]) -> Manifest:
+        """Build a manifest from entries; the result does not depend on their order."""
+        ordered = tuple(sorted(entries, key=lambda e: e.identity))
+        return cls(
+            manifest_id=manifest_id_of(ordered),
+            file_count=len(ordered),
+            total_bytes=sum(e.size for e in ordered),
+            entries=ordered,
+        )
+
+    @property
+    def earliest_event_time(self) -> datetime:
+        return min(e.event_time for e in self.entries)
+
+    def to_json(self) -> bytes:
+        """Canonical bytes: the same manifest always serialises to the same bytes."""
+        return self.model_dump_json().encode("utf-8")
+
+    @classmethod
+    def from_json(cls, payload: bytes | str, *, source: str = "<manifest>") -> Manifest:
+        """Parse and validate a manifest; raise :class:`ManifestError` naming the source."""
+        try:
+            return cls.model_validate_json(payload)
+        except ValidationError as exc:
+            errors = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
+            )
+            raise ManifestError(f"invalid manifest {source}: {errors}") from exc

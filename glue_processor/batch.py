@@ -1,0 +1,333 @@
+"""One micro-batch: manifests -> one parallel read -> Parquet, committed exactly once."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+from contracts.ledger import BatchStats, CommitRecord, PublishedFile, SourceRecord
+from glue_processor import transforms as T
+from glue_processor.commit import BatchCommitter
+from glue_processor.hadoop_fs import HadoopFS
+from glue_processor.planning import BatchPlan, Rejection, SourceFile, escape_glob, latency_seconds, plan_batch
+from glue_processor.settings import JobSettings
+from glue_processor.sizing import LearnedRatio, output_file_count
+
+logger = logging.getLogger(__name__)
+
+FILE_TABLE_SCHEMA = StructType(
+    [
+        StructField("file_uri", StringType(), False),
+        StructField("source_uri", StringType(), False),
+        StructField("etag", StringType(), False),
+        StructField("event_time", TimestampType(), False),
+        StructField("manifest_uri", StringType(), False),
+    ]
+)
+QUARANTINE_SCHEMA = StructType(
+    [
+        StructField("kind", StringType(), False),
+        StructField("source_uri", StringType(), False),
+        StructField("line", LongType(), True),
+        StructField("reason", StringType(), False),
+        StructField("raw", StringType(), True),
+        StructField("raw_base64", StringType(), True),
+        StructField("manifest_uri", StringType(), False),
+        StructField("batch_id", LongType(), False),
+    ]
+)
+
+
+class ManifestBatchJob:
+    """The ``foreachBatch`` function, with the state it keeps between batches."""
+
+    def __init__(self, spark: SparkSession, settings: JobSettings, *, query_id: str | None = None) -> None:
+        self.spark = spark
+        self.settings = settings
+        self.fs = HadoopFS(spark)
+        self.ratio = LearnedRatio(settings.parquet_bytes_per_input_byte)
+        self._query_id = query_id
+        self.committed: list[CommitRecord] = []
+
+    # -- streaming entry point -------------------------------------------------------------
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        rows = batch_df.select("manifest_uri", "value").collect()
+        self.run([(r.manifest_uri, r.value) for r in rows], batch_id)
+
+    @property
+    def query_id(self) -> str:
+        """The streaming query's id, persisted in the checkpoint: stable across restarts."""
+        if self._query_id is None:
+            import json
+
+            meta = json.loads(self.fs.read_bytes(f"{self.settings.checkpoint_uri}/metadata"))
+            self._query_id = str(meta["id"])
+        return self._query_id
+
+    def committer(self) -> BatchCommitter:
+        return BatchCommitter(
+            self.fs,
+            output_uri=self.settings.output_uri,
+            quarantine_uri=self.settings.quarantine_uri,
+            query_id=self.query_id,
+        )
+
+    # -- one batch ---------------------------------------------------------------------------
+    def run(self, manifests: Sequence[tuple[str, str]], batch_id: int) -> CommitRecord:
+        """Process one batch; a repeat of a committed batch id only finishes its publication."""
+        started = time.monotonic()
+        committer = self.committer()
+        existing = committer.load(batch_id)
+        if existing is not None:
+            logger.info("batch already committed; finishing publication", extra={"batch_id": batch_id})
+            committer.publish(existing)
+            return existing
+        committer.discard_staging(batch_id)
+
+        attempt = uuid.uuid4().hex[:12]
+        committed_at = datetime.now(UTC)
+        partition = f"dt={committed_at:%Y-%m-%d}"
+        plan = plan_batch(manifests, self.settings)
+        data_dir = committer.staging_uri(self.settings.output_uri, batch_id, attempt)
+        quarantine_dir = committer.staging_uri(self.settings.quarantine_uri, batch_id, attempt)
+
+        outcome = _Outcome(plan)
+        parsed: DataFrame | None = None
+        if plan.files:
+            parsed = self._read(plan.files, outcome)
+        try:
+            if parsed is not None:
+                self._collect_stats(parsed, outcome)
+                if outcome.records_out:
+                    self._write_data(parsed, outcome, data_dir, batch_id, committed_at)
+            self._write_quarantine(parsed if outcome.bad_records else None, outcome, quarantine_dir, batch_id)
+        finally:
+            if parsed is not None:
+                parsed.unpersist()
+
+        data_files = self._name_outputs(
+            data_dir, ".parquet", f"{self.settings.output_uri}/{partition}", "part", batch_id, attempt
+        )
+        quarantine_files = self._name_outputs(
+            quarantine_dir, ".json", f"{self.settings.quarantine_uri}/{partition}", "quarantine", batch_id, attempt
+        )
+        output_bytes = sum(f.bytes for f in data_files)
+        self.ratio.observe(output_bytes=output_bytes, input_bytes=outcome.text_bytes)
+        latencies = latency_seconds(
+            (s.event_time for s in outcome.sources if s.status == "ingested"), committed_at
+        )
+        record = CommitRecord(
+            query_id=self.query_id,
+            batch_id=batch_id,
+            attempt=attempt,
+            committed_at=committed_at,
+            partition=partition,
+            manifests=tuple(plan.manifests),
+            data_files=tuple(data_files),
+            quarantine_files=tuple(quarantine_files),
+            sources=tuple(outcome.sources),
+            stats=BatchStats(
+                manifests=len(plan.manifests),
+                bad_manifests=plan.bad_manifests,
+                files=len(plan.files),
+                missing_files=outcome.count("missing"),
+                unreadable_files=outcome.count("unreadable"),
+                input_bytes=plan.input_bytes,
+                text_bytes=outcome.text_bytes,
+                records_in=outcome.records_out + outcome.bad_records,
+                records_out=outcome.records_out,
+                bad_records=outcome.bad_records,
+                output_files=len(data_files),
+                output_bytes=output_bytes,
+                columns=outcome.columns,
+                duration_s=round(time.monotonic() - started, 3),
+                max_latency_s=latencies[-1] if latencies else None,
+                p95_latency_s=_percentile(latencies, 0.95),
+            ),
+        )
+        committer.commit(record)
+        self.committed.append(record)
+        logger.info("batch done", extra={"batch_id": batch_id, **record.stats.model_dump()})
+        return record
+
+    # -- steps -----------------------------------------------------------------------------
+    def _read(self, files: list[SourceFile], outcome: _Outcome) -> DataFrame | None:
+        """Load every file of the batch in one parallel read; note the ones that are missing."""
+        by_uri = {f.read_uri: f for f in files}
+        readable = list(files)
+        try:
+            raw = self._load([escape_glob(f.read_uri) for f in readable])
+        except AnalysisException as exc:
+            if exc.getErrorClass() != "PATH_NOT_FOUND":
+                raise
+            # A listed object is gone. Find all missing ones at once, then read the rest.
+            stats = self.fs.stat_many(list(by_uri))
+            for uri, info in stats.items():
+                if info is None:
+                    outcome.missing(by_uri[uri], "object not found (deleted or never written)")
+            readable = [f for f in files if stats[f.read_uri] is not None]
+            if not readable:
+                return None
+            raw = self._load([escape_glob(f.read_uri) for f in readable])
+        outcome.reading = {self.fs.spark_uri(f.read_uri): f for f in readable}
+        table = self.spark.createDataFrame(
+            [
+                (uri, f.source_uri, f.entry.etag, f.entry.event_time, f.manifest_uri)
+                for uri, f in outcome.reading.items()
+            ],
+            FILE_TABLE_SCHEMA,
+        )
+        files_df = raw.select(F.input_file_name().alias("file_uri"), "value")
+        parsed = T.parse_fields(T.split_lines(files_df)).join(F.broadcast(table), "file_uri")
+        return parsed.persist(StorageLevel.MEMORY_AND_DISK)
+
+    def _load(self, uris: list[str]) -> DataFrame:
+        return (
+            self.spark.read.format("text")
+            .option("wholetext", True)
+            .option("ignoreCorruptFiles", True)
+            .option("ignoreMissingFiles", True)
+            .load(uris)
+        )
+
+    def _collect_stats(self, parsed: DataFrame, outcome: _Outcome) -> None:
+        rows = {r.file_uri: r for r in T.file_stats(parsed).collect()}
+        keys: set[str] = set()
+        silent = [uri for uri in outcome.reading if uri not in rows]
+        infos = self.fs.stat_many([outcome.reading[u].read_uri for u in silent])
+        for uri, source in outcome.reading.items():
+            row: Row | None = rows.get(uri)
+            if row is None:
+                info = infos.get(source.read_uri)
+                if info is None:
+                    outcome.missing(source, "object not found when read (deleted after listing)")
+                elif info.size == 0:
+                    outcome.add(source, "empty")
+                else:
+                    outcome.unreadable(source, "object could not be read or decompressed (corrupt or truncated)")
+                continue
+            for key_set in row.key_sets:
+                keys.update(key_set)
+            outcome.text_bytes += int(row.text_bytes or 0)
+            outcome.add(source, "ingested" if row.good else "empty", records=row.good, bad=row.bad)
+        outcome.columns_map = T.column_names(keys)
+        outcome.columns = len(outcome.columns_map)
+
+    def _write_data(
+        self, parsed: DataFrame, outcome: _Outcome, target: str, batch_id: int, committed_at: datetime
+    ) -> None:
+        out = T.project_output(
+            parsed, outcome.columns_map, batch_id=batch_id, ingest_time_iso=committed_at.isoformat()
+        )
+        n = output_file_count(
+            outcome.text_bytes, ratio=self.ratio.value, target_bytes=self.settings.target_file_bytes
+        )
+        out = out.coalesce(n) if n <= out.rdd.getNumPartitions() else out.repartition(n)
+        out.write.mode("overwrite").option("compression", "snappy").parquet(target)
+
+    def _write_quarantine(
+        self, parsed: DataFrame | None, outcome: _Outcome, target: str, batch_id: int
+    ) -> None:
+        driver_rows = [_rejection_row(r, batch_id) for r in outcome.rejections]
+        frames: list[DataFrame] = []
+        if driver_rows:
+            frames.append(self.spark.createDataFrame(driver_rows, QUARANTINE_SCHEMA))
+        if parsed is not None:
+            frames.append(T.rejected_lines(parsed, batch_id=batch_id))
+        if not frames:
+            return
+        combined = frames[0]
+        for frame in frames[1:]:
+            combined = combined.unionByName(frame)
+        combined.coalesce(1).write.mode("overwrite").json(target)
+
+    def _name_outputs(
+        self, staged_dir: str, suffix: str, final_dir: str, prefix: str, batch_id: int, attempt: str
+    ) -> list[PublishedFile]:
+        staged = sorted(
+            (i for i in self.fs.list(staged_dir) if i.name.endswith(suffix) and not i.name.startswith(("_", "."))),
+            key=lambda i: i.name,
+        )
+        return [
+            PublishedFile(
+                staged=i.uri,
+                final=f"{final_dir}/{prefix}-{self.query_id[:8]}-{batch_id:012d}-{n:05d}-{attempt}{suffix}",
+                bytes=i.size,
+            )
+            for n, i in enumerate(staged)
+        ]
+
+
+class _Outcome:
+    """What a batch found out about its sources, accumulated while it runs."""
+
+    def __init__(self, plan: BatchPlan) -> None:
+        self.rejections: list[Rejection] = list(plan.rejections)
+        self.sources: list[SourceRecord] = []
+        self.reading: dict[str, SourceFile] = {}
+        self.text_bytes = 0
+        self.records_out = 0
+        self.bad_records = 0
+        self.columns = 0
+        self.columns_map: list[tuple[str, str]] = []
+        for rejection in plan.rejections:
+            if rejection.entry is not None:
+                self._record(rejection.entry, rejection.manifest_uri, "rejected", reason=rejection.reason)
+        for dup in plan.duplicates:
+            self._record(dup.entry, dup.manifest_uri, "duplicate", reason="listed again in this batch")
+
+    def add(self, source: SourceFile, status: Any, *, records: int = 0, bad: int = 0) -> None:
+        self.records_out += records
+        self.bad_records += bad
+        self._record(source.entry, source.manifest_uri, status, records=records, bad=bad)
+
+    def missing(self, source: SourceFile, reason: str) -> None:
+        self._file_problem(source, "missing", reason)
+
+    def unreadable(self, source: SourceFile, reason: str) -> None:
+        self._file_problem(source, "unreadable", reason)
+
+    def count(self, status: str) -> int:
+        return sum(1 for s in self.sources if s.status == status)
+
+    def _file_problem(self, source: SourceFile, status: Any, reason: str) -> None:
+        self.rejections.append(Rejection("file", source.source_uri, reason, source.manifest_uri, entry=source.entry))
+        self._record(source.entry, source.manifest_uri, status, reason=reason)
+
+    def _record(self, entry: Any, manifest_uri: str, status: Any, **extra: Any) -> None:
+        self.sources.append(
+            SourceRecord(
+                bucket=entry.bucket,
+                key=entry.key,
+                etag=entry.etag,
+                size=entry.size,
+                event_time=entry.event_time,
+                manifest_uri=manifest_uri,
+                status=status,
+                records=extra.get("records", 0),
+                bad_records=extra.get("bad", 0),
+                reason=extra.get("reason"),
+            )
+        )
+
+
+def _rejection_row(r: Rejection, batch_id: int) -> tuple[Any, ...]:
+    return (r.kind, r.source_uri, None, r.reason, r.raw, None, r.manifest_uri, batch_id)
+
+
+def _percentile(values: Iterable[float], q: float) -> float | None:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]

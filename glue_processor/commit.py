@@ -1,0 +1,83 @@
+"""Exactly-once publication of a micro-batch's files.
+
+Protocol, per batch id of a streaming query:
+
+1. If a commit record exists for (query id, batch id), the batch was committed by an earlier
+   attempt: publish what the record lists (idempotent) and do nothing else.
+2. Otherwise delete the batch's staging directory (left-overs of killed attempts), compute, and
+   write every file under ``<root>/_staging/<query>/<batch>/<attempt>/``. Readers skip names
+   starting with ``_``, so staged files are invisible.
+3. Write the commit record atomically: this is the commit point.
+4. Publish: move each listed file to its final, deterministic name (a move whose target exists
+   was done before a crash and is skipped), then delete the staging directory.
+
+Spark's own checkpoint commit happens only after ``foreachBatch`` returns, so a crash anywhere
+leads to a re-run of the same batch id with the same manifests: before step 3 it recomputes
+from scratch, after it only finishes publishing. A reader never sees a killed attempt's files.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from contracts.exceptions import StorageError
+from contracts.layout import COMMITS_DIR, STAGING_DIR
+from contracts.ledger import CommitRecord, PublishedFile
+from glue_processor.hadoop_fs import HadoopFS
+
+logger = logging.getLogger(__name__)
+
+
+class BatchCommitter:
+    """Staging, commit records and publication for one streaming query."""
+
+    def __init__(self, fs: HadoopFS, *, output_uri: str, quarantine_uri: str, query_id: str) -> None:
+        self.fs = fs
+        self.output_uri = output_uri
+        self.quarantine_uri = quarantine_uri
+        self.query_id = query_id
+
+    def commits_dir(self) -> str:
+        return f"{self.output_uri}/{COMMITS_DIR}/{self.query_id}"
+
+    def record_uri(self, batch_id: int) -> str:
+        return f"{self.commits_dir()}/{batch_id:012d}.json"
+
+    def staging_uri(self, root: str, batch_id: int, attempt: str) -> str:
+        return f"{root}/{STAGING_DIR}/{self.query_id}/{batch_id:012d}/{attempt}"
+
+    def load(self, batch_id: int) -> CommitRecord | None:
+        uri = self.record_uri(batch_id)
+        if not self.fs.exists(uri):
+            return None
+        return CommitRecord.model_validate_json(self.fs.read_bytes(uri))
+
+    def discard_staging(self, batch_id: int) -> None:
+        """Remove what killed attempts of this batch left behind."""
+        for root in (self.output_uri, self.quarantine_uri):
+            self.fs.delete(f"{root}/{STAGING_DIR}/{self.query_id}/{batch_id:012d}")
+
+    def commit(self, record: CommitRecord) -> None:
+        """Write the commit record (the commit point), then publish."""
+        self.fs.write_bytes(self.record_uri(record.batch_id), record.model_dump_json(indent=1).encode())
+        logger.info("batch committed", extra={"batch_id": record.batch_id, "record": self.record_uri(record.batch_id)})
+        self.publish(record)
+
+    def publish(self, record: CommitRecord) -> None:
+        """Move the record's files into place; safe to repeat after a crash."""
+        for item in (*record.data_files, *record.quarantine_files):
+            self._publish_one(item)
+        self.discard_staging(record.batch_id)
+
+    def _publish_one(self, item: PublishedFile) -> None:
+        if self.fs.exists(item.final):
+            return
+        if not self.fs.exists(item.staged):
+            raise StorageError(f"committed file lost: neither {item.final} nor its staged copy {item.staged} exists")
+        self.fs.move(item.staged, item.final)
+
+    def records(self) -> list[CommitRecord]:
+        """Every commit record of this query, in batch order."""
+        found = [i for i in self.fs.list(self.commits_dir()) if i.name.endswith(".json")]
+        return [CommitRecord.model_validate_json(self.fs.read_bytes(i.uri)) for i in sorted(found, key=lambda i: i.name)]
+

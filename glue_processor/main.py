@@ -1,0 +1,67 @@
+"""Entry point of the streaming job, on AWS Glue and locally: the same core code.
+
+On Glue this file is the job's ``ScriptLocation``; the packages travel in ``--extra-py-files``.
+Locally: ``python -m glue_processor.main --manifest_uri file:///... --output_uri ...``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+from glue_processor.settings import JobSettings, ours_from_argv, settings_from_mapping
+
+logger = logging.getLogger("glue_processor")
+
+
+def parse_settings(argv: Sequence[str]) -> JobSettings:
+    """Our settings from a Glue or local argv (Glue's own arguments are left to Glue)."""
+    return settings_from_mapping(ours_from_argv(argv))
+
+
+def run(argv: Sequence[str]) -> int:
+    settings = parse_settings(argv)
+    try:
+        from awsglue.context import GlueContext
+        from awsglue.job import Job
+        from awsglue.utils import getResolvedOptions
+    except ImportError:
+        glue = None
+    else:
+        glue = (GlueContext, Job, getResolvedOptions)
+
+    from glue_processor.batch import ManifestBatchJob
+    from glue_processor.session import apply_job_conf, local_session
+    from glue_processor.stream import start_query, stop_on_signal
+
+    job = None
+    if glue is not None:
+        from pyspark.context import SparkContext
+
+        glue_context_cls, job_cls, resolve = glue
+        args = resolve(list(argv), ["JOB_NAME"])
+        glue_context = glue_context_cls(SparkContext.getOrCreate())
+        spark = glue_context.spark_session
+        apply_job_conf(spark)
+        job = job_cls(glue_context)
+        job.init(args["JOB_NAME"], args)
+    else:
+        spark = local_session()
+
+    batch_job = ManifestBatchJob(spark, settings)
+    query = start_query(spark, settings, batch_job)
+    stop_on_signal(query)
+    query.awaitTermination()
+    if job is not None:
+        job.commit()
+    return 0
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    sys.exit(run(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""From a micro-batch's manifests to the list of objects to read (pure Python, no Spark).
+
+Bad manifests and entries become quarantine records here, before any data is read, so one bad
+manifest never fails the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from contracts.exceptions import ManifestError
+from contracts.layout import source_uri
+from contracts.manifest import Manifest, ManifestEntry
+from glue_processor.settings import JobSettings
+
+GLOB_CHARS = frozenset("\\*?[]{}")
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One object version to read in this batch."""
+
+    entry: ManifestEntry
+    manifest_uri: str
+    read_uri: str
+
+    @property
+    def source_uri(self) -> str:
+        return source_uri(self.entry.bucket, self.entry.key)
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A quarantine record made on the driver (a whole manifest or a whole file)."""
+
+    kind: str
+    source_uri: str
+    reason: str
+    manifest_uri: str
+    raw: str | None = None
+    entry: ManifestEntry | None = None
+
+
+@dataclass
+class BatchPlan:
+    manifests: list[str] = field(default_factory=list)
+    files: list[SourceFile] = field(default_factory=list)
+    rejections: list[Rejection] = field(default_factory=list)
+    duplicates: list[SourceFile] = field(default_factory=list)
+    bad_manifests: int = 0
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(f.entry.size for f in self.files)
+
+
+def escape_glob(uri: str) -> str:
+    """Escape Hadoop glob characters so a key like ``a[1].json`` names itself, not a pattern."""
+    return "".join(f"\\{ch}" if ch in GLOB_CHARS else ch for ch in uri)
+
+
+def plan_batch(manifests: Iterable[tuple[str, str]], settings: JobSettings) -> BatchPlan:
+    """Parse the batch's manifests (uri, text) and decide what to read.
+
+    - a manifest that is not valid JSON or fails its schema is quarantined whole;
+    - an entry outside ``allowed_buckets`` is quarantined;
+    - an entry larger than ``max_file_mb`` is quarantined (it cannot be read as one record);
+    - an object version listed again in this batch is read once.
+    """
+    plan = BatchPlan()
+    seen: set[tuple[str, str, str]] = set()
+    for manifest_uri, text in sorted(manifests):
+        plan.manifests.append(manifest_uri)
+        try:
+            manifest = Manifest.from_json(text, source=manifest_uri)
+        except ManifestError as exc:
+            plan.bad_manifests += 1
+            plan.rejections.append(
+                Rejection("manifest", manifest_uri, str(exc), manifest_uri, raw=text[:1_000_000])
+            )
+            continue
+        for entry in manifest.entries:
+            reason = _entry_problem(entry, settings)
+            if reason:
+                plan.rejections.append(
+                    Rejection("file", source_uri(entry.bucket, entry.key), reason, manifest_uri, entry=entry)
+                )
+                continue
+            item = SourceFile(entry, manifest_uri, settings.source_uri_of(entry.bucket, entry.key))
+            if entry.identity in seen:
+                plan.duplicates.append(item)
+                continue
+            seen.add(entry.identity)
+            plan.files.append(item)
+    return plan
+
+
+def _entry_problem(entry: ManifestEntry, settings: JobSettings) -> str | None:
+    if settings.allowed_buckets and entry.bucket not in settings.allowed_buckets:
+        return f"bucket {entry.bucket!r} is not in allowed_buckets {list(settings.allowed_buckets)}"
+    if entry.size > settings.max_file_mb * 1024 * 1024:
+        return f"object of {entry.size} bytes exceeds max_file_mb={settings.max_file_mb}"
+    return None
+
+
+def latency_seconds(event_times: Iterable[datetime], committed_at: datetime) -> list[float]:
+    return sorted(max(0.0, (committed_at - t).total_seconds()) for t in event_times)

@@ -1,0 +1,120 @@
+"""The job's configuration: one frozen model, parsed once in ``main()``.
+
+On Glue the values arrive as job arguments (``--manifest_uri s3://...``); locally as the same
+command-line flags. Unknown or malformed settings fail at start-up with a message naming the
+setting and what it accepts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from contracts.exceptions import ConfigError
+
+MIB = 1024 * 1024
+_URI = r"^(s3|s3a|file|hdfs)://.+"
+# Glue passes its own arguments too (--JOB_NAME, --enable-metrics, --TempDir, ...). Ours are
+# lower_snake_case; an unknown lower_snake_case argument is a typo and fails start-up.
+_OURS = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class JobSettings(BaseModel):
+    """Every setting of the streaming job, with its default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    manifest_uri: str = Field(pattern=_URI, description="directory the manifest Lambda writes to")
+    output_uri: str = Field(pattern=_URI, description="Parquet dataset root")
+    quarantine_uri: str = Field(pattern=_URI, description="root of quarantined records (JSON lines)")
+    checkpoint_uri: str = Field(pattern=_URI, description="Structured Streaming checkpoint")
+    source_uri_template: str = Field(
+        default="s3://{bucket}/{key}", description="how a manifest entry becomes a readable URI"
+    )
+    allowed_buckets: tuple[str, ...] = Field(
+        default=(), description="buckets manifests may point at; empty allows any"
+    )
+    query_name: str = Field(default="ndjson-to-parquet", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    trigger: Literal["processing-time", "available-now"] = "processing-time"
+    trigger_interval_seconds: int = Field(default=30, ge=1, le=3600)
+    max_files_per_trigger: int = Field(default=1, ge=1, le=10_000)
+    target_file_mb: int = Field(default=128, ge=1, le=2048)
+    parquet_bytes_per_input_byte: float = Field(
+        default=0.3, gt=0, le=4, description="first guess of Parquet size / NDJSON size; learnt per batch"
+    )
+    max_file_mb: int = Field(default=1024, ge=1, le=1900, description="largest NDJSON object read whole")
+    job_name: str = Field(default="local", min_length=1)
+
+    @field_validator("allowed_buckets", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(p.strip() for p in value.split(",") if p.strip())
+        return value
+
+    @field_validator("manifest_uri", "output_uri", "quarantine_uri", "checkpoint_uri")
+    @classmethod
+    def _dir(cls, value: str) -> str:
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _template(self) -> JobSettings:
+        if "{bucket}" not in self.source_uri_template or "{key}" not in self.source_uri_template:
+            raise ValueError("source_uri_template must contain {bucket} and {key}")
+        roots = [self.output_uri, self.quarantine_uri, self.checkpoint_uri, self.manifest_uri]
+        for i, a in enumerate(roots):
+            for b in roots[i + 1 :]:
+                if a == b or a.startswith(b + "/") or b.startswith(a + "/"):
+                    raise ValueError(f"{a} and {b} overlap: manifest, output, quarantine and checkpoint "
+                                     "locations must be separate directories")
+        return self
+
+    @property
+    def target_file_bytes(self) -> int:
+        return self.target_file_mb * MIB
+
+    def source_uri_of(self, bucket: str, key: str) -> str:
+        return self.source_uri_template.replace("{bucket}", bucket).replace("{key}", key)
+
+
+def settings_from_mapping(values: dict[str, str]) -> JobSettings:
+    """Validate raw string settings; raise :class:`ConfigError` naming each bad setting."""
+    unknown = sorted(set(values) - set(JobSettings.model_fields))
+    if unknown:
+        allowed = ", ".join(sorted(JobSettings.model_fields))
+        raise ConfigError(f"unknown setting(s) {', '.join('--' + u for u in unknown)}; allowed: {allowed}")
+    try:
+        return JobSettings.model_validate(values)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            name = ".".join(str(p) for p in err["loc"]) or "settings"
+            hint = JobSettings.model_fields[name].description if name in JobSettings.model_fields else None
+            problems.append(f"--{name}: {err['msg']}" + (f" ({hint})" if hint else ""))
+        raise ConfigError("invalid job configuration: " + "; ".join(problems)) from exc
+
+
+def ours_from_argv(argv: Sequence[str]) -> dict[str, str]:
+    """Pick ``--name value`` pairs that belong to this job out of a Glue or local argv."""
+    values: dict[str, str] = {}
+    items = list(argv)
+    i = 0
+    while i < len(items):
+        token = items[i]
+        if token.startswith("--"):
+            name, _, inline = token[2:].partition("=")
+            if inline or "=" in token:
+                value, step = inline, 1
+            elif i + 1 < len(items) and not items[i + 1].startswith("--"):
+                value, step = items[i + 1], 2
+            else:
+                raise ConfigError(f"--{name} needs a value")
+            if _OURS.match(name):
+                values[name] = value
+            i += step
+        else:
+            i += 1
+    return values

@@ -1,0 +1,29 @@
+"""How many Parquet files a batch writes: derived from its input bytes, not guessed."""
+
+from __future__ import annotations
+
+import math
+
+
+def output_file_count(input_bytes: int, *, ratio: float, target_bytes: int) -> int:
+    """Files of about ``target_bytes``: estimated Parquet bytes / target, rounded, at least 1.
+
+    ``ratio`` is Parquet bytes per NDJSON byte, learnt from the batches already written.
+    Rounding (not ceiling) keeps every file within about +-1/(2n) of the target.
+    """
+    estimated = input_bytes * ratio
+    return max(1, round(estimated / target_bytes)) if math.isfinite(estimated) else 1
+
+
+class LearnedRatio:
+    """An exponentially weighted estimate of Parquet bytes per NDJSON byte."""
+
+    def __init__(self, initial: float, *, weight: float = 0.5) -> None:
+        self.value = initial
+        self.weight = weight
+
+    def observe(self, *, output_bytes: int, input_bytes: int) -> None:
+        # Tiny batches are dominated by Parquet's fixed footer cost; they would skew the estimate.
+        if input_bytes < 1024 * 1024 or output_bytes <= 0:
+            return
+        self.value = (1 - self.weight) * self.value + self.weight * (output_bytes / input_bytes)

@@ -1,0 +1,69 @@
+"""The streaming query: manifests directory -> foreachBatch(ManifestBatchJob)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from contracts.layout import MANIFEST_SUFFIX
+from glue_processor.batch import ManifestBatchJob
+from glue_processor.settings import JobSettings
+
+logger = logging.getLogger(__name__)
+
+
+def start_query(spark: SparkSession, settings: JobSettings, job: ManifestBatchJob) -> StreamingQuery:
+    """Start the named query. ``available-now`` drains what is there and stops (local runs);
+    ``processing-time`` runs forever (the 24/7 job). Both run the same code."""
+    manifests = (
+        spark.readStream.format("text")
+        .option("wholetext", True)
+        .option("maxFilesPerTrigger", settings.max_files_per_trigger)
+        .option("pathGlobFilter", f"*{MANIFEST_SUFFIX}")
+        .load(settings.manifest_uri)
+        .select(F.input_file_name().alias("manifest_uri"), "value")
+    )
+    writer = (
+        manifests.writeStream.queryName(settings.query_name)
+        .option("checkpointLocation", settings.checkpoint_uri)
+        .foreachBatch(job)
+    )
+    if settings.trigger == "available-now":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{settings.trigger_interval_seconds} seconds")
+    query = writer.start()
+    logger.info("query started", extra={"query": settings.query_name, "id": str(query.id)})
+    return query
+
+
+def stop_gracefully(query: StreamingQuery, *, poll_seconds: float = 0.5, timeout_seconds: float = 600) -> None:
+    """Stop between batches: wait for the running trigger to finish, then stop the query.
+
+    Stopping mid-batch is safe too (the batch re-runs from the checkpoint), but wastes its work.
+    """
+    deadline = time.monotonic() + timeout_seconds
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(poll_seconds)
+    query.stop()
+
+
+def stop_on_signal(query: StreamingQuery) -> threading.Event:
+    """Install SIGTERM/SIGINT handlers that stop the query between batches."""
+    import signal
+
+    requested = threading.Event()
+
+    def _handler(signum: int, _frame: object) -> None:
+        logger.warning("stop requested", extra={"signal": signum})
+        requested.set()
+        threading.Thread(target=stop_gracefully, args=(query,), daemon=True).start()
+
+    signal.signal(signal.SIGTERM, _handler)
+    signal.signal(signal.SIGINT, _handler)
+    return requested

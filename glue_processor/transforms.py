@@ -1,0 +1,128 @@
+"""Pure DataFrame transforms of the batch path: DataFrame in, DataFrame out, no I/O.
+
+The shape of the data as it moves through a batch:
+
+    files:  file_uri, value                      one row per NDJSON object (read whole)
+    lines:  file_uri, line, text, blank          one row per line, 1-based line number
+    parsed: file_uri, line, text, blank, fields  fields = MAP<STRING,STRING>, NULL if not an object
+    output: <data columns...>, <lineage...>      every top-level field as a string
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+FIELDS_TYPE = "MAP<STRING,STRING>"
+# Lineage columns added to every output row. Data fields with the same names are renamed.
+LINEAGE_COLUMNS = ("_source_uri", "_source_etag", "_line", "_event_time", "_batch_id", "_ingest_time")
+
+REASON_NOT_UTF8 = "line is not valid UTF-8"
+REASON_ARRAY = "line is a JSON array, expected an object"
+REASON_SCALAR = "line is a JSON scalar, expected an object"
+REASON_MALFORMED = "malformed JSON"
+
+
+def split_lines(files: DataFrame) -> DataFrame:
+    """One row per line of each file, with its 1-based line number.
+
+    Lines end with LF or CRLF. Blank lines (only white space) carry no record: they are kept,
+    flagged ``blank``, so a file of blank lines is still seen as read (and not as unreadable).
+    """
+    exploded = files.select(
+        "file_uri", F.posexplode(F.split(F.col("value"), r"\r?\n")).alias("pos", "text")
+    )
+    return exploded.select(
+        "file_uri",
+        (F.col("pos") + 1).cast("int").alias("line"),
+        "text",
+        (F.trim("text") == "").alias("blank"),
+    )
+
+
+def parse_fields(lines: DataFrame) -> DataFrame:
+    """Parse each line as a JSON object into a string map (NULL for anything else).
+
+    Values keep Spark's JSON text form: strings as they are, nested objects and arrays as
+    compact JSON, numbers and booleans as their literal. Duplicate keys: the last one wins
+    (needs ``spark.sql.mapKeyDedupPolicy=LAST_WIN``).
+    """
+    return lines.withColumn("fields", F.when(~F.col("blank"), F.from_json("text", FIELDS_TYPE)))
+
+
+def rejection_reason() -> Column:
+    """Why a line whose ``fields`` is NULL was rejected (evaluate on rejected rows only)."""
+    text = F.col("text")
+    return (
+        F.when(text.contains("\ufffd"), F.lit(REASON_NOT_UTF8))
+        .when(F.from_json(text, "ARRAY<STRING>").isNotNull(), F.lit(REASON_ARRAY))
+        .when(F.from_json(F.concat(F.lit("["), text, F.lit("]")), "ARRAY<STRING>").isNotNull(), F.lit(REASON_SCALAR))
+        .otherwise(F.lit(REASON_MALFORMED))
+    )
+
+
+def file_stats(parsed: DataFrame) -> DataFrame:
+    """Per file: good and bad line counts, text bytes, and the distinct key sets seen."""
+    good = F.col("fields").isNotNull()
+    bad = F.col("fields").isNull() & ~F.col("blank")
+    return parsed.groupBy("file_uri").agg(
+        F.count(F.when(good, 1)).alias("good"),
+        F.count(F.when(bad, 1)).alias("bad"),
+        F.sum(F.octet_length("text") + 1).alias("text_bytes"),
+        F.collect_set(F.when(good, F.array_sort(F.map_keys("fields")))).alias("key_sets"),
+    )
+
+
+def column_names(keys: Iterable[str]) -> list[tuple[str, str]]:
+    """Map JSON keys to Parquet column names, deterministically.
+
+    Engines such as Athena and Spark (by default) resolve column names case-insensitively, so
+    keys that differ only by case, or that collide with a lineage column, get a suffix
+    ``__2``, ``__3``... in sorted order. An empty key becomes ``_empty_key``.
+    """
+    taken = {name.lower() for name in LINEAGE_COLUMNS}
+    mapping: list[tuple[str, str]] = []
+    for key in sorted(set(keys)):
+        base = key if key else "_empty_key"
+        name, n = base, 1
+        while name.lower() in taken:
+            n += 1
+            name = f"{base}__{n}"
+        taken.add(name.lower())
+        mapping.append((key, name))
+    return sorted(mapping, key=lambda kv: (kv[1].lower(), kv[1]))
+
+
+def project_output(
+    parsed: DataFrame, columns: Sequence[tuple[str, str]], *, batch_id: int, ingest_time_iso: str
+) -> DataFrame:
+    """The output rows: one string column per key, then the lineage columns.
+
+    ``parsed`` must carry ``source_uri``, ``etag`` and ``event_time`` from the file table.
+    """
+    data = [F.col("fields").getItem(key).alias(name) for key, name in columns]
+    lineage = [
+        F.col("source_uri").alias("_source_uri"),
+        F.col("etag").alias("_source_etag"),
+        F.col("line").alias("_line"),
+        F.col("event_time").alias("_event_time"),
+        F.lit(batch_id).cast("long").alias("_batch_id"),
+        F.to_timestamp(F.lit(ingest_time_iso)).alias("_ingest_time"),
+    ]
+    return parsed.where(F.col("fields").isNotNull()).select(*data, *lineage)
+
+
+def rejected_lines(parsed: DataFrame, *, batch_id: int) -> DataFrame:
+    """Quarantine records for the lines that are not JSON objects."""
+    return parsed.where(F.col("fields").isNull() & ~F.col("blank")).select(
+        F.lit("line").alias("kind"),
+        F.col("source_uri"),
+        F.col("line").cast("long"),
+        rejection_reason().alias("reason"),
+        F.col("text").alias("raw"),
+        F.base64(F.col("text").cast("binary")).alias("raw_base64"),
+        F.col("manifest_uri"),
+        F.lit(batch_id).cast("long").alias("batch_id"),
+    )

@@ -1,0 +1,1 @@
+"""AWS Lambda functions: one package per function (handler, settings, logic, adapters)."""

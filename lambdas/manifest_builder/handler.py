@@ -1,0 +1,34 @@
+"""Lambda entry point of the manifest builder: validate, delegate, return."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.config import Config
+
+from lambdas.manifest_builder.service import build_manifests
+from lambdas.manifest_builder.settings import BuilderSettings, load_settings
+from lambdas.manifest_builder.store import ObjectWriter, S3ObjectWriter
+
+logger = Logger(service="manifest-builder")
+
+
+@cache
+def _settings() -> BuilderSettings:
+    return load_settings()
+
+
+@cache
+def _writer() -> ObjectWriter:
+    client = boto3.client("s3", config=Config(retries={"max_attempts": 8, "mode": "adaptive"}))
+    return S3ObjectWriter(client)
+
+
+@logger.inject_lambda_context
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """SQS event source mapping with ReportBatchItemFailures."""
+    return build_manifests(event, settings=_settings(), writer=_writer()).response

@@ -1,0 +1,70 @@
+"""The manifest builder's configuration, validated once at cold start."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from typing_extensions import Annotated
+
+from contracts.exceptions import ConfigError
+from contracts.layout import NDJSON_SUFFIXES, normalise_prefix
+
+GIB = 1024**3
+
+
+class BuilderSettings(BaseSettings):
+    """Environment of the manifest Lambda (and of the local runner's feeder).
+
+    ``MANIFEST_BUCKET`` is required; everything else has a production default.
+    """
+
+    model_config = SettingsConfigDict(frozen=True, extra="ignore", case_sensitive=False)
+
+    manifest_bucket: str = Field(min_length=3, max_length=63, description="bucket the manifests go to")
+    manifest_prefix: str = Field(default="manifests/", description="key prefix of the manifests")
+    source_prefix: str = Field(default="", description="only keys under this prefix are accepted")
+    source_suffixes: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=NDJSON_SUFFIXES, description="only keys ending with one of these are accepted"
+    )
+    max_manifest_bytes: int = Field(default=GIB, ge=1, description="upper bound of a manifest's total size")
+    max_manifest_files: int = Field(default=1000, ge=1, le=100_000, description="upper bound of its files")
+
+    @field_validator("source_suffixes", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("manifest_prefix", "source_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        return normalise_prefix(value)
+
+    @model_validator(mode="after")
+    def _suffixes_present(self) -> BuilderSettings:
+        if not self.source_suffixes:
+            raise ValueError("source_suffixes must list at least one suffix, e.g. '.json,.ndjson'")
+        return self
+
+    @cached_property
+    def lowered_suffixes(self) -> tuple[str, ...]:
+        return tuple(s.lower() for s in self.source_suffixes)
+
+    def accepts(self, key: str) -> bool:
+        """True when a (decoded) key is under the source prefix and has an accepted suffix."""
+        return key.startswith(self.source_prefix) and key.lower().endswith(self.lowered_suffixes)
+
+
+def load_settings(**overrides: object) -> BuilderSettings:
+    """Read the settings from the environment; raise :class:`ConfigError` naming what is wrong."""
+    try:
+        return BuilderSettings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']).upper() or 'settings'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigError(f"invalid manifest builder configuration: {problems}") from exc
