@@ -59,6 +59,7 @@ class ManifestBatchJob:
         self.ratio = LearnedRatio(settings.parquet_bytes_per_input_byte)
         self._query_id = query_id
         self.committed: list[CommitRecord] = []
+        self.progress: list[dict[str, Any]] = []
 
     # -- streaming entry point -------------------------------------------------------------
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:

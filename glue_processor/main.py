@@ -9,8 +9,14 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from glue_processor.settings import JobSettings, ours_from_argv, settings_from_mapping
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from glue_processor.batch import ManifestBatchJob
 
 logger = logging.getLogger("glue_processor")
 
@@ -18,6 +24,19 @@ logger = logging.getLogger("glue_processor")
 def parse_settings(argv: Sequence[str]) -> JobSettings:
     """Our settings from a Glue or local argv (Glue's own arguments are left to Glue)."""
     return settings_from_mapping(ours_from_argv(argv))
+
+
+def run_query(spark: SparkSession, settings: JobSettings) -> ManifestBatchJob:
+    """Start the query, stop it between batches on SIGTERM/SIGINT, return when it ends."""
+    from glue_processor.batch import ManifestBatchJob
+    from glue_processor.stream import start_query, stop_on_signal
+
+    batch_job = ManifestBatchJob(spark, settings)
+    query = start_query(spark, settings, batch_job)
+    stop_on_signal(query)
+    query.awaitTermination()
+    batch_job.progress = list(query.recentProgress)
+    return batch_job
 
 
 def run(argv: Sequence[str]) -> int:
@@ -31,9 +50,7 @@ def run(argv: Sequence[str]) -> int:
     else:
         glue = (GlueContext, Job, getResolvedOptions)
 
-    from glue_processor.batch import ManifestBatchJob
     from glue_processor.session import apply_job_conf, local_session
-    from glue_processor.stream import start_query, stop_on_signal
 
     job = None
     if glue is not None:
@@ -49,10 +66,7 @@ def run(argv: Sequence[str]) -> int:
     else:
         spark = local_session()
 
-    batch_job = ManifestBatchJob(spark, settings)
-    query = start_query(spark, settings, batch_job)
-    stop_on_signal(query)
-    query.awaitTermination()
+    run_query(spark, settings)
     if job is not None:
         job.commit()
     return 0

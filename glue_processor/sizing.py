@@ -21,9 +21,13 @@ class LearnedRatio:
     def __init__(self, initial: float, *, weight: float = 0.5) -> None:
         self.value = initial
         self.weight = weight
+        self.observations = 0
 
     def observe(self, *, output_bytes: int, input_bytes: int) -> None:
         # Tiny batches are dominated by Parquet's fixed footer cost; they would skew the estimate.
         if input_bytes < 1024 * 1024 or output_bytes <= 0:
             return
-        self.value = (1 - self.weight) * self.value + self.weight * (output_bytes / input_bytes)
+        observed = output_bytes / input_bytes
+        # The configured value is only a prior: the first measurement replaces it.
+        self.value = observed if not self.observations else (1 - self.weight) * self.value + self.weight * observed
+        self.observations += 1

@@ -1,0 +1,192 @@
+"""The batch path on local Spark: manifests -> Parquet, exactly once."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contracts.manifest import Manifest, ManifestEntry
+from glue_processor.batch import ManifestBatchJob
+from glue_processor.local.buckets import LocalBuckets
+from glue_processor.settings import JobSettings, settings_from_mapping
+from tests.helpers import read_rows, visible_parquet
+
+pytestmark = pytest.mark.spark
+BUCKET = "landing"
+T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+class Env:
+    def __init__(self, root: Path, **overrides: str) -> None:
+        self.root = root
+        self.buckets = LocalBuckets(root / "buckets")
+        self.settings: JobSettings = settings_from_mapping(
+            {
+                "manifest_uri": (root / "manifests").as_uri(),
+                "output_uri": (root / "output").as_uri(),
+                "quarantine_uri": (root / "quarantine").as_uri(),
+                "checkpoint_uri": (root / "checkpoint").as_uri(),
+                "source_uri_template": self.buckets.uri_template(),
+                **overrides,
+            }
+        )
+
+    def put(self, key: str, body: bytes) -> ManifestEntry:
+        self.buckets.put(BUCKET, key, body, content_type="application/x-ndjson")
+        return ManifestEntry(bucket=BUCKET, key=key, size=len(body), etag=hashlib.md5(body).hexdigest(), event_time=T0)
+
+    def manifest(self, name: str, entries: list[ManifestEntry]) -> tuple[str, str]:
+        return (f"file:///manifests/{name}.json", Manifest.of(entries).to_json().decode())
+
+    def job(self, spark: Any) -> ManifestBatchJob:
+        return ManifestBatchJob(spark, self.settings, query_id="0123456789abcdef")
+
+    def quarantine(self) -> list[dict[str, Any]]:
+        rows = []
+        for path in sorted((self.root / "quarantine").rglob("*.json")):
+            if any(p.startswith(("_", ".")) for p in path.relative_to(self.root / "quarantine").parts):
+                continue
+            rows.extend(json.loads(line) for line in path.read_text().splitlines() if line)
+        return rows
+
+
+def expected_rows(key: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the job promises: every top-level field as a string, nested values as JSON text."""
+    out = []
+    for n, rec in enumerate(records, start=1):
+        fields = {
+            k: (v if isinstance(v, str) else None if v is None else json.dumps(v, separators=(",", ":")).lower()
+                if isinstance(v, bool) else json.dumps(v, separators=(",", ":")))
+            for k, v in rec.items()
+        }
+        out.append({"fields": fields, "_source_uri": f"s3://{BUCKET}/{key}", "_line": n})
+    return out
+
+
+def actual_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    lineage = {"_source_uri", "_source_etag", "_line", "_event_time", "_batch_id", "_ingest_time", "dt"}
+    return [
+        {
+            "fields": {k: v for k, v in r.items() if k not in lineage and v is not None},
+            "_source_uri": r["_source_uri"],
+            "_line": r["_line"],
+        }
+        for r in rows
+    ]
+
+
+def drop_nulls(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**r, "fields": {k: v for k, v in r["fields"].items() if v is not None}} for r in rows]
+
+
+def key_of(row: dict[str, Any]) -> tuple[str, int]:
+    return (row["_source_uri"], row["_line"])
+
+
+def test_parquet_holds_exactly_the_input_records(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    # Given files with known content: nested values, a field whose type drifts, odd key names, gzip
+    a = [{"id": 1, "user": {"name": "ana", "tags": ["x", "y"]}, "amount": 10}, {"id": 2, "amount": "10", "ok": True}]
+    b = [{"id": 3, "note": None, "items": [{"sku": "s", "qty": 2}]}, {"id": 4, "ünïcode key": "välue"}]
+    entries = [
+        env.put("in/a file+1 %.json", "".join(json.dumps(r) + "\n" for r in a).encode()),
+        env.put("in/ü/b.json.gz", gzip.compress("".join(json.dumps(r) + "\n" for r in b).encode())),
+    ]
+
+    # When one batch processes their manifest
+    record = env.job(spark).run([env.manifest("m1", entries)], 0)
+
+    # Then the Parquet rows equal the input records, with lineage
+    rows = read_rows(tmp_path / "output")
+    want = drop_nulls(expected_rows("in/a file+1 %.json", a) + expected_rows("in/ü/b.json.gz", b))
+    assert sorted(actual_rows(rows), key=key_of) == sorted(want, key=key_of)
+    assert {r["_batch_id"] for r in rows} == {0}
+    assert {r["_source_etag"] for r in rows} == {e.etag for e in entries}
+    assert record.stats.records_out == 4 and record.stats.bad_records == 0
+    assert [s.status for s in record.sources] == ["ingested", "ingested"]
+
+
+def test_rerunning_a_committed_batch_leaves_no_duplicates(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    manifest = env.manifest("m1", [env.put("in/x.json", b'{"a":1}\n{"a":2}\n')])
+    job = env.job(spark)
+    first = job.run([manifest], 5)
+    again = job.run([manifest], 5)  # the same batch id after a crash before Spark's own commit
+    assert again.attempt == first.attempt
+    assert sorted(r["a"] for r in read_rows(tmp_path / "output")) == ["1", "2"]
+
+
+def test_killed_attempt_leftovers_are_discarded(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    manifest = env.manifest("m1", [env.put("in/x.json", b'{"a":1}\n')])
+    job = env.job(spark)
+    # Given a killed attempt that staged a Parquet file but never committed
+    staged = Path(job.committer().staging_uri(env.settings.output_uri, 3, "deadbeef").removeprefix("file://"))
+    staged.mkdir(parents=True)
+    (staged / "part-00000-x.parquet").write_bytes(b"half-written")
+    # When the batch re-runs
+    job.run([manifest], 3)
+    # Then only the committed attempt's rows are visible, and the staging area is gone
+    assert [r["a"] for r in read_rows(tmp_path / "output")] == ["1"]
+    assert not staged.exists()
+
+
+def test_crash_between_commit_and_publish_is_finished_by_the_rerun(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    manifest = env.manifest("m1", [env.put("in/x.json", b'{"a":1}\n{"a":2}\n')])
+    job = env.job(spark)
+    committer = job.committer()
+    published: list[Any] = []
+    # Given an attempt that wrote its commit record and then died before moving any file
+    real_publish = committer.publish
+    type(committer).publish = lambda self, record: published.append(record)  # type: ignore[method-assign]
+    try:
+        job.committer = lambda: committer  # type: ignore[method-assign]
+        job.run([manifest], 9)
+    finally:
+        type(committer).publish = real_publish.__func__  # type: ignore[attr-defined]
+    assert published and read_rows(tmp_path / "output") == []
+    # When the batch id runs again, Then its files are published once
+    env.job(spark).run([manifest], 9)
+    assert sorted(r["a"] for r in read_rows(tmp_path / "output")) == ["1", "2"]
+
+
+def test_bad_manifest_and_missing_object_are_quarantined_and_the_rest_loaded(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    good = env.put("in/good.json", b'{"a":1}\nnot json\n')
+    gone = ManifestEntry(bucket=BUCKET, key="in/gone.json", size=5, etag="e", event_time=T0)
+    record = env.job(spark).run(
+        [env.manifest("m1", [good, gone]), ("file:///manifests/broken.json", "{truncated")], 0
+    )
+    assert [r["a"] for r in read_rows(tmp_path / "output")] == ["1"]
+    q = {(r["kind"], r["source_uri"], r.get("line")): r["reason"] for r in env.quarantine()}
+    assert q[("line", "s3://landing/in/good.json", 2)] == "malformed JSON"
+    assert "not found" in q[("file", "s3://landing/in/gone.json", None)]
+    assert "invalid manifest" in q[("manifest", "file:///manifests/broken.json", None)]
+    assert record.stats.bad_manifests == 1 and record.stats.missing_files == 1 and record.stats.bad_records == 1
+
+
+def test_output_files_follow_the_target_size(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path, target_file_mb="1")
+    rng = random.Random(3)
+
+    def body(n: int) -> bytes:
+        recs = ({"id": i, "blob": rng.randbytes(300).hex(), "v": rng.random()} for i in range(n))
+        return "".join(json.dumps(r) + "\n" for r in recs).encode()
+
+    job = env.job(spark)
+    # the first batch teaches the job this data's Parquet/NDJSON ratio
+    job.run([env.manifest("m0", [env.put(f"in/warm{i}.json", body(1500)) for i in range(2)])], 0)
+    record = job.run([env.manifest("m1", [env.put(f"in/f{i}.json", body(1500)) for i in range(8)])], 1)
+    sizes = [f.bytes for f in record.data_files]
+    assert len(sizes) >= 3
+    mb = 1024 * 1024
+    assert all(0.6 * mb <= s <= 1.4 * mb for s in sizes), sizes
+    assert len(visible_parquet(tmp_path / "output")) == len(sizes) + 1

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import pytest
+
+from contracts.exceptions import ConfigError
+from glue_processor.main import parse_settings
+
+BASE = [
+    "--manifest_uri", "s3://m/manifests/",
+    "--output_uri", "s3://o/data",
+    "--quarantine_uri", "s3://o/quarantine",
+    "--checkpoint_uri", "s3://a/checkpoints/q1",
+]
+
+
+def test_glue_style_argv_with_glue_arguments() -> None:
+    argv = ["--JOB_NAME", "ingest", "--job-bookmark-option", "job-bookmark-disable", "--enable-metrics", "true",
+            *BASE, "--max_files_per_trigger", "4", "--allowed_buckets", "a, b"]
+    s = parse_settings(argv)
+    assert s.max_files_per_trigger == 4
+    assert s.allowed_buckets == ("a", "b")
+    assert s.manifest_uri == "s3://m/manifests"
+    assert s.trigger_interval_seconds == 30 and s.target_file_mb == 128
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--max_file_per_trigger", "2"], "unknown setting(s) --max_file_per_trigger"),
+        (["--max_files_per_trigger", "zero"], "--max_files_per_trigger"),
+        (["--max_files_per_trigger", "0"], "greater than or equal to 1"),
+        (["--trigger", "sometimes"], "'processing-time' or 'available-now'"),
+        (["--target_file_mb", "99999"], "--target_file_mb"),
+        (["--source_uri_template", "s3://x/{key}"], "{bucket}"),
+    ],
+)
+def test_bad_settings_fail_at_start_naming_the_setting(extra: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_settings([*BASE, *extra])
+    assert message in str(info.value)
+
+
+def test_missing_required_paths() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_settings(["--manifest_uri", "s3://m/x"])
+    assert "--output_uri" in str(info.value) and "--checkpoint_uri" in str(info.value)
+
+
+def test_overlapping_locations_are_rejected() -> None:
+    argv = [*BASE[:-1], "s3://o/data/_checkpoint"]
+    with pytest.raises(ConfigError, match="overlap"):
+        parse_settings(argv)

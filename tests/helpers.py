@@ -1,0 +1,60 @@
+"""Test helpers: turning SQS messages into Lambda events, reading Parquet back."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from tests.conftest import load_event
+
+
+@dataclass
+class FakeLambdaContext:
+    function_name: str = "manifest-builder"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:manifest-builder"
+    aws_request_id: str = "req-1"
+
+
+def lambda_sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
+    """What the SQS event source mapping hands the Lambda for messages received from SQS."""
+    template = load_event("sqs_message.json")
+    records = []
+    for msg in messages:
+        record = copy.deepcopy(template)
+        record.update(
+            messageId=msg["MessageId"],
+            receiptHandle=msg["ReceiptHandle"],
+            body=msg["Body"],
+            md5OfBody=msg["MD5OfBody"],
+            eventSourceARN=queue_arn,
+        )
+        records.append(record)
+    return {"Records": records}
+
+
+def sqs_record(body: Any, message_id: str) -> dict[str, Any]:
+    record = load_event("sqs_message.json")
+    record["messageId"] = message_id
+    record["body"] = body if isinstance(body, str) else json.dumps(body)
+    return record
+
+
+def visible_parquet(root: Path) -> list[Path]:
+    return sorted(
+        p for p in root.rglob("*.parquet")
+        if not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
+    )
+
+
+def read_rows(root: Path) -> list[dict[str, Any]]:
+    """Every row of every visible Parquet file, as a reader like Athena would see them."""
+    rows: list[dict[str, Any]] = []
+    for path in visible_parquet(root):
+        rows.extend(pq.read_table(path).to_pylist())
+    return rows
