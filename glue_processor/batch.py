@@ -117,11 +117,20 @@ class ManifestBatchJob:
             if parsed is not None:
                 parsed.unpersist()
 
+        stem = f"{self.query_id[:8]}-{batch_id:012d}"
         data_files = self._name_outputs(
-            data_dir, ".parquet", f"{self.settings.output_uri}/{partition}", "part", batch_id, attempt
+            data_dir,
+            f"{self.settings.output_uri}/{partition}",
+            stem=f"part-{stem}",
+            suffix=".parquet",
+            attempt=attempt,
         )
         quarantine_files = self._name_outputs(
-            quarantine_dir, ".json", f"{self.settings.quarantine_uri}/{partition}", "quarantine", batch_id, attempt
+            quarantine_dir,
+            f"{self.settings.quarantine_uri}/{partition}",
+            stem=f"quarantine-{stem}",
+            suffix=".json",
+            attempt=attempt,
         )
         output_bytes = sum(f.bytes for f in data_files)
         self.ratio.observe(output_bytes=output_bytes, input_bytes=outcome.text_bytes)
@@ -216,7 +225,9 @@ class ManifestBatchJob:
                 elif info.size == 0:
                     outcome.add(source, "empty")
                 else:
-                    outcome.unreadable(source, "object could not be read or decompressed (corrupt or truncated)")
+                    outcome.unreadable(
+                        source, "object could not be read or decompressed (corrupt or truncated)"
+                    )
                 continue
             for key_set in row.key_sets:
                 keys.update(key_set)
@@ -254,18 +265,19 @@ class ManifestBatchJob:
         combined.coalesce(1).write.mode("overwrite").json(target)
 
     def _name_outputs(
-        self, staged_dir: str, suffix: str, final_dir: str, prefix: str, batch_id: int, attempt: str
+        self, staged_dir: str, final_dir: str, *, stem: str, suffix: str, attempt: str
     ) -> list[PublishedFile]:
+        """Deterministic final names for the staged files of one attempt."""
         staged = sorted(
-            (i for i in self.fs.list(staged_dir) if i.name.endswith(suffix) and not i.name.startswith(("_", "."))),
+            (
+                i
+                for i in self.fs.list(staged_dir)
+                if i.name.endswith(suffix) and not i.name.startswith(("_", "."))
+            ),
             key=lambda i: i.name,
         )
         return [
-            PublishedFile(
-                staged=i.uri,
-                final=f"{final_dir}/{prefix}-{self.query_id[:8]}-{batch_id:012d}-{n:05d}-{attempt}{suffix}",
-                bytes=i.size,
-            )
+            PublishedFile(staged=i.uri, final=f"{final_dir}/{stem}-{n:05d}-{attempt}{suffix}", bytes=i.size)
             for n, i in enumerate(staged)
         ]
 
@@ -303,7 +315,9 @@ class _Outcome:
         return sum(1 for s in self.sources if s.status == status)
 
     def _file_problem(self, source: SourceFile, status: Any, reason: str) -> None:
-        self.rejections.append(Rejection("file", source.source_uri, reason, source.manifest_uri, entry=source.entry))
+        self.rejections.append(
+            Rejection("file", source.source_uri, reason, source.manifest_uri, entry=source.entry)
+        )
         self._record(source.entry, source.manifest_uri, status, reason=reason)
 
     def _record(self, entry: Any, manifest_uri: str, status: Any, **extra: Any) -> None:

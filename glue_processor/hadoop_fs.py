@@ -27,8 +27,8 @@ class HadoopFS:
     """A thin, typed wrapper over ``org.apache.hadoop.fs.FileSystem``."""
 
     def __init__(self, spark: SparkSession) -> None:
-        self._jvm: Any = spark.sparkContext._jvm  # noqa: SLF001 - py4j gateway is the API
-        self._conf: Any = spark.sparkContext._jsc.hadoopConfiguration()  # noqa: SLF001
+        self._jvm: Any = spark.sparkContext._jvm
+        self._conf: Any = spark.sparkContext._jsc.hadoopConfiguration()
 
     def _path(self, uri: str) -> Any:
         return self._jvm.org.apache.hadoop.fs.Path(uri)
@@ -48,7 +48,7 @@ class HadoopFS:
         path = self._path(uri)
         try:
             status = self._fs(path).getFileStatus(path)
-        except Exception as exc:  # noqa: BLE001 - py4j wraps FileNotFoundException
+        except Exception as exc:
             if "FileNotFoundException" in str(exc):
                 return None
             raise StorageError(f"stat {uri} failed: {exc}") from exc

@@ -29,7 +29,11 @@ def apply_job_conf(spark: SparkSession) -> None:
 
 
 def local_session(
-    app_name: str = "ndjson-ingest", *, cores: str = "*", driver_memory: str = "4g", extra: dict[str, Any] | None = None
+    app_name: str = "ndjson-ingest",
+    *,
+    cores: str = "*",
+    driver_memory: str = "4g",
+    extra: dict[str, Any] | None = None,
 ) -> SparkSession:
     """A local SparkSession configured as the job expects."""
     os.environ["JAVA_HOME"] = java_home()
@@ -53,7 +57,7 @@ def local_session(
 def quiet_expected_warnings(spark: SparkSession) -> None:
     """Corrupt and missing objects are skipped on purpose and quarantined by the job; Spark's
     per-file warning with a stack trace would only bury the job's own record of them."""
-    jvm: Any = spark.sparkContext._jvm  # noqa: SLF001
+    jvm: Any = spark.sparkContext._jvm
     level = jvm.org.apache.logging.log4j.Level.ERROR
     for name in ("org.apache.spark.sql.execution.datasources.FileScanRDD",):
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)

@@ -68,8 +68,10 @@ class JobSettings(BaseModel):
         for i, a in enumerate(roots):
             for b in roots[i + 1 :]:
                 if a == b or a.startswith(b + "/") or b.startswith(a + "/"):
-                    raise ValueError(f"{a} and {b} overlap: manifest, output, quarantine and checkpoint "
-                                     "locations must be separate directories")
+                    raise ValueError(
+                        f"{a} and {b} overlap: manifest, output, quarantine and checkpoint "
+                        "locations must be separate directories"
+                    )
         return self
 
     @property

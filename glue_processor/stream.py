@@ -8,7 +8,7 @@ import time
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 from contracts.layout import MANIFEST_SUFFIX
 from glue_processor.batch import ManifestBatchJob
@@ -42,7 +42,9 @@ def start_query(spark: SparkSession, settings: JobSettings, job: ManifestBatchJo
     return query
 
 
-def stop_gracefully(query: StreamingQuery, *, poll_seconds: float = 0.5, timeout_seconds: float = 600) -> None:
+def stop_gracefully(
+    query: StreamingQuery, *, poll_seconds: float = 0.5, timeout_seconds: float = 600
+) -> None:
     """Stop between batches: wait for the running trigger to finish, then stop the query.
 
     Stopping mid-batch is safe too (the batch re-runs from the checkpoint), but wastes its work.

@@ -31,9 +31,7 @@ def split_lines(files: DataFrame) -> DataFrame:
     Lines end with LF or CRLF. Blank lines (only white space) carry no record: they are kept,
     flagged ``blank``, so a file of blank lines is still seen as read (and not as unreadable).
     """
-    exploded = files.select(
-        "file_uri", F.posexplode(F.split(F.col("value"), r"\r?\n")).alias("pos", "text")
-    )
+    exploded = files.select("file_uri", F.posexplode(F.split(F.col("value"), r"\r?\n")).alias("pos", "text"))
     return exploded.select(
         "file_uri",
         (F.col("pos") + 1).cast("int").alias("line"),
@@ -58,7 +56,10 @@ def rejection_reason() -> Column:
     return (
         F.when(text.contains("\ufffd"), F.lit(REASON_NOT_UTF8))
         .when(F.from_json(text, "ARRAY<STRING>").isNotNull(), F.lit(REASON_ARRAY))
-        .when(F.from_json(F.concat(F.lit("["), text, F.lit("]")), "ARRAY<STRING>").isNotNull(), F.lit(REASON_SCALAR))
+        .when(
+            F.from_json(F.concat(F.lit("["), text, F.lit("]")), "ARRAY<STRING>").isNotNull(),
+            F.lit(REASON_SCALAR),
+        )
         .otherwise(F.lit(REASON_MALFORMED))
     )
 

@@ -29,17 +29,31 @@ logger = logging.getLogger("ingest-local")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="ingest-local", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--data", type=Path, help="your NDJSON tree (.json/.ndjson/.jsonl, optionally .gz); default: a sample")
-    p.add_argument("--workdir", type=Path, default=Path(".work"), help="local stand-ins for the buckets (default .work)")
+    p = argparse.ArgumentParser(
+        prog="ingest-local", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    p.add_argument(
+        "--data", type=Path, help="your NDJSON tree (.json/.ndjson/.jsonl, optionally .gz); default: a sample"
+    )
+    p.add_argument(
+        "--workdir", type=Path, default=Path(".work"), help="local stand-ins for the buckets (default .work)"
+    )
     p.add_argument("--sample-files", type=int, default=48, help="files in the generated sample (default 48)")
     p.add_argument("--sample-records", type=int, default=400, help="records per sample file (default 400)")
-    p.add_argument("--sqs-batch-size", type=int, default=10, help="messages per manifest-builder invocation (10)")
+    p.add_argument(
+        "--sqs-batch-size", type=int, default=10, help="messages per manifest-builder invocation (10)"
+    )
     p.add_argument("--max-manifest-files", type=int, default=1000, help="files per manifest (default 1000)")
-    p.add_argument("--max-files-per-trigger", type=int, default=1, help="manifests per micro-batch (default 1)")
+    p.add_argument(
+        "--max-files-per-trigger", type=int, default=1, help="manifests per micro-batch (default 1)"
+    )
     p.add_argument("--target-file-mb", type=int, default=128, help="target Parquet file size (default 128)")
-    p.add_argument("--trigger", choices=["available-now", "processing-time"], default="available-now",
-                   help="available-now: drain and stop (default); processing-time: run 24/7")
+    p.add_argument(
+        "--trigger",
+        choices=["available-now", "processing-time"],
+        default="available-now",
+        help="available-now: drain and stop (default); processing-time: run 24/7",
+    )
     p.add_argument("--trigger-interval-seconds", type=int, default=30)
     return p.parse_args(argv)
 
@@ -67,17 +81,23 @@ def visible_files(root: Path, suffix: str) -> list[Path]:
     if not root.exists():
         return []
     return [
-        p for p in root.rglob(f"*{suffix}")
+        p
+        for p in root.rglob(f"*{suffix}")
         if not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
     ]
 
 
 def dataset_check(spark: Any, layout: LocalLayout) -> dict[str, Any]:
     """Read the output back as a reader would, and count duplicates by lineage."""
-    from pyspark.sql import functions as F
 
-    result: dict[str, Any] = {"path": str(layout.output), "quarantine_path": str(layout.quarantine),
-                              "rows": 0, "files": 0, "duplicates": 0, "quarantined": 0}
+    result: dict[str, Any] = {
+        "path": str(layout.output),
+        "quarantine_path": str(layout.quarantine),
+        "rows": 0,
+        "files": 0,
+        "duplicates": 0,
+        "quarantined": 0,
+    }
     files = visible_files(layout.output, ".parquet")
     result["files"] = len(files)
     if files:
@@ -107,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
             raise IngestError(f"DATA={source} is not a directory")
         layout.link_landing(source)
         builder = load_settings(
-            manifest_bucket=MANIFEST_BUCKET, manifest_prefix=MANIFEST_PREFIX, max_manifest_files=args.max_manifest_files
+            manifest_bucket=MANIFEST_BUCKET,
+            manifest_prefix=MANIFEST_PREFIX,
+            max_manifest_files=args.max_manifest_files,
         )
         feed = Feeder(layout, builder, sqs_batch_size=args.sqs_batch_size).feed()
         settings = job_settings(layout, args)

@@ -33,7 +33,8 @@ def s3_notification(obj: CreatedObject) -> dict[str, Any]:
                 "eventVersion": "2.1",
                 "eventSource": "aws:s3",
                 "awsRegion": REGION,
-                "eventTime": obj.event_time.strftime("%Y-%m-%dT%H:%M:%S.") + f"{obj.event_time.microsecond // 1000:03d}Z",
+                "eventTime": obj.event_time.strftime("%Y-%m-%dT%H:%M:%S.")
+                + f"{obj.event_time.microsecond // 1000:03d}Z",
                 "eventName": "ObjectCreated:Put",
                 "userIdentity": {"principalId": "AWS:LOCALPRODUCER"},
                 "requestParameters": {"sourceIPAddress": "127.0.0.1"},

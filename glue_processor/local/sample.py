@@ -28,7 +28,9 @@ def record(rng: random.Random, seq: int) -> dict[str, Any]:
         "ts": f"2026-11-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00Z",
         "user": {"id": rng.randint(1, 10_000), "name": rng.choice(_NAMES), "tags": rng.sample(_EVENTS, 2)},
         "amount": round(rng.uniform(1, 500), 2),
-        "items": [{"sku": f"sku-{rng.randint(1, 999)}", "qty": rng.randint(1, 5)} for _ in range(rng.randint(0, 3))],
+        "items": [
+            {"sku": f"sku-{rng.randint(1, 999)}", "qty": rng.randint(1, 5)} for _ in range(rng.randint(0, 3))
+        ],
         "payload": "x" * rng.randint(100, 900),
     }
     if rng.random() < 0.3:
@@ -44,7 +46,7 @@ def record(rng: random.Random, seq: int) -> dict[str, Any]:
 
 def generate(root: Path, *, files: int = 48, records_per_file: int = 400, seed: int = 7) -> list[Path]:
     """Write ``files`` NDJSON files under ``root``; returns their paths."""
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 - reproducible test data, not cryptography
     written = []
     seq = 0
     for i in range(files):

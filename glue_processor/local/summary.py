@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from contracts.ledger import CommitRecord
+from contracts.ledger import BatchStats, CommitRecord
 
 MB = 1024 * 1024
 
@@ -13,8 +13,10 @@ MB = 1024 * 1024
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-             for r in cells]
+    lines = [
+        "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+        for r in cells
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -24,7 +26,8 @@ def render(records: Sequence[CommitRecord], *, feed: Any, dataset: dict[str, Any
     out = []
     out.append(
         f"fed: {feed.files} new files, {feed.bytes / MB:.1f} MB, through {feed.invocations} manifest-builder "
-        f"invocations -> {len(feed.manifests)} manifests" + (" (replayed an interrupted feed)" if feed.replayed else "")
+        f"invocations -> {len(feed.manifests)} manifests"
+        + (" (replayed an interrupted feed)" if feed.replayed else "")
     )
     if not records:
         out.append("no new batches: nothing new to process")
@@ -33,14 +36,42 @@ def render(records: Sequence[CommitRecord], *, feed: Any, dataset: dict[str, Any
         for r in records:
             s = r.stats
             rows.append(
-                [r.batch_id, s.manifests, s.files, f"{s.input_bytes / MB:.2f}", s.records_in, s.records_out,
-                 s.bad_records, s.missing_files + s.unreadable_files, s.output_files, f"{s.output_bytes / MB:.2f}",
-                 f"{s.duration_s:.1f}"]
+                [
+                    r.batch_id,
+                    s.manifests,
+                    s.files,
+                    f"{s.input_bytes / MB:.2f}",
+                    s.records_in,
+                    s.records_out,
+                    s.bad_records,
+                    s.missing_files + s.unreadable_files,
+                    s.output_files,
+                    f"{s.output_bytes / MB:.2f}",
+                    f"{s.duration_s:.1f}",
+                ]
             )
-        out.append(_table(
-            ["batch", "manifests", "files", "MB in", "records in", "records out", "bad", "bad files",
-             "parquet files", "MB out", "seconds"], rows))
-        total = lambda f: sum(f(r.stats) for r in records)  # noqa: E731
+        out.append(
+            _table(
+                [
+                    "batch",
+                    "manifests",
+                    "files",
+                    "MB in",
+                    "records in",
+                    "records out",
+                    "bad",
+                    "bad files",
+                    "parquet files",
+                    "MB out",
+                    "seconds",
+                ],
+                rows,
+            )
+        )
+
+        def total(field: Callable[[BatchStats], float]) -> float:
+            return sum(field(r.stats) for r in records)
+
         sizes = sorted(f.bytes for r in records for f in r.data_files)
         out.append(
             f"this run: {len(records)} batches, {total(lambda s: s.files)} files, "
@@ -53,7 +84,7 @@ def render(records: Sequence[CommitRecord], *, feed: Any, dataset: dict[str, Any
         )
     out.append(
         f"dataset {dataset['path']}: {dataset['rows']} rows in {dataset['files']} Parquet files, "
-        f"{dataset['duplicates']} duplicate (source, line) pairs; quarantine: {dataset['quarantined']} records "
-        f"under {dataset['quarantine_path']}"
+        f"{dataset['duplicates']} duplicate (source, line) pairs; "
+        f"quarantine: {dataset['quarantined']} records under {dataset['quarantine_path']}"
     )
     return "\n".join(out)

@@ -61,9 +61,7 @@ def plan_manifests(messages: Sequence[MessageEntries], *, max_bytes: int, max_fi
             plan.empty_messages.append(message.message_id)
             continue
         message_bytes = sum(e.size for e in fresh)
-        if current and (
-            current_bytes + message_bytes > max_bytes or len(current) + len(fresh) > max_files
-        ):
+        if current and (current_bytes + message_bytes > max_bytes or len(current) + len(fresh) > max_files):
             close()
         for entry in fresh:
             if current and (current_bytes + entry.size > max_bytes or len(current) + 1 > max_files):

@@ -51,7 +51,9 @@ class _Collector:
                 entries.append(entry)
             else:
                 self.ignored += 1
-                logger.debug("object ignored by prefix/suffix filter", extra={"bucket": entry.bucket, "key": entry.key})
+                logger.debug(
+                    "object ignored by prefix/suffix filter", extra={"bucket": entry.bucket, "key": entry.key}
+                )
         self.accepted[record.message_id] = MessageEntries(record.message_id, tuple(entries))
         return len(entries)
 
@@ -68,7 +70,7 @@ def build_manifests(
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     with processor(records=list(event.get("Records", [])), handler=collector):
         processor.process()
-    failures = {item["itemIdentifier"] for item in processor.response()["batchItemFailures"]}
+    failures: set[str] = {str(item["itemIdentifier"]) for item in processor.response()["batchItemFailures"]}
     rejected = len(failures)
 
     plan = plan_manifests(
@@ -76,7 +78,9 @@ def build_manifests(
         max_bytes=settings.max_manifest_bytes,
         max_files=settings.max_manifest_files,
     )
-    result = BuildResult(response={}, duplicates_dropped=plan.duplicates_dropped, ignored_objects=collector.ignored)
+    result = BuildResult(
+        response={}, duplicates_dropped=plan.duplicates_dropped, ignored_objects=collector.ignored
+    )
     for planned in plan.manifests:
         manifest = planned.manifest
         key = manifest_key(settings.manifest_prefix, manifest)
@@ -88,8 +92,12 @@ def build_manifests(
             continue
         logger.info(
             "manifest written",
-            extra={"bucket": settings.manifest_bucket, "key": key, "files": manifest.file_count,
-                   "bytes": manifest.total_bytes},
+            extra={
+                "bucket": settings.manifest_bucket,
+                "key": key,
+                "files": manifest.file_count,
+                "bytes": manifest.total_bytes,
+            },
         )
         result.manifests_written.append(key)
         result.objects += manifest.file_count

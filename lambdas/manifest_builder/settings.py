@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Annotated
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
-from typing_extensions import Annotated
 
 from contracts.exceptions import ConfigError
 from contracts.layout import NDJSON_SUFFIXES, normalise_prefix

@@ -36,11 +36,14 @@ def test_manifest_key_is_a_function_of_content() -> None:
     [
         ("{not json", "Invalid JSON"),
         ('{"schema_version": 2}', "schema_version"),
-        ('{"schema_version": 1, "manifest_id": "x", "file_count": 1, "total_bytes": 0, "entries": []}', "entries"),
+        (
+            '{"schema_version": 1, "manifest_id": "x", "file_count": 1, "total_bytes": 0, "entries": []}',
+            "entries",
+        ),
     ],
 )
 def test_invalid_manifests_raise_a_named_error(payload: str, fragment: str) -> None:
-    with pytest.raises(ManifestError, match="s3://b/m.json") as info:
+    with pytest.raises(ManifestError, match=r"s3://b/m\.json") as info:
         Manifest.from_json(payload, source="s3://b/m.json")
     assert fragment in str(info.value)
 
@@ -54,4 +57,4 @@ def test_tampered_manifest_is_rejected() -> None:
 
 def test_naive_event_time_is_rejected() -> None:
     with pytest.raises(ValueError, match="time zone"):
-        ManifestEntry(bucket="bkt", key="k", size=1, etag="e", event_time=datetime(2026, 1, 1))  # noqa: DTZ001
+        ManifestEntry(bucket="bkt", key="k", size=1, etag="e", event_time=datetime(2026, 1, 1))

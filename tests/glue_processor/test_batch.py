@@ -40,7 +40,9 @@ class Env:
 
     def put(self, key: str, body: bytes) -> ManifestEntry:
         self.buckets.put(BUCKET, key, body, content_type="application/x-ndjson")
-        return ManifestEntry(bucket=BUCKET, key=key, size=len(body), etag=hashlib.md5(body).hexdigest(), event_time=T0)
+        return ManifestEntry(
+            bucket=BUCKET, key=key, size=len(body), etag=hashlib.md5(body).hexdigest(), event_time=T0
+        )
 
     def manifest(self, name: str, entries: list[ManifestEntry]) -> tuple[str, str]:
         return (f"file:///manifests/{name}.json", Manifest.of(entries).to_json().decode())
@@ -62,8 +64,15 @@ def expected_rows(key: str, records: list[dict[str, Any]]) -> list[dict[str, Any
     out = []
     for n, rec in enumerate(records, start=1):
         fields = {
-            k: (v if isinstance(v, str) else None if v is None else json.dumps(v, separators=(",", ":")).lower()
-                if isinstance(v, bool) else json.dumps(v, separators=(",", ":")))
+            k: (
+                v
+                if isinstance(v, str)
+                else None
+                if v is None
+                else json.dumps(v, separators=(",", ":")).lower()
+                if isinstance(v, bool)
+                else json.dumps(v, separators=(",", ":"))
+            )
             for k, v in rec.items()
         }
         out.append({"fields": fields, "_source_uri": f"s3://{BUCKET}/{key}", "_line": n})
@@ -93,7 +102,10 @@ def key_of(row: dict[str, Any]) -> tuple[str, int]:
 def test_parquet_holds_exactly_the_input_records(spark: Any, tmp_path: Path) -> None:
     env = Env(tmp_path)
     # Given files with known content: nested values, a field whose type drifts, odd key names, gzip
-    a = [{"id": 1, "user": {"name": "ana", "tags": ["x", "y"]}, "amount": 10}, {"id": 2, "amount": "10", "ok": True}]
+    a = [
+        {"id": 1, "user": {"name": "ana", "tags": ["x", "y"]}, "amount": 10},
+        {"id": 2, "amount": "10", "ok": True},
+    ]
     b = [{"id": 3, "note": None, "items": [{"sku": "s", "qty": 2}]}, {"id": 4, "ünïcode key": "välue"}]
     entries = [
         env.put("in/a file+1 %.json", "".join(json.dumps(r) + "\n" for r in a).encode()),
@@ -158,7 +170,9 @@ def test_crash_between_commit_and_publish_is_finished_by_the_rerun(spark: Any, t
     assert sorted(r["a"] for r in read_rows(tmp_path / "output")) == ["1", "2"]
 
 
-def test_bad_manifest_and_missing_object_are_quarantined_and_the_rest_loaded(spark: Any, tmp_path: Path) -> None:
+def test_bad_manifest_and_missing_object_are_quarantined_and_the_rest_loaded(
+    spark: Any, tmp_path: Path
+) -> None:
     env = Env(tmp_path)
     good = env.put("in/good.json", b'{"a":1}\nnot json\n')
     gone = ManifestEntry(bucket=BUCKET, key="in/gone.json", size=5, etag="e", event_time=T0)
@@ -170,7 +184,9 @@ def test_bad_manifest_and_missing_object_are_quarantined_and_the_rest_loaded(spa
     assert q[("line", "s3://landing/in/good.json", 2)] == "malformed JSON"
     assert "not found" in q[("file", "s3://landing/in/gone.json", None)]
     assert "invalid manifest" in q[("manifest", "file:///manifests/broken.json", None)]
-    assert record.stats.bad_manifests == 1 and record.stats.missing_files == 1 and record.stats.bad_records == 1
+    assert (
+        record.stats.bad_manifests == 1 and record.stats.missing_files == 1 and record.stats.bad_records == 1
+    )
 
 
 def test_output_files_follow_the_target_size(spark: Any, tmp_path: Path) -> None:

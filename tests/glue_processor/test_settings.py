@@ -6,16 +6,31 @@ from contracts.exceptions import ConfigError
 from glue_processor.main import parse_settings
 
 BASE = [
-    "--manifest_uri", "s3://m/manifests/",
-    "--output_uri", "s3://o/data",
-    "--quarantine_uri", "s3://o/quarantine",
-    "--checkpoint_uri", "s3://a/checkpoints/q1",
+    "--manifest_uri",
+    "s3://m/manifests/",
+    "--output_uri",
+    "s3://o/data",
+    "--quarantine_uri",
+    "s3://o/quarantine",
+    "--checkpoint_uri",
+    "s3://a/checkpoints/q1",
 ]
 
 
 def test_glue_style_argv_with_glue_arguments() -> None:
-    argv = ["--JOB_NAME", "ingest", "--job-bookmark-option", "job-bookmark-disable", "--enable-metrics", "true",
-            *BASE, "--max_files_per_trigger", "4", "--allowed_buckets", "a, b"]
+    argv = [
+        "--JOB_NAME",
+        "ingest",
+        "--job-bookmark-option",
+        "job-bookmark-disable",
+        "--enable-metrics",
+        "true",
+        *BASE,
+        "--max_files_per_trigger",
+        "4",
+        "--allowed_buckets",
+        "a, b",
+    ]
     s = parse_settings(argv)
     assert s.max_files_per_trigger == 4
     assert s.allowed_buckets == ("a", "b")

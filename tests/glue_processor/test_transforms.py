@@ -22,10 +22,19 @@ def test_lines_are_numbered_and_blank_lines_flagged(spark: Any) -> None:
 
 
 def test_fields_are_strings_and_nested_values_json_text(spark: Any) -> None:
-    (row,) = lines_of(spark, '{"s":"x","i":12345678901234567890,"b":true,"n":null,"o":{"k":[1,"2"]},"a":[1,2]}').where(
-        "not blank"
-    ).collect()
-    assert row.fields == {"s": "x", "i": "12345678901234567890", "b": "true", "n": None, "o": '{"k":[1,"2"]}', "a": "[1,2]"}
+    (row,) = (
+        lines_of(spark, '{"s":"x","i":12345678901234567890,"b":true,"n":null,"o":{"k":[1,"2"]},"a":[1,2]}')
+        .where("not blank")
+        .collect()
+    )
+    assert row.fields == {
+        "s": "x",
+        "i": "12345678901234567890",
+        "b": "true",
+        "n": None,
+        "o": '{"k":[1,"2"]}',
+        "a": "[1,2]",
+    }
 
 
 def test_duplicate_keys_last_wins_and_case_variants_kept(spark: Any) -> None:
@@ -47,15 +56,21 @@ def test_rejected_lines_carry_a_reason(spark: Any, line: str, reason: str) -> No
     parsed = lines_of(spark, line + "\n")
     joined = parsed.selectExpr("*", "'s3://b/f.json' as source_uri", "'s3://m/x.json' as manifest_uri")
     (row,) = T.rejected_lines(joined, batch_id=7).collect()
-    assert (row.reason, row.source_uri, row.line, row.batch_id, row.raw) == (reason, "s3://b/f.json", 1, 7, line)
+    assert (row.reason, row.source_uri, row.line, row.batch_id, row.raw) == (
+        reason,
+        "s3://b/f.json",
+        1,
+        7,
+        line,
+    )
 
 
 def test_column_names_are_unique_case_insensitively() -> None:
     mapping = dict(T.column_names(["a", "A", "_line", "", "b"]))
     assert mapping == {"A": "A", "a": "a__2", "_line": "_line__2", "": "_empty_key", "b": "b"}
-    assert len({v.lower() for v in mapping.values()} | {c.lower() for c in T.LINEAGE_COLUMNS}) == len(mapping) + len(
-        T.LINEAGE_COLUMNS
-    )
+    assert len({v.lower() for v in mapping.values()} | {c.lower() for c in T.LINEAGE_COLUMNS}) == len(
+        mapping
+    ) + len(T.LINEAGE_COLUMNS)
 
 
 def test_file_stats_count_good_bad_and_key_sets(spark: Any) -> None:

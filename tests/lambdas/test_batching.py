@@ -29,7 +29,9 @@ bounds = st.tuples(st.integers(min_value=1, max_value=1200), st.integers(min_val
 
 @settings(max_examples=200, deadline=None)
 @given(messages, bounds)
-def test_every_accepted_object_in_exactly_one_manifest(batch: list[MessageEntries], bound: tuple[int, int]) -> None:
+def test_every_accepted_object_in_exactly_one_manifest(
+    batch: list[MessageEntries], bound: tuple[int, int]
+) -> None:
     max_bytes, max_files = bound
     plan = plan_manifests(batch, max_bytes=max_bytes, max_files=max_files)
     listed = [e.identity for p in plan.manifests for e in p.manifest.entries]
@@ -58,7 +60,8 @@ def test_names_deterministic_whatever_the_message_order(
     shuffled = list(batch)
     rnd.shuffle(shuffled)  # type: ignore[attr-defined]
     names = lambda b: sorted(  # noqa: E731
-        manifest_key("m/", p.manifest) for p in plan_manifests(b, max_bytes=max_bytes, max_files=max_files).manifests
+        manifest_key("m/", p.manifest)
+        for p in plan_manifests(b, max_bytes=max_bytes, max_files=max_files).manifests
     )
     assert names(batch) == names(shuffled)
 
@@ -66,6 +69,8 @@ def test_names_deterministic_whatever_the_message_order(
 def test_message_ids_follow_their_entries() -> None:
     e = lambda k: ManifestEntry(bucket="bkt", key=k, size=10, etag="e", event_time=T0)  # noqa: E731
     plan = plan_manifests(
-        [MessageEntries("m1", (e("a.json"),)), MessageEntries("m2", (e("b.json"),))], max_bytes=15, max_files=10
+        [MessageEntries("m1", (e("a.json"),)), MessageEntries("m2", (e("b.json"),))],
+        max_bytes=15,
+        max_files=10,
     )
     assert [sorted(p.message_ids) for p in plan.manifests] == [["m1"], ["m2"]]

@@ -23,7 +23,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def run_local(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "glue_processor.local.cli", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
@@ -54,10 +58,16 @@ def test_user_tree_is_ingested_then_only_new_files(tmp_path: Path) -> None:
     assert "this run:" in first.stdout and "12 records in, 12 written" in first.stdout
 
     rows = read_rows(work / "output")
-    want = sorted((f"s3://local-landing/{rel}", n + 1) for rel, recs in files.items() if not rel.endswith(".csv")
-                  for n in range(len(recs)))
+    want = sorted(
+        (f"s3://local-landing/{rel}", n + 1)
+        for rel, recs in files.items()
+        if not rel.endswith(".csv")
+        for n in range(len(recs))
+    )
     assert lineage(rows) == want
-    assert sorted(int(r["id"]) for r in rows) == sorted(r["id"] for k, v in files.items() if ".csv" not in k for r in v)
+    assert sorted(int(r["id"]) for r in rows) == sorted(
+        r["id"] for k, v in files.items() if ".csv" not in k for r in v
+    )
     assert {r["v"] for r in rows if r["v"]} == {json.dumps({"n": i}, separators=(",", ":")) for i in range(5)}
 
     # Given one more file, When run again, Then only it is processed
@@ -76,7 +86,10 @@ def test_kill_9_mid_run_then_resume_gives_each_record_once(tmp_path: Path) -> No
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "glue_processor.local.cli", *args],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     commits = work / "output" / "_commits"
     deadline = time.monotonic() + 300
@@ -91,6 +104,8 @@ def test_kill_9_mid_run_then_resume_gives_each_record_once(tmp_path: Path) -> No
     resumed = run_local(*args)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     rows = read_rows(work / "output")
-    want = sorted((f"s3://local-landing/{rel}", n + 1) for rel, recs in files.items() for n in range(len(recs)))
+    want = sorted(
+        (f"s3://local-landing/{rel}", n + 1) for rel, recs in files.items() for n in range(len(recs))
+    )
     assert lineage(rows) == want  # nothing lost, nothing twice
     assert sorted(int(r["id"]) for r in rows) == sorted(r["id"] for recs in files.values() for r in recs)
