@@ -8,7 +8,7 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
 from pyspark.errors import AnalysisException
@@ -20,9 +20,13 @@ from contracts.ledger import BatchStats, CommitRecord, PublishedFile, SourceReco
 from glue_processor import transforms as T
 from glue_processor.commit import BatchCommitter
 from glue_processor.hadoop_fs import HadoopFS
+from glue_processor.metrics.convert import record_datums
 from glue_processor.planning import BatchPlan, Rejection, SourceFile, escape_glob, latency_seconds, plan_batch
 from glue_processor.settings import JobSettings
 from glue_processor.sizing import LearnedRatio, output_file_count
+
+if TYPE_CHECKING:
+    from glue_processor.metrics.setup import JobMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -52,14 +56,23 @@ QUARANTINE_SCHEMA = StructType(
 class ManifestBatchJob:
     """The ``foreachBatch`` function, with the state it keeps between batches."""
 
-    def __init__(self, spark: SparkSession, settings: JobSettings, *, query_id: str | None = None) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        settings: JobSettings,
+        *,
+        query_id: str | None = None,
+        metrics: JobMetrics | None = None,
+    ) -> None:
         self.spark = spark
         self.settings = settings
         self.fs = HadoopFS(spark)
+        self.metrics = metrics
         self.ratio = LearnedRatio(settings.parquet_bytes_per_input_byte)
         self._query_id = query_id
         self.committed: list[CommitRecord] = []
         self.progress: list[dict[str, Any]] = []
+        self._resumed = False
 
     # -- streaming entry point -------------------------------------------------------------
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -88,11 +101,15 @@ class ManifestBatchJob:
     def run(self, manifests: Sequence[tuple[str, str]], batch_id: int) -> CommitRecord:
         """Process one batch; a repeat of a committed batch id only finishes its publication."""
         started = time.monotonic()
+        if not self._resumed:
+            self._resumed = True
+            self.resume()
         committer = self.committer()
         existing = committer.load(batch_id)
         if existing is not None:
             logger.info("batch already committed; finishing publication", extra={"batch_id": batch_id})
             committer.publish(existing)
+            self._report(existing)
             return existing
         committer.discard_staging(batch_id)
 
@@ -168,8 +185,31 @@ class ManifestBatchJob:
         )
         committer.commit(record)
         self.committed.append(record)
+        self._report(record)
         logger.info("batch done", extra={"batch_id": batch_id, **record.stats.model_dump()})
         return record
+
+    def resume(self) -> None:
+        """After a restart: learn from the last committed batch (size ratio, backlog watermark)."""
+        records = self.committer().records()
+        if not records:
+            return
+        last = records[-1]
+        self.ratio.observe(output_bytes=last.stats.output_bytes, input_bytes=last.stats.text_bytes)
+        if self.metrics is not None:
+            self.metrics.probe.mark_processed(last.manifests)
+
+    def _report(self, record: CommitRecord) -> None:
+        """Publish the batch's metrics; a metrics problem never fails the batch."""
+        if self.metrics is None:
+            return
+        try:
+            self.metrics.records_by_batch[record.batch_id] = record.stats.records_in
+            self.metrics.publisher.emit(record_datums(record, dimensions=self.metrics.dimensions))
+            self.metrics.probe.mark_processed(record.manifests)
+            self.metrics.emit_backlog()
+        except Exception:
+            logger.exception("batch metrics failed", extra={"batch_id": record.batch_id})
 
     # -- steps -----------------------------------------------------------------------------
     def _read(self, files: list[SourceFile], outcome: _Outcome) -> DataFrame | None:

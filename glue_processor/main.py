@@ -27,15 +27,22 @@ def parse_settings(argv: Sequence[str]) -> JobSettings:
 
 
 def run_query(spark: SparkSession, settings: JobSettings) -> ManifestBatchJob:
-    """Start the query, stop it between batches on SIGTERM/SIGINT, return when it ends."""
+    """Start the query with its metrics, stop it between batches on SIGTERM/SIGINT, return
+    when it ends."""
     from glue_processor.batch import ManifestBatchJob
+    from glue_processor.metrics.setup import job_metrics
     from glue_processor.stream import start_query, stop_on_signal
 
-    batch_job = ManifestBatchJob(spark, settings)
-    query = start_query(spark, settings, batch_job)
-    stop_on_signal(query)
-    query.awaitTermination()
-    batch_job.progress = list(query.recentProgress)
+    metrics = job_metrics(spark, settings)
+    batch_job = ManifestBatchJob(spark, settings, metrics=metrics)
+    metrics.attach(spark, settings)
+    try:
+        query = start_query(spark, settings, batch_job)
+        stop_on_signal(query)
+        query.awaitTermination()
+        batch_job.progress = [dict(p) for p in query.recentProgress]
+    finally:
+        metrics.close(spark)
     return batch_job
 
 

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from contracts.exceptions import ConfigError
+from contracts.metrics import DEFAULT_NAMESPACE
 
 MIB = 1024 * 1024
 _URI = r"^(s3|s3a|file|hdfs)://.+"
@@ -46,9 +47,14 @@ class JobSettings(BaseModel):
         default=0.3, gt=0, le=4, description="first guess of Parquet size / NDJSON size; learnt per batch"
     )
     max_file_mb: int = Field(default=1024, ge=1, le=1900, description="largest NDJSON object read whole")
-    job_name: str = Field(default="local", min_length=1)
+    job_name: str = Field(default="local", min_length=1, description="JobName dimension of the metrics")
+    metrics_namespace: str = Field(default=DEFAULT_NAMESPACE, pattern=r"^[^:][\x20-\x7e]{0,254}$")
+    metrics_sinks: tuple[Literal["cloudwatch", "jsonl"], ...] = Field(
+        default=("cloudwatch",), description="comma-separated: cloudwatch, jsonl (or empty for none)"
+    )
+    metrics_jsonl_path: str | None = Field(default=None, description="local file for the jsonl sink")
 
-    @field_validator("allowed_buckets", mode="before")
+    @field_validator("allowed_buckets", "metrics_sinks", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
         if isinstance(value, str):
@@ -62,6 +68,8 @@ class JobSettings(BaseModel):
 
     @model_validator(mode="after")
     def _template(self) -> JobSettings:
+        if "jsonl" in self.metrics_sinks and not self.metrics_jsonl_path:
+            raise ValueError("metrics_sinks includes jsonl: set metrics_jsonl_path")
         if "{bucket}" not in self.source_uri_template or "{key}" not in self.source_uri_template:
             raise ValueError("source_uri_template must contain {bucket} and {key}")
         roots = [self.output_uri, self.quarantine_uri, self.checkpoint_uri, self.manifest_uri]
@@ -73,6 +81,10 @@ class JobSettings(BaseModel):
                         "locations must be separate directories"
                     )
         return self
+
+    @property
+    def metric_dimensions(self) -> dict[str, str]:
+        return {"JobName": self.job_name, "QueryName": self.query_name}
 
     @property
     def target_file_bytes(self) -> int:

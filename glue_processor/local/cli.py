@@ -14,14 +14,17 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from contracts.exceptions import IngestError
 from glue_processor.local.feeder import Feeder
 from glue_processor.local.layout import MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout
+from glue_processor.local.metrics_report import read_datums, render_metrics
 from glue_processor.local.sample import generate
 from glue_processor.local.summary import render
+from glue_processor.metrics.sinks import JsonlSink
 from glue_processor.settings import JobSettings, settings_from_mapping
 from lambdas.manifest_builder.settings import load_settings
 
@@ -72,6 +75,8 @@ def job_settings(layout: LocalLayout, args: argparse.Namespace) -> JobSettings:
             "trigger_interval_seconds": str(args.trigger_interval_seconds),
             "max_files_per_trigger": str(args.max_files_per_trigger),
             "target_file_mb": str(args.target_file_mb),
+            "metrics_sinks": "jsonl",
+            "metrics_jsonl_path": str(layout.metrics),
         }
     )
 
@@ -112,10 +117,13 @@ def dataset_check(spark: Any, layout: LocalLayout) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("manifest-builder").setLevel(logging.WARNING)
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("manifest-builder"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     args = parse_args(argv)
     layout = LocalLayout(args.workdir.resolve())
     layout.create()
+    started = datetime.now(UTC)
     try:
         source = args.data
         if source is None:
@@ -131,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
             manifest_prefix=MANIFEST_PREFIX,
             max_manifest_files=args.max_manifest_files,
         )
-        feed = Feeder(layout, builder, sqs_batch_size=args.sqs_batch_size).feed()
+        feed = Feeder(
+            layout, builder, sqs_batch_size=args.sqs_batch_size, metrics=JsonlSink(layout.metrics)
+        ).feed()
         settings = job_settings(layout, args)
     except IngestError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -145,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         job = run_query(spark, settings)
         print(render(job.committed, feed=feed, dataset=dataset_check(spark, layout)))
+        datums = read_datums(layout.metrics, since=started)
+        print(f"\nmetrics of this run ({len(datums)} datums in {layout.metrics}):")
+        print(render_metrics(datums))
     finally:
         spark.stop()
     return 0

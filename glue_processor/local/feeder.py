@@ -19,6 +19,8 @@ from contracts.exceptions import IngestError
 from glue_processor.local.buckets import LocalBuckets
 from glue_processor.local.events import CreatedObject, s3_notification, sqs_event
 from glue_processor.local.layout import LANDING_BUCKET, LocalLayout
+from glue_processor.metrics.sinks import Sink
+from lambdas.manifest_builder.metrics import result_datums
 from lambdas.manifest_builder.service import build_manifests
 from lambdas.manifest_builder.settings import BuilderSettings
 
@@ -41,8 +43,16 @@ def md5_of(path: Path) -> str:
 
 
 class Feeder:
-    def __init__(self, layout: LocalLayout, settings: BuilderSettings, *, sqs_batch_size: int = 10) -> None:
+    def __init__(
+        self,
+        layout: LocalLayout,
+        settings: BuilderSettings,
+        *,
+        sqs_batch_size: int = 10,
+        metrics: Sink | None = None,
+    ) -> None:
         self.layout = layout
+        self.metrics = metrics
         self.settings = settings
         self.sqs_batch_size = sqs_batch_size
         self.buckets = LocalBuckets(layout.buckets)
@@ -112,6 +122,8 @@ class Feeder:
         for start in range(0, len(bodies), self.sqs_batch_size):
             event = sqs_event(bodies[start : start + self.sqs_batch_size])
             built = build_manifests(event, settings=self.settings, writer=self.buckets)
+            if self.metrics is not None:
+                self.metrics.write(result_datums(built))
             if built.response["batchItemFailures"]:
                 raise IngestError(f"manifest builder reported failures: {built.response}")
             result.invocations += 1

@@ -6,15 +6,18 @@ from functools import cache
 from typing import Any
 
 import boto3
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 
+from lambdas.manifest_builder.metrics import SERVICE, result_datums
 from lambdas.manifest_builder.service import build_manifests
 from lambdas.manifest_builder.settings import BuilderSettings, load_settings
 from lambdas.manifest_builder.store import ObjectWriter, S3ObjectWriter
 
-logger = Logger(service="manifest-builder")
+logger = Logger(service=SERVICE)
+metrics = Metrics(service=SERVICE)  # namespace: POWERTOOLS_METRICS_NAMESPACE
 
 
 @cache
@@ -28,7 +31,11 @@ def _writer() -> ObjectWriter:
     return S3ObjectWriter(client)
 
 
+@metrics.log_metrics
 @logger.inject_lambda_context
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """SQS event source mapping with ReportBatchItemFailures."""
-    return build_manifests(event, settings=_settings(), writer=_writer()).response
+    result = build_manifests(event, settings=_settings(), writer=_writer())
+    for d in result_datums(result):
+        metrics.add_metric(name=d.name, unit=MetricUnit(d.unit), value=d.value)
+    return result.response

@@ -1,0 +1,136 @@
+"""Every metric the system publishes: name, unit, dimensions and meaning, defined once.
+
+The job, the Lambdas, the dashboard, the alarms and the tests import this module; the dashboard
+and the alarms are generated from it, so they cannot name a metric the code does not emit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+DEFAULT_NAMESPACE = "NdjsonIngest"
+Unit = Literal["Count", "Bytes", "Seconds", "Milliseconds", "Count/Second", "None"]
+
+
+class Source(StrEnum):
+    JOB = "job"
+    MANIFEST_LAMBDA = "manifest-lambda"
+    CONTROL_PLANE = "control-plane"
+
+
+# Dimensions by source. The job's values come from its settings; the Lambdas' from theirs.
+JOB_DIMENSIONS = ("JobName", "QueryName")
+MANIFEST_LAMBDA_DIMENSIONS = ("service",)  # powertools' default dimension
+CONTROL_PLANE_DIMENSIONS = ("JobName",)
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    name: str
+    unit: Unit
+    source: Source
+    description: str
+
+    @property
+    def dimensions(self) -> tuple[str, ...]:
+        return {
+            Source.JOB: JOB_DIMENSIONS,
+            Source.MANIFEST_LAMBDA: MANIFEST_LAMBDA_DIMENSIONS,
+            Source.CONTROL_PLANE: CONTROL_PLANE_DIMENSIONS,
+        }[self.source]
+
+
+def _m(name: str, unit: Unit, source: Source, description: str) -> MetricDef:
+    return MetricDef(name, unit, source, description)
+
+
+J, L, C = Source.JOB, Source.MANIFEST_LAMBDA, Source.CONTROL_PLANE
+
+# -- the job, per micro-batch -----------------------------------------------------------------
+RECORDS_IN = _m("RecordsIn", "Count", J, "non-blank lines read in the batch")
+RECORDS_OUT = _m("RecordsOut", "Count", J, "rows written to Parquet in the batch")
+INPUT_BYTES = _m("InputBytes", "Bytes", J, "bytes of the batch's NDJSON objects (as stored)")
+INPUT_FILES = _m("InputFiles", "Count", J, "NDJSON objects read in the batch")
+MANIFESTS_PROCESSED = _m("ManifestsProcessed", "Count", J, "manifests in the batch")
+INPUT_ROWS_PER_SECOND = _m(
+    "InputRecordsPerSecond",
+    "Count/Second",
+    J,
+    "records / time since the previous batch started (Spark UI input rate)",
+)
+PROCESSED_ROWS_PER_SECOND = _m(
+    "ProcessedRecordsPerSecond", "Count/Second", J, "records / batch duration (Spark UI process rate)"
+)
+MANIFEST_INPUT_RATE = _m(
+    "ManifestsInputPerSecond", "Count/Second", J, "Spark's inputRowsPerSecond (manifests)"
+)
+MANIFEST_PROCESS_RATE = _m(
+    "ManifestsProcessedPerSecond", "Count/Second", J, "Spark's processedRowsPerSecond (manifests)"
+)
+BATCH_DURATION = _m("BatchDuration", "Milliseconds", J, "wall time of the micro-batch")
+TRIGGER_INTERVAL = _m("TriggerInterval", "Milliseconds", J, "configured processing-time trigger interval")
+UTILIZATION = _m("Utilization", "None", J, "batch duration / trigger interval; near 1 means at capacity")
+ADD_BATCH_DURATION = _m("AddBatchDuration", "Milliseconds", J, "time in addBatch (the batch's real work)")
+GET_BATCH_DURATION = _m("GetBatchDuration", "Milliseconds", J, "time in getBatch")
+LATEST_OFFSET_DURATION = _m("LatestOffsetDuration", "Milliseconds", J, "time finding new manifests")
+QUERY_PLANNING_DURATION = _m("QueryPlanningDuration", "Milliseconds", J, "time planning the batch")
+WAL_COMMIT_DURATION = _m("WalCommitDuration", "Milliseconds", J, "time writing the offset log")
+BACKLOG_MANIFESTS = _m("BacklogManifests", "Count", J, "manifests written but not yet processed")
+BACKLOG_BYTES = _m("BacklogBytes", "Bytes", J, "bytes of the waiting manifests (manifest files)")
+BACKLOG_AGE = _m("OldestBacklogAge", "Seconds", J, "age of the oldest waiting manifest")
+LATENCY_MAX = _m("EndToEndLatencyMax", "Seconds", J, "max S3 event time -> Parquet commit in the batch")
+LATENCY_P95 = _m("EndToEndLatencyP95", "Seconds", J, "p95 S3 event time -> Parquet commit in the batch")
+BAD_RECORDS = _m("BadRecords", "Count", J, "lines quarantined (not a JSON object, not UTF-8, ...)")
+MISSING_OBJECTS = _m("MissingObjects", "Count", J, "objects listed in a manifest but not found")
+UNREADABLE_OBJECTS = _m("UnreadableObjects", "Count", J, "objects that could not be read or decompressed")
+QUARANTINED_MANIFESTS = _m(
+    "QuarantinedManifests", "Count", J, "manifests that are invalid or failed too often"
+)
+PARQUET_FILES = _m("ParquetFilesWritten", "Count", J, "Parquet files committed by the batch")
+PARQUET_AVG_SIZE = _m("ParquetAvgFileSize", "Bytes", J, "average size of those files")
+
+# -- the manifest Lambda, per invocation ------------------------------------------------------
+MANIFESTS_WRITTEN = _m("ManifestsWritten", "Count", L, "manifests written")
+OBJECTS_PER_MANIFEST = _m("ObjectsPerManifest", "Count", L, "objects listed in a manifest")
+BYTES_PER_MANIFEST = _m("BytesPerManifest", "Bytes", L, "object bytes listed in a manifest")
+DUPLICATES_DROPPED = _m("DuplicatesDropped", "Count", L, "duplicate notifications dropped")
+RECORDS_REJECTED = _m("RecordsRejected", "Count", L, "SQS messages failed back to the queue")
+
+# -- the control plane ------------------------------------------------------------------------
+CURRENT_WORKERS = _m("CurrentWorkers", "Count", C, "workers of the running job run")
+DESIRED_WORKERS = _m("DesiredWorkers", "Count", C, "workers the control plane wants")
+JOB_RESTARTS = _m("JobRestarts", "Count", C, "job runs started after a failure")
+RESTARTS_EXHAUSTED = _m("RestartsExhausted", "Count", C, "1 when restarts hit their cap (alarm)")
+
+ALL: tuple[MetricDef, ...] = tuple(v for v in list(globals().values()) if isinstance(v, MetricDef))
+BY_NAME: dict[str, MetricDef] = {m.name: m for m in ALL}
+
+
+@dataclass(frozen=True)
+class Datum:
+    """One value of one metric, as published (CloudWatch) or written (metrics.jsonl)."""
+
+    name: str
+    value: float
+    unit: Unit
+    dimensions: dict[str, str] = field(default_factory=dict)
+    timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "value": self.value,
+            "unit": self.unit,
+            "dimensions": self.dimensions,
+            "timestamp": self.timestamp.isoformat(),
+        }
+
+
+def datum(metric: MetricDef, value: float, dimensions: dict[str, str], when: datetime | None = None) -> Datum:
+    """A datum of a defined metric; its dimensions must be exactly the metric's."""
+    if tuple(sorted(dimensions)) != tuple(sorted(metric.dimensions)):
+        raise ValueError(f"{metric.name} takes dimensions {metric.dimensions}, got {sorted(dimensions)}")
+    return Datum(metric.name, float(value), metric.unit, dict(dimensions), when or datetime.now(UTC))

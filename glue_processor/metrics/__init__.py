@@ -1,0 +1,1 @@
+"""The job's metrics: conversion of progress and commit records to datums, and publishing."""

@@ -1,0 +1,88 @@
+"""Backlog: manifests written but not yet processed, and the age of the oldest one.
+
+Spark's file source takes manifests oldest first (by modification time), so every manifest older
+than the newest processed one is done; the rest are waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from contracts.layout import MANIFEST_SUFFIX
+from glue_processor.hadoop_fs import FileInfo, HadoopFS
+from glue_processor.metrics.convert import Backlog
+
+logger = logging.getLogger(__name__)
+
+
+def manifest_name(uri: str) -> str:
+    return uri.rstrip("/").rsplit("/", 1)[-1]
+
+
+def waiting(listing: Iterable[FileInfo], processed: set[str], watermark_ms: int | None) -> list[FileInfo]:
+    """The manifests not yet processed, given the processed names and the newest processed mtime."""
+    return [
+        i
+        for i in listing
+        if i.name.endswith(MANIFEST_SUFFIX)
+        and not i.name.startswith(("_", "."))
+        and i.name not in processed
+        and (watermark_ms is None or i.modified_ms >= watermark_ms)
+    ]
+
+
+def measure(waiting_now: list[FileInfo], now_ms: int) -> Backlog:
+    oldest = min((i.modified_ms for i in waiting_now), default=now_ms)
+    return Backlog(
+        manifests=len(waiting_now),
+        bytes=sum(i.size for i in waiting_now),
+        oldest_age_s=max(0.0, (now_ms - oldest) / 1000),
+    )
+
+
+class BacklogProbe:
+    """Tracks what was processed and measures the backlog on demand or periodically."""
+
+    def __init__(self, fs: HadoopFS, manifest_uri: str) -> None:
+        self.fs = fs
+        self.manifest_uri = manifest_uri
+        self.processed: set[str] = set()
+        self.watermark_ms: int | None = None
+        self._lock = threading.Lock()
+
+    def mark_processed(self, manifest_uris: Iterable[str]) -> None:
+        names = {manifest_name(u) for u in manifest_uris}
+        listing = {i.name: i for i in self.fs.list(self.manifest_uri)}
+        with self._lock:
+            self.processed |= names
+            times = [listing[n].modified_ms for n in names if n in listing]
+            if times:
+                self.watermark_ms = max(self.watermark_ms or 0, *times)
+            # names older than the watermark are implied processed; keep the set small
+            self.processed = {
+                n
+                for n in self.processed
+                if n in listing and listing[n].modified_ms >= (self.watermark_ms or 0)
+            }
+
+    def measure(self) -> Backlog:
+        listing = self.fs.list(self.manifest_uri)
+        with self._lock:
+            return measure(waiting(listing, self.processed, self.watermark_ms), int(time.time() * 1000))
+
+    def run_every(
+        self, seconds: float, emit: Callable[[Backlog], None], stop: threading.Event
+    ) -> threading.Thread:
+        def loop() -> None:
+            while not stop.wait(seconds):
+                try:
+                    emit(self.measure())
+                except Exception:  # a probe failure must not take the job down
+                    logger.exception("backlog probe failed", extra={"manifest_uri": self.manifest_uri})
+
+        thread = threading.Thread(target=loop, name="backlog-probe", daemon=True)
+        thread.start()
+        return thread

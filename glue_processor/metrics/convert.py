@@ -1,0 +1,120 @@
+"""Pure conversions to datums: streaming progress, commit records, backlog snapshots."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from contracts import metrics as M
+from contracts.ledger import CommitRecord
+from contracts.metrics import Datum, datum
+
+# Spark's durationMs keys -> our metrics
+OPERATION_METRICS = {
+    "addBatch": M.ADD_BATCH_DURATION,
+    "getBatch": M.GET_BATCH_DURATION,
+    "latestOffset": M.LATEST_OFFSET_DURATION,
+    "queryPlanning": M.QUERY_PLANNING_DURATION,
+    "walCommit": M.WAL_COMMIT_DURATION,
+}
+
+
+def _when(progress: Mapping[str, Any]) -> datetime:
+    stamp = str(progress.get("timestamp", ""))
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(UTC)
+    except ValueError:
+        return datetime.now(UTC)
+
+
+@dataclass
+class RateTracker:
+    """Remembers the previous trigger's start to compute the input rate in records/s."""
+
+    previous_start: datetime | None = None
+
+
+def progress_datums(
+    progress: Mapping[str, Any],
+    *,
+    dimensions: dict[str, str],
+    trigger_interval_ms: int,
+    records: int | None,
+    tracker: RateTracker,
+) -> list[Datum]:
+    """Datums for one ``StreamingQueryProgress`` (as its JSON dict).
+
+    ``records`` is the number of NDJSON records the batch read (from its commit record): Spark's
+    own rows are manifests, so both views are published.
+    """
+    when = _when(progress)
+    durations: Mapping[str, Any] = progress.get("durationMs") or {}
+    batch_ms = float(progress.get("batchDuration") or durations.get("triggerExecution") or 0)
+    out = [
+        datum(M.BATCH_DURATION, batch_ms, dimensions, when),
+        datum(M.TRIGGER_INTERVAL, trigger_interval_ms, dimensions, when),
+        datum(
+            M.UTILIZATION, batch_ms / trigger_interval_ms if trigger_interval_ms else 0.0, dimensions, when
+        ),
+        datum(M.MANIFEST_INPUT_RATE, float(progress.get("inputRowsPerSecond") or 0.0), dimensions, when),
+        datum(
+            M.MANIFEST_PROCESS_RATE, float(progress.get("processedRowsPerSecond") or 0.0), dimensions, when
+        ),
+    ]
+    for key, metric in OPERATION_METRICS.items():
+        if key in durations:
+            out.append(datum(metric, float(durations[key]), dimensions, when))
+    if records is not None:
+        since = (when - tracker.previous_start).total_seconds() if tracker.previous_start else None
+        # The input rate divides by the time since the previous batch started, as the Spark UI does.
+        if since and since > 0:
+            out.append(datum(M.INPUT_ROWS_PER_SECOND, records / since, dimensions, when))
+        if batch_ms > 0:
+            out.append(datum(M.PROCESSED_ROWS_PER_SECOND, records / (batch_ms / 1000), dimensions, when))
+    if int(progress.get("numInputRows") or 0) > 0:
+        tracker.previous_start = when
+    return out
+
+
+def record_datums(record: CommitRecord, *, dimensions: dict[str, str]) -> list[Datum]:
+    """Datums for one committed batch."""
+    s = record.stats
+    when = record.committed_at
+    out = [
+        datum(M.RECORDS_IN, s.records_in, dimensions, when),
+        datum(M.RECORDS_OUT, s.records_out, dimensions, when),
+        datum(M.INPUT_BYTES, s.input_bytes, dimensions, when),
+        datum(M.INPUT_FILES, s.files, dimensions, when),
+        datum(M.MANIFESTS_PROCESSED, s.manifests, dimensions, when),
+        datum(M.BAD_RECORDS, s.bad_records, dimensions, when),
+        datum(M.MISSING_OBJECTS, s.missing_files, dimensions, when),
+        datum(M.UNREADABLE_OBJECTS, s.unreadable_files, dimensions, when),
+        datum(M.QUARANTINED_MANIFESTS, s.bad_manifests, dimensions, when),
+        datum(M.PARQUET_FILES, s.output_files, dimensions, when),
+    ]
+    if s.output_files:
+        out.append(datum(M.PARQUET_AVG_SIZE, s.output_bytes / s.output_files, dimensions, when))
+    if s.max_latency_s is not None:
+        out.append(datum(M.LATENCY_MAX, s.max_latency_s, dimensions, when))
+    if s.p95_latency_s is not None:
+        out.append(datum(M.LATENCY_P95, s.p95_latency_s, dimensions, when))
+    return out
+
+
+@dataclass(frozen=True)
+class Backlog:
+    manifests: int
+    bytes: int
+    oldest_age_s: float
+
+
+def backlog_datums(
+    backlog: Backlog, *, dimensions: dict[str, str], when: datetime | None = None
+) -> list[Datum]:
+    return [
+        datum(M.BACKLOG_MANIFESTS, backlog.manifests, dimensions, when),
+        datum(M.BACKLOG_BYTES, backlog.bytes, dimensions, when),
+        datum(M.BACKLOG_AGE, backlog.oldest_age_s, dimensions, when),
+    ]
