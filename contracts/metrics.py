@@ -64,9 +64,7 @@ INPUT_ROWS_PER_SECOND = _m(
 PROCESSED_ROWS_PER_SECOND = _m(
     "ProcessedRecordsPerSecond", "Count/Second", J, "records / batch duration (Spark UI process rate)"
 )
-MANIFEST_INPUT_RATE = _m(
-    "ManifestsInputPerSecond", "Count/Second", J, "Spark's inputRowsPerSecond (manifests)"
-)
+MANIFEST_INPUT_RATE = _m("ManifestsInputPerSecond", "Count/Second", J, "Spark's inputRowsPerSecond (manifests)")
 MANIFEST_PROCESS_RATE = _m(
     "ManifestsProcessedPerSecond", "Count/Second", J, "Spark's processedRowsPerSecond (manifests)"
 )
@@ -86,9 +84,7 @@ LATENCY_P95 = _m("EndToEndLatencyP95", "Seconds", J, "p95 S3 event time -> Parqu
 BAD_RECORDS = _m("BadRecords", "Count", J, "lines quarantined (not a JSON object, not UTF-8, ...)")
 MISSING_OBJECTS = _m("MissingObjects", "Count", J, "objects listed in a manifest but not found")
 UNREADABLE_OBJECTS = _m("UnreadableObjects", "Count", J, "objects that could not be read or decompressed")
-QUARANTINED_MANIFESTS = _m(
-    "QuarantinedManifests", "Count", J, "manifests that are invalid or failed too often"
-)
+QUARANTINED_MANIFESTS = _m("QuarantinedManifests", "Count", J, "manifests that are invalid or failed too often")
 PARQUET_FILES = _m("ParquetFilesWritten", "Count", J, "Parquet files committed by the batch")
 PARQUET_AVG_SIZE = _m("ParquetAvgFileSize", "Bytes", J, "average size of those files")
 

@@ -151,9 +151,7 @@ class ManifestBatchJob:
         )
         output_bytes = sum(f.bytes for f in data_files)
         self.ratio.observe(output_bytes=output_bytes, input_bytes=outcome.text_bytes)
-        latencies = latency_seconds(
-            (s.event_time for s in outcome.sources if s.status == "ingested"), committed_at
-        )
+        latencies = latency_seconds((s.event_time for s in outcome.sources if s.status == "ingested"), committed_at)
         record = CommitRecord(
             query_id=self.query_id,
             batch_id=batch_id,
@@ -265,9 +263,7 @@ class ManifestBatchJob:
                 elif info.size == 0:
                     outcome.add(source, "empty")
                 else:
-                    outcome.unreadable(
-                        source, "object could not be read or decompressed (corrupt or truncated)"
-                    )
+                    outcome.unreadable(source, "object could not be read or decompressed (corrupt or truncated)")
                 continue
             for key_set in row.key_sets:
                 keys.update(key_set)
@@ -279,18 +275,12 @@ class ManifestBatchJob:
     def _write_data(
         self, parsed: DataFrame, outcome: _Outcome, target: str, batch_id: int, committed_at: datetime
     ) -> None:
-        out = T.project_output(
-            parsed, outcome.columns_map, batch_id=batch_id, ingest_time_iso=committed_at.isoformat()
-        )
-        n = output_file_count(
-            outcome.text_bytes, ratio=self.ratio.value, target_bytes=self.settings.target_file_bytes
-        )
+        out = T.project_output(parsed, outcome.columns_map, batch_id=batch_id, ingest_time_iso=committed_at.isoformat())
+        n = output_file_count(outcome.text_bytes, ratio=self.ratio.value, target_bytes=self.settings.target_file_bytes)
         out = out.coalesce(n) if n <= out.rdd.getNumPartitions() else out.repartition(n)
         out.write.mode("overwrite").option("compression", "snappy").parquet(target)
 
-    def _write_quarantine(
-        self, parsed: DataFrame | None, outcome: _Outcome, target: str, batch_id: int
-    ) -> None:
+    def _write_quarantine(self, parsed: DataFrame | None, outcome: _Outcome, target: str, batch_id: int) -> None:
         driver_rows = [_rejection_row(r, batch_id) for r in outcome.rejections]
         frames: list[DataFrame] = []
         if driver_rows:
@@ -309,11 +299,7 @@ class ManifestBatchJob:
     ) -> list[PublishedFile]:
         """Deterministic final names for the staged files of one attempt."""
         staged = sorted(
-            (
-                i
-                for i in self.fs.list(staged_dir)
-                if i.name.endswith(suffix) and not i.name.startswith(("_", "."))
-            ),
+            (i for i in self.fs.list(staged_dir) if i.name.endswith(suffix) and not i.name.startswith(("_", "."))),
             key=lambda i: i.name,
         )
         return [
@@ -355,9 +341,7 @@ class _Outcome:
         return sum(1 for s in self.sources if s.status == status)
 
     def _file_problem(self, source: SourceFile, status: Any, reason: str) -> None:
-        self.rejections.append(
-            Rejection("file", source.source_uri, reason, source.manifest_uri, entry=source.entry)
-        )
+        self.rejections.append(Rejection("file", source.source_uri, reason, source.manifest_uri, entry=source.entry))
         self._record(source.entry, source.manifest_uri, status, reason=reason)
 
     def _record(self, entry: Any, manifest_uri: str, status: Any, **extra: Any) -> None:

@@ -60,9 +60,7 @@ class BatchCommitter:
     def commit(self, record: CommitRecord) -> None:
         """Write the commit record (the commit point), then publish."""
         self.fs.write_bytes(self.record_uri(record.batch_id), record.model_dump_json(indent=1).encode())
-        logger.info(
-            "batch committed", extra={"batch_id": record.batch_id, "record": self.record_uri(record.batch_id)}
-        )
+        logger.info("batch committed", extra={"batch_id": record.batch_id, "record": self.record_uri(record.batch_id)})
         self.publish(record)
 
     def publish(self, record: CommitRecord) -> None:
@@ -75,15 +73,12 @@ class BatchCommitter:
         if self.fs.exists(item.final):
             return
         if not self.fs.exists(item.staged):
-            raise StorageError(
-                f"committed file lost: neither {item.final} nor its staged copy {item.staged} exists"
-            )
+            raise StorageError(f"committed file lost: neither {item.final} nor its staged copy {item.staged} exists")
         self.fs.move(item.staged, item.final)
 
     def records(self) -> list[CommitRecord]:
         """Every commit record of this query, in batch order."""
         found = [i for i in self.fs.list(self.commits_dir()) if i.name.endswith(".json")]
         return [
-            CommitRecord.model_validate_json(self.fs.read_bytes(i.uri))
-            for i in sorted(found, key=lambda i: i.name)
+            CommitRecord.model_validate_json(self.fs.read_bytes(i.uri)) for i in sorted(found, key=lambda i: i.name)
         ]

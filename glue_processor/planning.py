@@ -77,9 +77,7 @@ def plan_batch(manifests: Iterable[tuple[str, str]], settings: JobSettings) -> B
             manifest = Manifest.from_json(text, source=manifest_uri)
         except ManifestError as exc:
             plan.bad_manifests += 1
-            plan.rejections.append(
-                Rejection("manifest", manifest_uri, str(exc), manifest_uri, raw=text[:1_000_000])
-            )
+            plan.rejections.append(Rejection("manifest", manifest_uri, str(exc), manifest_uri, raw=text[:1_000_000]))
             continue
         for entry in manifest.entries:
             reason = _entry_problem(entry, settings)

@@ -35,9 +35,7 @@ class JobSettings(BaseModel):
     source_uri_template: str = Field(
         default="s3://{bucket}/{key}", description="how a manifest entry becomes a readable URI"
     )
-    allowed_buckets: tuple[str, ...] = Field(
-        default=(), description="buckets manifests may point at; empty allows any"
-    )
+    allowed_buckets: tuple[str, ...] = Field(default=(), description="buckets manifests may point at; empty allows any")
     query_name: str = Field(default="ndjson-to-parquet", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     trigger: Literal["processing-time", "available-now"] = "processing-time"
     trigger_interval_seconds: int = Field(default=30, ge=1, le=3600)

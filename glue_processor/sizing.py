@@ -29,7 +29,5 @@ class LearnedRatio:
             return
         observed = output_bytes / input_bytes
         # The configured value is only a prior: the first measurement replaces it.
-        self.value = (
-            observed if not self.observations else (1 - self.weight) * self.value + self.weight * observed
-        )
+        self.value = observed if not self.observations else (1 - self.weight) * self.value + self.weight * observed
         self.observations += 1

@@ -42,9 +42,7 @@ def start_query(spark: SparkSession, settings: JobSettings, job: ManifestBatchJo
     return query
 
 
-def stop_gracefully(
-    query: StreamingQuery, *, poll_seconds: float = 0.5, timeout_seconds: float = 600
-) -> None:
+def stop_gracefully(query: StreamingQuery, *, poll_seconds: float = 0.5, timeout_seconds: float = 600) -> None:
     """Stop between batches: wait for the running trigger to finish, then stop the query.
 
     Stopping mid-batch is safe too (the batch re-runs from the checkpoint), but wastes its work.

@@ -21,9 +21,7 @@ def load_event(name: str) -> dict[str, Any]:
 def spark() -> Iterator[Any]:
     from glue_processor.session import local_session
 
-    session = local_session(
-        "tests", cores="2", driver_memory="2g", extra={"spark.sql.shuffle.partitions": "4"}
-    )
+    session = local_session("tests", cores="2", driver_memory="2g", extra={"spark.sql.shuffle.partitions": "4"})
     yield session
     session.stop()
 

@@ -47,9 +47,7 @@ def sqs_record(body: Any, message_id: str) -> dict[str, Any]:
 
 def visible_parquet(root: Path) -> list[Path]:
     return sorted(
-        p
-        for p in root.rglob("*.parquet")
-        if not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
+        p for p in root.rglob("*.parquet") if not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
     )
 
 

@@ -32,9 +32,7 @@ logger = logging.getLogger("ingest-local")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="ingest-local", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
+    p = argparse.ArgumentParser(prog="ingest-local", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument(
         "--data", type=Path, help="your NDJSON tree (.json/.ndjson/.jsonl, optionally .gz); default: a sample"
     )
@@ -43,13 +41,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--sample-files", type=int, default=48, help="files in the generated sample (default 48)")
     p.add_argument("--sample-records", type=int, default=400, help="records per sample file (default 400)")
-    p.add_argument(
-        "--sqs-batch-size", type=int, default=10, help="messages per manifest-builder invocation (10)"
-    )
+    p.add_argument("--sqs-batch-size", type=int, default=10, help="messages per manifest-builder invocation (10)")
     p.add_argument("--max-manifest-files", type=int, default=1000, help="files per manifest (default 1000)")
-    p.add_argument(
-        "--max-files-per-trigger", type=int, default=1, help="manifests per micro-batch (default 1)"
-    )
+    p.add_argument("--max-files-per-trigger", type=int, default=1, help="manifests per micro-batch (default 1)")
     p.add_argument("--target-file-mb", type=int, default=128, help="target Parquet file size (default 128)")
     p.add_argument(
         "--trigger",
@@ -139,9 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             manifest_prefix=MANIFEST_PREFIX,
             max_manifest_files=args.max_manifest_files,
         )
-        feed = Feeder(
-            layout, builder, sqs_batch_size=args.sqs_batch_size, metrics=JsonlSink(layout.metrics)
-        ).feed()
+        feed = Feeder(layout, builder, sqs_batch_size=args.sqs_batch_size, metrics=JsonlSink(layout.metrics)).feed()
         settings = job_settings(layout, args)
     except IngestError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -108,9 +108,7 @@ class Feeder:
                     sequencer=f"{int(now.timestamp() * 1e6):016X}{n:08X}",
                 )
                 pending["events"].append(s3_notification(obj))
-                pending["ledger"].append(
-                    {"key": key, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "etag": obj.etag}
-                )
+                pending["ledger"].append({"key": key, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "etag": obj.etag})
             tmp = self.wal.with_suffix(".tmp")
             tmp.write_text(json.dumps(pending), encoding="utf-8")
             os.replace(tmp, self.wal)

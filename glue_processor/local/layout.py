@@ -64,7 +64,5 @@ class LocalLayout:
         if self.landing.is_symlink():
             self.landing.unlink()
         elif self.landing.exists():
-            raise FileExistsError(
-                f"{self.landing} exists and is not a link; remove it or pick another WORKDIR"
-            )
+            raise FileExistsError(f"{self.landing} exists and is not a link; remove it or pick another WORKDIR")
         self.landing.symlink_to(source, target_is_directory=True)

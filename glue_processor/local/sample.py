@@ -28,9 +28,7 @@ def record(rng: random.Random, seq: int) -> dict[str, Any]:
         "ts": f"2026-11-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00Z",
         "user": {"id": rng.randint(1, 10_000), "name": rng.choice(_NAMES), "tags": rng.sample(_EVENTS, 2)},
         "amount": round(rng.uniform(1, 500), 2),
-        "items": [
-            {"sku": f"sku-{rng.randint(1, 999)}", "qty": rng.randint(1, 5)} for _ in range(rng.randint(0, 3))
-        ],
+        "items": [{"sku": f"sku-{rng.randint(1, 999)}", "qty": rng.randint(1, 5)} for _ in range(rng.randint(0, 3))],
         "payload": "x" * rng.randint(100, 900),
     }
     if rng.random() < 0.3:

@@ -26,8 +26,7 @@ def render(records: Sequence[CommitRecord], *, feed: Any, dataset: dict[str, Any
     out = []
     out.append(
         f"fed: {feed.files} new files, {feed.bytes / MB:.1f} MB, through {feed.invocations} manifest-builder "
-        f"invocations -> {len(feed.manifests)} manifests"
-        + (" (replayed an interrupted feed)" if feed.replayed else "")
+        f"invocations -> {len(feed.manifests)} manifests" + (" (replayed an interrupted feed)" if feed.replayed else "")
     )
     if not records:
         out.append("no new batches: nothing new to process")

@@ -63,9 +63,7 @@ class BacklogProbe:
                 self.watermark_ms = max(self.watermark_ms or 0, *times)
             # names older than the watermark are implied processed; keep the set small
             self.processed = {
-                n
-                for n in self.processed
-                if n in listing and listing[n].modified_ms >= (self.watermark_ms or 0)
+                n for n in self.processed if n in listing and listing[n].modified_ms >= (self.watermark_ms or 0)
             }
 
     def measure(self) -> Backlog:
@@ -73,9 +71,7 @@ class BacklogProbe:
         with self._lock:
             return measure(waiting(listing, self.processed, self.watermark_ms), int(time.time() * 1000))
 
-    def run_every(
-        self, seconds: float, emit: Callable[[Backlog], None], stop: threading.Event
-    ) -> threading.Thread:
+    def run_every(self, seconds: float, emit: Callable[[Backlog], None], stop: threading.Event) -> threading.Thread:
         def loop() -> None:
             while not stop.wait(seconds):
                 try:

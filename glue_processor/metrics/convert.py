@@ -55,13 +55,9 @@ def progress_datums(
     out = [
         datum(M.BATCH_DURATION, batch_ms, dimensions, when),
         datum(M.TRIGGER_INTERVAL, trigger_interval_ms, dimensions, when),
-        datum(
-            M.UTILIZATION, batch_ms / trigger_interval_ms if trigger_interval_ms else 0.0, dimensions, when
-        ),
+        datum(M.UTILIZATION, batch_ms / trigger_interval_ms if trigger_interval_ms else 0.0, dimensions, when),
         datum(M.MANIFEST_INPUT_RATE, float(progress.get("inputRowsPerSecond") or 0.0), dimensions, when),
-        datum(
-            M.MANIFEST_PROCESS_RATE, float(progress.get("processedRowsPerSecond") or 0.0), dimensions, when
-        ),
+        datum(M.MANIFEST_PROCESS_RATE, float(progress.get("processedRowsPerSecond") or 0.0), dimensions, when),
     ]
     for key, metric in OPERATION_METRICS.items():
         if key in durations:
@@ -110,9 +106,7 @@ class Backlog:
     oldest_age_s: float
 
 
-def backlog_datums(
-    backlog: Backlog, *, dimensions: dict[str, str], when: datetime | None = None
-) -> list[Datum]:
+def backlog_datums(backlog: Backlog, *, dimensions: dict[str, str], when: datetime | None = None) -> list[Datum]:
     return [
         datum(M.BACKLOG_MANIFESTS, backlog.manifests, dimensions, when),
         datum(M.BACKLOG_BYTES, backlog.bytes, dimensions, when),

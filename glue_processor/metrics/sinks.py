@@ -50,9 +50,7 @@ class JsonlSink:
 class CloudWatchSink:
     """PutMetricData in chunks of up to 1000 datums, retried with back-off."""
 
-    def __init__(
-        self, client: CloudWatchClient, namespace: str, *, attempts: int = 4, backoff_s: float = 0.5
-    ) -> None:
+    def __init__(self, client: CloudWatchClient, namespace: str, *, attempts: int = 4, backoff_s: float = 0.5) -> None:
         self.client = client
         self.namespace = namespace
         self.attempts = attempts

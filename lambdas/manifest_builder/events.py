@@ -69,9 +69,7 @@ def to_entry(record: S3EventRecord) -> ManifestEntry:
     """A manifest entry for one record; keys arrive form-encoded ('+' is a space)."""
     obj = record.s3.object
     if not obj.eTag:
-        raise NotificationError(
-            f"ObjectCreated event without eTag for s3://{record.s3.bucket.name}/{obj.key}"
-        )
+        raise NotificationError(f"ObjectCreated event without eTag for s3://{record.s3.bucket.name}/{obj.key}")
     return ManifestEntry(
         bucket=record.s3.bucket.name,
         key=unquote_plus(obj.key),

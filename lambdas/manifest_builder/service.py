@@ -51,16 +51,12 @@ class _Collector:
                 entries.append(entry)
             else:
                 self.ignored += 1
-                logger.debug(
-                    "object ignored by prefix/suffix filter", extra={"bucket": entry.bucket, "key": entry.key}
-                )
+                logger.debug("object ignored by prefix/suffix filter", extra={"bucket": entry.bucket, "key": entry.key})
         self.accepted[record.message_id] = MessageEntries(record.message_id, tuple(entries))
         return len(entries)
 
 
-def build_manifests(
-    event: Mapping[str, Any], *, settings: BuilderSettings, writer: ObjectWriter
-) -> BuildResult:
+def build_manifests(event: Mapping[str, Any], *, settings: BuilderSettings, writer: ObjectWriter) -> BuildResult:
     """Turn an SQS batch of S3 notifications into manifests.
 
     A message that cannot be read fails alone (it is retried, then dead-lettered). A manifest
@@ -78,9 +74,7 @@ def build_manifests(
         max_bytes=settings.max_manifest_bytes,
         max_files=settings.max_manifest_files,
     )
-    result = BuildResult(
-        response={}, duplicates_dropped=plan.duplicates_dropped, ignored_objects=collector.ignored
-    )
+    result = BuildResult(response={}, duplicates_dropped=plan.duplicates_dropped, ignored_objects=collector.ignored)
     for planned in plan.manifests:
         manifest = planned.manifest
         key = manifest_key(settings.manifest_prefix, manifest)

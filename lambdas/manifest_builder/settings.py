@@ -64,7 +64,6 @@ def load_settings(**overrides: object) -> BuilderSettings:
         return BuilderSettings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']).upper() or 'settings'}: {err['msg']}"
-            for err in exc.errors()
+            f"{'.'.join(str(p) for p in err['loc']).upper() or 'settings'}: {err['msg']}" for err in exc.errors()
         )
         raise ConfigError(f"invalid manifest builder configuration: {problems}") from exc

@@ -40,9 +40,7 @@ class Env:
 
     def put(self, key: str, body: bytes) -> ManifestEntry:
         self.buckets.put(BUCKET, key, body, content_type="application/x-ndjson")
-        return ManifestEntry(
-            bucket=BUCKET, key=key, size=len(body), etag=hashlib.md5(body).hexdigest(), event_time=T0
-        )
+        return ManifestEntry(bucket=BUCKET, key=key, size=len(body), etag=hashlib.md5(body).hexdigest(), event_time=T0)
 
     def manifest(self, name: str, entries: list[ManifestEntry]) -> tuple[str, str]:
         return (f"file:///manifests/{name}.json", Manifest.of(entries).to_json().decode())
@@ -170,23 +168,17 @@ def test_crash_between_commit_and_publish_is_finished_by_the_rerun(spark: Any, t
     assert sorted(r["a"] for r in read_rows(tmp_path / "output")) == ["1", "2"]
 
 
-def test_bad_manifest_and_missing_object_are_quarantined_and_the_rest_loaded(
-    spark: Any, tmp_path: Path
-) -> None:
+def test_bad_manifest_and_missing_object_are_quarantined_and_the_rest_loaded(spark: Any, tmp_path: Path) -> None:
     env = Env(tmp_path)
     good = env.put("in/good.json", b'{"a":1}\nnot json\n')
     gone = ManifestEntry(bucket=BUCKET, key="in/gone.json", size=5, etag="e", event_time=T0)
-    record = env.job(spark).run(
-        [env.manifest("m1", [good, gone]), ("file:///manifests/broken.json", "{truncated")], 0
-    )
+    record = env.job(spark).run([env.manifest("m1", [good, gone]), ("file:///manifests/broken.json", "{truncated")], 0)
     assert [r["a"] for r in read_rows(tmp_path / "output")] == ["1"]
     q = {(r["kind"], r["source_uri"], r.get("line")): r["reason"] for r in env.quarantine()}
     assert q[("line", "s3://landing/in/good.json", 2)] == "malformed JSON"
     assert "not found" in q[("file", "s3://landing/in/gone.json", None)]
     assert "invalid manifest" in q[("manifest", "file:///manifests/broken.json", None)]
-    assert (
-        record.stats.bad_manifests == 1 and record.stats.missing_files == 1 and record.stats.bad_records == 1
-    )
+    assert record.stats.bad_manifests == 1 and record.stats.missing_files == 1 and record.stats.bad_records == 1
 
 
 def test_output_files_follow_the_target_size(spark: Any, tmp_path: Path) -> None:

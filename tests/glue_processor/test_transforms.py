@@ -68,9 +68,9 @@ def test_rejected_lines_carry_a_reason(spark: Any, line: str, reason: str) -> No
 def test_column_names_are_unique_case_insensitively() -> None:
     mapping = dict(T.column_names(["a", "A", "_line", "", "b"]))
     assert mapping == {"A": "A", "a": "a__2", "_line": "_line__2", "": "_empty_key", "b": "b"}
-    assert len({v.lower() for v in mapping.values()} | {c.lower() for c in T.LINEAGE_COLUMNS}) == len(
-        mapping
-    ) + len(T.LINEAGE_COLUMNS)
+    assert len({v.lower() for v in mapping.values()} | {c.lower() for c in T.LINEAGE_COLUMNS}) == len(mapping) + len(
+        T.LINEAGE_COLUMNS
+    )
 
 
 def test_file_stats_count_good_bad_and_key_sets(spark: Any) -> None:

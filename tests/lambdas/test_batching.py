@@ -29,9 +29,7 @@ bounds = st.tuples(st.integers(min_value=1, max_value=1200), st.integers(min_val
 
 @settings(max_examples=200, deadline=None)
 @given(messages, bounds)
-def test_every_accepted_object_in_exactly_one_manifest(
-    batch: list[MessageEntries], bound: tuple[int, int]
-) -> None:
+def test_every_accepted_object_in_exactly_one_manifest(batch: list[MessageEntries], bound: tuple[int, int]) -> None:
     max_bytes, max_files = bound
     plan = plan_manifests(batch, max_bytes=max_bytes, max_files=max_files)
     listed = [e.identity for p in plan.manifests for e in p.manifest.entries]
@@ -60,8 +58,7 @@ def test_names_deterministic_whatever_the_message_order(
     shuffled = list(batch)
     rnd.shuffle(shuffled)  # type: ignore[attr-defined]
     names = lambda b: sorted(  # noqa: E731
-        manifest_key("m/", p.manifest)
-        for p in plan_manifests(b, max_bytes=max_bytes, max_files=max_files).manifests
+        manifest_key("m/", p.manifest) for p in plan_manifests(b, max_bytes=max_bytes, max_files=max_files).manifests
     )
     assert names(batch) == names(shuffled)
 

@@ -41,9 +41,7 @@ class Pipeline:
     def receive(self) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
         while True:
-            got = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get(
-                "Messages", []
-            )
+            got = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
             if not got:
                 return messages
             messages.extend(got)
@@ -150,9 +148,7 @@ def test_unreadable_message_fails_alone(pipeline: Pipeline) -> None:
     assert [e.key for e in manifest.entries] == ["incoming/good.json"]
 
 
-def test_failed_manifest_write_fails_only_its_messages(
-    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_failed_manifest_write_fails_only_its_messages(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MAX_MANIFEST_FILES", "1")
     handler._settings.cache_clear()
     pipeline.put("incoming/a.json")

@@ -65,9 +65,7 @@ def test_user_tree_is_ingested_then_only_new_files(tmp_path: Path) -> None:
         for n in range(len(recs))
     )
     assert lineage(rows) == want
-    assert sorted(int(r["id"]) for r in rows) == sorted(
-        r["id"] for k, v in files.items() if ".csv" not in k for r in v
-    )
+    assert sorted(int(r["id"]) for r in rows) == sorted(r["id"] for k, v in files.items() if ".csv" not in k for r in v)
     assert {r["v"] for r in rows if r["v"]} == {json.dumps({"n": i}, separators=(",", ":")) for i in range(5)}
 
     # Given one more file, When run again, Then only it is processed
@@ -104,8 +102,6 @@ def test_kill_9_mid_run_then_resume_gives_each_record_once(tmp_path: Path) -> No
     resumed = run_local(*args)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     rows = read_rows(work / "output")
-    want = sorted(
-        (f"s3://local-landing/{rel}", n + 1) for rel, recs in files.items() for n in range(len(recs))
-    )
+    want = sorted((f"s3://local-landing/{rel}", n + 1) for rel, recs in files.items() for n in range(len(recs)))
     assert lineage(rows) == want  # nothing lost, nothing twice
     assert sorted(int(r["id"]) for r in rows) == sorted(r["id"] for recs in files.values() for r in recs)

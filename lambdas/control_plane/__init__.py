@@ -1,0 +1,1 @@
+"""The control plane: keeps the streaming job alive and sizes its workers."""

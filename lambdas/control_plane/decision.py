@@ -1,0 +1,141 @@
+"""What the control plane should do: a pure function of metrics, job state and settings."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from lambdas.control_plane.settings import ControlSettings
+
+Action = Literal["none", "start", "restart", "scale", "wait", "alarm"]
+ACTIVE = {"STARTING", "RUNNING", "WAITING"}
+FAILED = {"FAILED", "ERROR", "TIMEOUT"}
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Recent metric datapoints, oldest first (one per minute or per batch)."""
+
+    utilization: Sequence[float] = ()
+    backlog_age_s: Sequence[float] = ()
+
+
+@dataclass(frozen=True)
+class JobView:
+    """The job's state as the decision needs it."""
+
+    state: str  # latest run's state, or "NONE"
+    workers: int | None = None
+    started_at: datetime | None = None
+    consecutive_failures: int = 0
+    last_failure_at: datetime | None = None
+    paused: bool = False
+    desired_workers: int | None = None  # remembered across a scale's stop -> start
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    desired_workers: int
+    reason: str
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def restart_delay_s(failures: int, s: ControlSettings) -> float:
+    """Exponential back-off: base, 2x base, 4x base... capped at restart_max_delay_s."""
+    return float(min(s.restart_max_delay_s, s.restart_base_delay_s * 2 ** max(0, failures - 1)))
+
+
+def decide(obs: Observation, job: JobView, s: ControlSettings, now: datetime) -> Decision:
+    """Keep the job alive first, then size it.
+
+    Scale up fast (utilization near 1, or a growing backlog older than backlog_age_up_s), scale
+    down slowly (down_periods low datapoints in a row, one worker at a time), never within
+    cooldown_s of a (re)start, always within [min_workers, max_workers]. Between the down and up
+    thresholds nothing happens (hysteresis), so a metric flapping around one threshold does not
+    make the job flap.
+    """
+    inputs = {
+        "state": job.state,
+        "workers": job.workers,
+        "utilization": list(obs.utilization)[-6:],
+        "backlog_age_s": list(obs.backlog_age_s)[-6:],
+        "consecutive_failures": job.consecutive_failures,
+        "paused": job.paused,
+    }
+    current = job.workers or job.desired_workers or s.min_workers
+    keep = _clamp(job.desired_workers or current, s)
+
+    if job.paused:
+        return Decision("none", keep, "paused by an operator (stop); 'start' resumes", inputs)
+    if job.state == "STOPPING":
+        return Decision("wait", keep, "the run is stopping; start once it has stopped", inputs)
+    if job.state in FAILED:
+        if job.consecutive_failures > s.max_restarts:
+            return Decision(
+                "alarm",
+                keep,
+                f"{job.consecutive_failures} failed runs in a row > max_restarts={s.max_restarts}",
+                inputs,
+            )
+        delay = restart_delay_s(job.consecutive_failures, s)
+        if job.last_failure_at and now < job.last_failure_at + timedelta(seconds=delay):
+            until = (job.last_failure_at + timedelta(seconds=delay)).isoformat()
+            return Decision(
+                "wait", keep, f"back-off after failure {job.consecutive_failures}: restart at {until}", inputs
+            )
+        return Decision("restart", keep, f"run failed ({job.state}); restart {job.consecutive_failures}", inputs)
+    if job.state not in ACTIVE:
+        return Decision("start", keep, f"no active run (latest: {job.state}); starting", inputs)
+
+    if s.scaling_mode == "glue-auto-scaling":
+        return Decision("none", current, f"Glue auto scaling manages workers up to {s.max_workers}", inputs)
+    if job.started_at and now < job.started_at + timedelta(seconds=s.cooldown_s):
+        return Decision("none", current, f"cool-down: run started less than {s.cooldown_s}s ago", inputs)
+
+    util = list(obs.utilization)
+    ages = list(obs.backlog_age_s)
+    if not util:
+        return Decision("none", current, "no utilization datapoints: holding the current size", inputs)
+
+    latest = util[-1]
+    backlog_growing = len(ages) >= 3 and ages[-1] >= s.backlog_age_up_s and ages[-1] > ages[-2] > ages[-3]
+    sustained_high = len(util) >= 2 and min(util[-2:]) >= s.scale_up_utilization
+    if latest >= 1.0 or sustained_high or backlog_growing:
+        grow = max(current + 1, math.ceil(current * max(latest, s.target_utilization) / s.target_utilization))
+        if backlog_growing:
+            grow = max(grow, current * 2)
+        desired = _clamp(grow, s)
+        why = (
+            f"backlog age {ages[-1]:.0f}s >= {s.backlog_age_up_s:.0f}s and growing"
+            if backlog_growing
+            else f"utilization {latest:.2f} at or near capacity (up threshold {s.scale_up_utilization})"
+        )
+        if desired == current:
+            return Decision("none", current, f"{why}, but already at max_workers={s.max_workers}", inputs)
+        return Decision("scale", desired, f"scale up {current} -> {desired}: {why}", inputs)
+
+    recent = util[-s.down_periods :]
+    calm = not ages or ages[-1] < s.backlog_age_up_s / 2
+    if len(recent) >= s.down_periods and max(recent) <= s.scale_down_utilization and calm:
+        desired = _clamp(current - 1, s)
+        if desired < current:
+            return Decision(
+                "scale",
+                desired,
+                f"scale down {current} -> {desired}: utilization <= {s.scale_down_utilization} "
+                f"for {s.down_periods} datapoints",
+                inputs,
+            )
+        return Decision("none", current, f"utilization low, already at min_workers={s.min_workers}", inputs)
+    return Decision("none", current, f"utilization {latest:.2f} within the hysteresis band", inputs)
+
+
+def _clamp(n: int, s: ControlSettings) -> int:
+    return max(s.min_workers, min(s.max_workers, n))

@@ -1,0 +1,61 @@
+"""Lambda entry point of the control plane: on a schedule (tick) and on demand (commands)."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any, Literal
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.config import Config
+from pydantic import BaseModel, ConfigDict, Field
+
+from lambdas.control_plane.glue_gateway import GlueJobGateway
+from lambdas.control_plane.metrics_reader import CloudWatchReader
+from lambdas.control_plane.service import ControlPlane
+from lambdas.control_plane.settings import load_settings
+from lambdas.control_plane.state import S3StateStore
+
+logger = Logger(service="control-plane")
+# No service dimension: the control plane's metrics carry exactly contracts.metrics' JobName.
+metrics = Metrics()
+
+
+class CommandEvent(BaseModel):
+    """``{"command": "status"}``, ``{"command": "scale", "workers": 6}``; a scheduled event
+    (no ``command``) is a tick."""
+
+    model_config = ConfigDict(extra="ignore")
+    command: Literal["tick", "status", "start", "stop", "scale", "dry-run"] = "tick"
+    workers: int | None = Field(default=None, ge=1)
+
+
+@cache
+def _plane() -> ControlPlane:
+    s = load_settings()
+    cfg = Config(retries={"max_attempts": 5, "mode": "standard"})
+    if not s.state_bucket:
+        from contracts.exceptions import ConfigError
+
+        raise ConfigError("STATE_BUCKET is required in Lambda")
+    return ControlPlane(
+        s,
+        jobs=GlueJobGateway(boto3.client("glue", config=cfg), s.job_name),
+        metrics=CloudWatchReader(boto3.client("cloudwatch", config=cfg), s.metrics_namespace, s.dimensions),
+        state=S3StateStore(boto3.client("s3", config=cfg), s.state_bucket, s.state_key),
+    )
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    command = CommandEvent.model_validate(event if "command" in event else {})
+    outcome = _plane().handle(command.command, command.workers)
+    if outcome.datums:
+        for name, value in outcome.datums[0].dimensions.items():
+            metrics.add_dimension(name=name, value=value)
+    for d in outcome.datums:
+        metrics.add_metric(name=d.name, unit=MetricUnit(d.unit), value=d.value)
+    return outcome.body

@@ -1,0 +1,191 @@
+"""The control plane's commands: tick (scheduled), status, start, stop, scale, dry-run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from aws_lambda_powertools import Logger
+
+from contracts import metrics as M
+from contracts.metrics import Datum, datum
+from lambdas.control_plane.decision import Decision, JobView, Observation, decide
+from lambdas.control_plane.exceptions import ControlPlaneError
+from lambdas.control_plane.glue_gateway import JobGateway
+from lambdas.control_plane.metrics_reader import MetricsReader
+from lambdas.control_plane.settings import ControlSettings
+from lambdas.control_plane.state import KEEP_DECISIONS, StateStore
+
+logger = Logger(service="control-plane", child=True)
+Command = Literal["tick", "status", "start", "stop", "scale", "dry-run"]
+BATCH_FIGURES = (
+    "BatchDuration",
+    "RecordsIn",
+    "RecordsOut",
+    "Utilization",
+    "EndToEndLatencyMax",
+    "BadRecords",
+)
+
+
+@dataclass
+class Outcome:
+    """What a command did and saw; ``body`` is the Lambda's response."""
+
+    body: dict[str, Any]
+    datums: list[Datum] = field(default_factory=list)
+
+
+class ControlPlane:
+    def __init__(
+        self,
+        settings: ControlSettings,
+        *,
+        jobs: JobGateway,
+        metrics: MetricsReader,
+        state: StateStore,
+        clock: Any = None,
+    ) -> None:
+        self.s = settings
+        self.jobs = jobs
+        self.metrics = metrics
+        self.state = state
+        self.clock = clock or (lambda: datetime.now(UTC))
+
+    def handle(self, command: Command, workers: int | None = None) -> Outcome:
+        if command == "status":
+            return self.status()
+        if command == "dry-run":
+            decision, view = self._decide()
+            return Outcome({"command": "dry-run", "decision": decision.as_json(), "job": _view_json(view)})
+        if command == "start":
+            return self._operator_start()
+        if command == "stop":
+            return self._operator_stop()
+        if command == "scale":
+            if workers is None:
+                raise ControlPlaneError("scale needs 'workers'")
+            return self._operator_scale(workers)
+        return self.tick()
+
+    # -- scheduled ------------------------------------------------------------------------------
+    def tick(self) -> Outcome:
+        decision, view = self._decide()
+        self._apply(decision, view)
+        return Outcome({"command": "tick", "decision": decision.as_json()}, self._datums(view, decision))
+
+    def _decide(self) -> tuple[Decision, JobView]:
+        st = self.state.load()
+        view = self.jobs.view(paused=bool(st["paused"]), desired_workers=st.get("desired_workers"))
+        obs = Observation(
+            utilization=self.metrics.series(M.UTILIZATION.name, minutes=self.s.lookback_minutes),
+            backlog_age_s=self.metrics.series(M.BACKLOG_AGE.name, minutes=self.s.lookback_minutes),
+        )
+        return decide(obs, view, self.s, self.clock()), view
+
+    def _apply(self, decision: Decision, view: JobView) -> None:
+        logger.info("decision", extra={"decision": decision.as_json()})
+        if decision.action in ("start", "restart"):
+            self._start(decision.desired_workers)
+        elif decision.action == "scale":
+            # Glue cannot resize a running job: remember the size, stop gracefully; the next
+            # tick starts the job again from its checkpoint with the new size.
+            self._remember(desired_workers=decision.desired_workers)
+            self.jobs.stop(self.jobs.active_run_ids())
+        elif decision.action == "alarm":
+            logger.error("restarts exhausted", extra={"decision": decision.as_json()})
+        self._record(decision)
+
+    def _start(self, workers: int) -> None:
+        auto = self.s.scaling_mode == "glue-auto-scaling"
+        run_id = self.jobs.start(
+            workers=self.s.max_workers if auto else workers, worker_type=self.s.worker_type, auto_scaling=auto
+        )
+        logger.info("job run started", extra={"run_id": run_id, "workers": workers, "auto_scaling": auto})
+
+    # -- operators ------------------------------------------------------------------------------
+    def _operator_start(self) -> Outcome:
+        self._remember(paused=False)
+        view = self.jobs.view(paused=False, desired_workers=self.state.load().get("desired_workers"))
+        if view.state in ("STARTING", "RUNNING", "WAITING"):
+            return Outcome({"command": "start", "result": f"already {view.state}"})
+        workers = view.desired_workers or view.workers or self.s.min_workers
+        self._start(workers)
+        decision = Decision("start", workers, "operator start", {"state": view.state})
+        self._record(decision)
+        return Outcome({"command": "start", "decision": decision.as_json()})
+
+    def _operator_stop(self) -> Outcome:
+        self._remember(paused=True)
+        ids = self.jobs.active_run_ids()
+        self.jobs.stop(ids)
+        self._record(Decision("none", 0, f"operator stop of {len(ids)} run(s); paused"))
+        return Outcome({"command": "stop", "stopped": ids})
+
+    def _operator_scale(self, workers: int) -> Outcome:
+        if not self.s.min_workers <= workers <= self.s.max_workers:
+            raise ControlPlaneError(f"workers must be within [{self.s.min_workers}, {self.s.max_workers}]")
+        self._remember(desired_workers=workers, paused=False)
+        ids = self.jobs.active_run_ids()
+        self.jobs.stop(ids)
+        decision = Decision("scale", workers, f"operator scale to {workers}; restarts from the checkpoint")
+        self._record(decision)
+        return Outcome({"command": "scale", "decision": decision.as_json(), "stopped": ids})
+
+    # -- status ---------------------------------------------------------------------------------
+    def status(self) -> Outcome:
+        st = self.state.load()
+        decision, view = self._decide()
+        figures = {
+            name: self.metrics.series(name, minutes=self.s.lookback_minutes, stat="Maximum")[-5:]
+            for name in BATCH_FIGURES
+        }
+        backlog: dict[str, float | None] = {
+            name: next(reversed(self.metrics.series(name, minutes=self.s.lookback_minutes)), None)
+            for name in (M.BACKLOG_MANIFESTS.name, M.BACKLOG_BYTES.name, M.BACKLOG_AGE.name)
+        }
+        return Outcome(
+            {
+                "command": "status",
+                "job": _view_json(view),
+                "last_batches": figures,
+                "backlog": backlog,
+                "would_decide": decision.as_json(),
+                "recent_decisions": st.get("decisions", [])[-5:],
+            }
+        )
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _remember(self, **changes: Any) -> None:
+        st = self.state.load()
+        st.update(changes)
+        self.state.save(st)
+
+    def _record(self, decision: Decision) -> None:
+        st = self.state.load()
+        st["decisions"] = [*st.get("decisions", []), {"at": self.clock().isoformat(), **decision.as_json()}][
+            -KEEP_DECISIONS:
+        ]
+        self.state.save(st)
+
+    def _datums(self, view: JobView, decision: Decision) -> list[Datum]:
+        dims = {"JobName": self.s.job_name}
+        out = [datum(M.DESIRED_WORKERS, decision.desired_workers, dims)]
+        if view.workers is not None:
+            out.append(datum(M.CURRENT_WORKERS, view.workers, dims))
+        if decision.action == "restart":
+            out.append(datum(M.JOB_RESTARTS, 1, dims))
+        out.append(datum(M.RESTARTS_EXHAUSTED, 1 if decision.action == "alarm" else 0, dims))
+        return out
+
+
+def _view_json(view: JobView) -> dict[str, Any]:
+    return {
+        "state": view.state,
+        "workers": view.workers,
+        "started_at": view.started_at.isoformat() if view.started_at else None,
+        "consecutive_failures": view.consecutive_failures,
+        "paused": view.paused,
+        "desired_workers": view.desired_workers,
+    }

@@ -1,0 +1,59 @@
+"""The control plane's configuration, validated at cold start."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from contracts.exceptions import ConfigError
+from contracts.metrics import DEFAULT_NAMESPACE
+
+
+class ControlSettings(BaseSettings):
+    """Environment of the control-plane Lambda (and of ``make status`` locally)."""
+
+    model_config = SettingsConfigDict(frozen=True, extra="ignore", case_sensitive=False)
+
+    job_name: str = Field(min_length=1, description="the Glue streaming job to keep alive")
+    query_name: str = Field(default="ndjson-to-parquet", description="QueryName dimension of the job's metrics")
+    metrics_namespace: str = DEFAULT_NAMESPACE
+    worker_type: Literal["G.025X", "G.1X", "G.2X", "G.4X", "G.8X"] = "G.1X"
+    min_workers: int = Field(default=2, ge=2, le=299, description="Glue needs at least 2 workers")
+    max_workers: int = Field(default=10, ge=2, le=299)
+    scaling_mode: Literal["control-plane", "glue-auto-scaling"] = "control-plane"
+    scale_up_utilization: float = Field(default=0.8, gt=0, le=2)
+    scale_down_utilization: float = Field(default=0.3, ge=0, lt=1)
+    target_utilization: float = Field(default=0.6, gt=0, lt=1)
+    backlog_age_up_s: float = Field(default=300, gt=0, description="backlog age that forces a scale-up")
+    down_periods: int = Field(default=6, ge=1, description="low-utilization datapoints in a row before scaling down")
+    cooldown_s: int = Field(default=900, ge=0, description="no scaling this soon after a (re)start")
+    max_restarts: int = Field(default=5, ge=0, description="consecutive failed runs before giving up and alarming")
+    restart_base_delay_s: int = Field(default=60, ge=0)
+    restart_max_delay_s: int = Field(default=1800, ge=0)
+    lookback_minutes: int = Field(default=30, ge=5, le=1440)
+    state_bucket: str | None = Field(default=None, description="bucket of the control plane's state object")
+    state_key: str = "control-plane/state.json"
+
+    @model_validator(mode="after")
+    def _ranges(self) -> ControlSettings:
+        if self.min_workers > self.max_workers:
+            raise ValueError(f"min_workers {self.min_workers} > max_workers {self.max_workers}")
+        if not self.scale_down_utilization < self.target_utilization < self.scale_up_utilization:
+            raise ValueError("need scale_down_utilization < target_utilization < scale_up_utilization (hysteresis)")
+        return self
+
+    @property
+    def dimensions(self) -> dict[str, str]:
+        return {"JobName": self.job_name, "QueryName": self.query_name}
+
+
+def load_settings(**overrides: object) -> ControlSettings:
+    try:
+        return ControlSettings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']).upper() or 'settings'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(f"invalid control plane configuration: {problems}") from exc
