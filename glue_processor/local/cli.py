@@ -23,6 +23,7 @@ from glue_processor.local.feeder import Feeder
 from glue_processor.local.layout import MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout
 from glue_processor.local.metrics_report import read_datums, render_metrics
 from glue_processor.local.sample import generate
+from glue_processor.local.status import mark_run
 from glue_processor.local.summary import render
 from glue_processor.metrics.sinks import JsonlSink
 from glue_processor.settings import JobSettings, settings_from_mapping
@@ -144,8 +145,10 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"running the streaming job on local Spark ({settings.trigger}); workdir {layout.workdir}")
     spark = local_session()
+    mark_run(layout, finished=False)
     try:
         job = run_query(spark, settings)
+        mark_run(layout, finished=True)
         print(render(job.committed, feed=feed, dataset=dataset_check(spark, layout)))
         datums = read_datums(layout.metrics, since=started)
         print(f"\nmetrics of this run ({len(datums)} datums in {layout.metrics}):")

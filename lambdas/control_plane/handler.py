@@ -52,7 +52,9 @@ def _plane() -> ControlPlane:
 @logger.inject_lambda_context
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     command = CommandEvent.model_validate(event if "command" in event else {})
-    outcome = _plane().handle(command.command, command.workers)
+    plane = _plane()
+    metrics.namespace = plane.s.metrics_namespace
+    outcome = plane.handle(command.command, command.workers)
     if outcome.datums:
         for name, value in outcome.datums[0].dimensions.items():
             metrics.add_dimension(name=name, value=value)

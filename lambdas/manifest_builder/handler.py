@@ -17,7 +17,7 @@ from lambdas.manifest_builder.settings import BuilderSettings, load_settings
 from lambdas.manifest_builder.store import ObjectWriter, S3ObjectWriter
 
 logger = Logger(service=SERVICE)
-metrics = Metrics(service=SERVICE)  # namespace: POWERTOOLS_METRICS_NAMESPACE
+metrics = Metrics(service=SERVICE)
 
 
 @cache
@@ -35,7 +35,9 @@ def _writer() -> ObjectWriter:
 @logger.inject_lambda_context
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """SQS event source mapping with ReportBatchItemFailures."""
-    result = build_manifests(event, settings=_settings(), writer=_writer())
+    settings = _settings()
+    metrics.namespace = settings.metrics_namespace
+    result = build_manifests(event, settings=settings, writer=_writer())
     for d in result_datums(result):
         metrics.add_metric(name=d.name, unit=MetricUnit(d.unit), value=d.value)
     return result.response

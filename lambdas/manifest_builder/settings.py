@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from contracts.exceptions import ConfigError
 from contracts.layout import NDJSON_SUFFIXES, normalise_prefix
+from contracts.metrics import DEFAULT_NAMESPACE
 
 GIB = 1024**3
 
@@ -30,6 +31,7 @@ class BuilderSettings(BaseSettings):
     )
     max_manifest_bytes: int = Field(default=GIB, ge=1, description="upper bound of a manifest's total size")
     max_manifest_files: int = Field(default=1000, ge=1, le=100_000, description="upper bound of its files")
+    metrics_namespace: str = Field(default=DEFAULT_NAMESPACE, description="CloudWatch namespace (EMF)")
 
     @field_validator("source_suffixes", mode="before")
     @classmethod

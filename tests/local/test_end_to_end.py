@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from contracts import metrics as M
 from tests.helpers import read_rows
 
 pytestmark = pytest.mark.spark
@@ -53,9 +54,29 @@ def test_user_tree_is_ingested_then_only_new_files(tmp_path: Path) -> None:
     }
     write_tree(data, files)
 
-    first = run_local("--data", str(data), "--workdir", str(work))
+    first = run_local("--data", str(data), "--workdir", str(work), "--sqs-batch-size", "1")
     assert first.returncode == 0, first.stderr[-3000:]
     assert "this run:" in first.stdout and "12 records in, 12 written" in first.stdout
+    assert "metrics of this run" in first.stdout
+
+    # metrics.jsonl holds every family the job and the manifest Lambda publish, and adds up
+    datums = [json.loads(line) for line in (work / "metrics.jsonl").read_text().splitlines()]
+    names = {d["name"] for d in datums}
+    expected = {m.name for m in M.ALL if m.source in (M.Source.JOB, M.Source.MANIFEST_LAMBDA)}
+    assert expected <= names, expected - names
+    assert sum(d["value"] for d in datums if d["name"] == "RecordsIn") == 12
+    assert sum(d["value"] for d in datums if d["name"] == "ObjectsPerManifest") == 3
+
+    # make status explains what the control plane would do
+    status = subprocess.run(
+        [sys.executable, "-m", "glue_processor.local.status", "--workdir", str(work)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert status.returncode == 0, status.stderr
+    assert "job: STOPPED" in status.stdout and "dry-run decision: start -> 2 workers" in status.stdout
 
     rows = read_rows(work / "output")
     want = sorted(
@@ -66,7 +87,7 @@ def test_user_tree_is_ingested_then_only_new_files(tmp_path: Path) -> None:
     )
     assert lineage(rows) == want
     assert sorted(int(r["id"]) for r in rows) == sorted(r["id"] for k, v in files.items() if ".csv" not in k for r in v)
-    assert {r["v"] for r in rows if r["v"]} == {json.dumps({"n": i}, separators=(",", ":")) for i in range(5)}
+    assert {r["v"] for r in rows if r.get("v")} == {json.dumps({"n": i}, separators=(",", ":")) for i in range(5)}
 
     # Given one more file, When run again, Then only it is processed
     write_tree(data, {"a/new.json": [{"id": 300}]})

@@ -1,0 +1,129 @@
+"""``make status``: the control plane's ``status`` and ``dry-run`` against a local run.
+
+The local run stands in for the Glue job: ``<WORKDIR>/state/run.json`` says whether a run is
+active (its process is alive), finished, or died without finishing (reported as FAILED).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from glue_processor.local.layout import LocalLayout
+from lambdas.control_plane.decision import JobView
+from lambdas.control_plane.metrics_reader import JsonlReader
+from lambdas.control_plane.service import ControlPlane
+from lambdas.control_plane.settings import load_settings
+from lambdas.control_plane.state import FileStateStore
+
+LOCAL_JOB = "local"
+
+
+def run_file(layout: LocalLayout) -> Path:
+    return layout.state / "run.json"
+
+
+def mark_run(layout: LocalLayout, *, finished: bool) -> None:
+    """Called by the local runner at start (pid) and at a clean end."""
+    path = run_file(layout)
+    info = json.loads(path.read_text()) if path.exists() else {}
+    if finished:
+        info.update(finished_at=datetime.now().astimezone().isoformat(), pid=None)
+    else:
+        info.update(pid=os.getpid(), started_at=datetime.now().astimezone().isoformat(), finished_at=None)
+    path.write_text(json.dumps(info))
+
+
+class LocalJobGateway:
+    """The local run as a 'job': RUNNING, STOPPED (finished), FAILED (died), or NONE."""
+
+    def __init__(self, layout: LocalLayout, workers: int) -> None:
+        self.layout = layout
+        self.workers = workers
+
+    def view(self, *, paused: bool, desired_workers: int | None) -> JobView:
+        path = run_file(self.layout)
+        if not path.exists():
+            return JobView("NONE", paused=paused, desired_workers=desired_workers)
+        info = json.loads(path.read_text())
+        started = datetime.fromisoformat(info["started_at"]) if info.get("started_at") else None
+        if info.get("pid") and _alive(int(info["pid"])):
+            state = "RUNNING"
+        elif info.get("pid"):
+            state = "FAILED"
+        else:
+            state = "STOPPED"
+        failed_at = datetime.fromtimestamp(path.stat().st_mtime).astimezone() if state == "FAILED" else None
+        return JobView(
+            state,
+            workers=self.workers,
+            started_at=started,
+            consecutive_failures=int(state == "FAILED"),
+            last_failure_at=failed_at,
+            paused=paused,
+            desired_workers=desired_workers,
+        )
+
+    def active_run_ids(self) -> list[str]:
+        return []
+
+    def start(self, *, workers: int, worker_type: str, auto_scaling: bool) -> str:
+        return "local: run `make run` to start"
+
+    def stop(self, run_ids: list[str]) -> None:
+        return
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def render(status: dict[str, Any], dry: dict[str, Any]) -> str:
+    job = status["job"]
+    lines = [f"job: {job['state']}  workers: {job['workers']}  started: {job['started_at']}  paused: {job['paused']}"]
+    lines.append("last batches (newest last):")
+    for name, values in status["last_batches"].items():
+        lines.append(f"  {name:<22} " + "  ".join(f"{v:,.2f}" for v in values))
+    lines.append("backlog: " + ", ".join(f"{k}={v if v is not None else 'n/a'}" for k, v in status["backlog"].items()))
+    d = dry["decision"]
+    lines.append(f"dry-run decision: {d['action']} -> {d['desired_workers']} workers: {d['reason']}")
+    lines.append(f"  inputs: {json.dumps(d['inputs'])}")
+    if status["recent_decisions"]:
+        lines.append("recent decisions:")
+        lines += [
+            f"  {x['at']} {x['action']} {x['desired_workers']}: {x['reason']}" for x in status["recent_decisions"]
+        ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="ingest-status", description=__doc__)
+    p.add_argument("--workdir", type=Path, default=Path(".work"))
+    p.add_argument("--workers", type=int, default=2, help="workers the local job stands for (default 2)")
+    args = p.parse_args(argv)
+    layout = LocalLayout(args.workdir.resolve())
+    if not layout.metrics.exists():
+        print(f"no metrics in {layout.metrics}: run `make run WORKDIR={args.workdir}` first", file=sys.stderr)
+        return 2
+    settings = load_settings(job_name=LOCAL_JOB, cooldown_s=0)
+    plane = ControlPlane(
+        settings,
+        jobs=LocalJobGateway(layout, args.workers),
+        metrics=JsonlReader(layout.metrics, settings.dimensions),
+        state=FileStateStore(layout.state / "control-plane.json"),
+    )
+    print(render(plane.handle("status").body, plane.handle("dry-run").body))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""The job's metrics: conversion of real progress events, publishing to (moto) CloudWatch."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import boto3
+import pytest
+
+from contracts import metrics as M
+from contracts.ledger import BatchStats, CommitRecord
+from glue_processor.hadoop_fs import FileInfo
+from glue_processor.metrics.backlog import measure, waiting
+from glue_processor.metrics.convert import RateTracker, progress_datums, record_datums
+from glue_processor.metrics.sinks import AsyncPublisher, CloudWatchSink, JsonlSink
+from tests.conftest import EVENTS
+
+DIMS = {"JobName": "ingest", "QueryName": "ndjson-to-parquet"}
+
+
+def progress_events() -> list[dict]:
+    return json.loads((EVENTS / "streaming_progress.json").read_text())
+
+
+def test_real_progress_events_become_rates_durations_and_utilization() -> None:
+    first, second, *_ = progress_events()
+    tracker = RateTracker()
+    progress_datums(first, dimensions=DIMS, trigger_interval_ms=30_000, records=800, tracker=tracker)
+    got = {
+        d.name: d
+        for d in progress_datums(second, dimensions=DIMS, trigger_interval_ms=30_000, records=800, tracker=tracker)
+    }
+
+    duration = second["durationMs"]["triggerExecution"]
+    assert got["BatchDuration"].value == duration
+    assert got["Utilization"].value == pytest.approx(duration / 30_000)
+    assert got["TriggerInterval"].value == 30_000
+    for key, metric in {
+        "addBatch": "AddBatchDuration",
+        "getBatch": "GetBatchDuration",
+        "latestOffset": "LatestOffsetDuration",
+        "queryPlanning": "QueryPlanningDuration",
+        "walCommit": "WalCommitDuration",
+    }.items():
+        assert got[metric].value == second["durationMs"][key]
+    since = (
+        datetime.fromisoformat(second["timestamp"].replace("Z", "+00:00"))
+        - datetime.fromisoformat(first["timestamp"].replace("Z", "+00:00"))
+    ).total_seconds()
+    assert got["InputRecordsPerSecond"].value == pytest.approx(800 / since)
+    assert got["ProcessedRecordsPerSecond"].value == pytest.approx(800 / (duration / 1000))
+    assert got["ManifestsProcessedPerSecond"].value == pytest.approx(second["processedRowsPerSecond"])
+    assert all(d.dimensions == DIMS and d.name in M.BY_NAME and d.unit == M.BY_NAME[d.name].unit for d in got.values())
+
+
+def test_first_batch_has_no_input_rate_yet() -> None:
+    first = progress_events()[0]
+    names = {
+        d.name
+        for d in progress_datums(first, dimensions=DIMS, trigger_interval_ms=30_000, records=10, tracker=RateTracker())
+    }
+    assert "InputRecordsPerSecond" not in names and "ProcessedRecordsPerSecond" in names
+
+
+def record(**stats: float) -> CommitRecord:
+    return CommitRecord(
+        query_id="q",
+        batch_id=1,
+        attempt="a",
+        committed_at=datetime(2026, 11, 22, tzinfo=UTC),
+        partition="dt=2026-11-22",
+        manifests=(),
+        data_files=(),
+        quarantine_files=(),
+        sources=(),
+        stats=BatchStats(**stats),
+    )
+
+
+def test_commit_record_datums() -> None:
+    got = {
+        d.name: d.value
+        for d in record_datums(
+            record(
+                records_in=10,
+                records_out=8,
+                bad_records=2,
+                input_bytes=100,
+                output_files=2,
+                output_bytes=300,
+                missing_files=1,
+                max_latency_s=9.5,
+                p95_latency_s=7.0,
+            ),
+            dimensions=DIMS,
+        )
+    }
+    assert got["RecordsIn"] == 10 and got["RecordsOut"] == 8 and got["BadRecords"] == 2
+    assert got["ParquetAvgFileSize"] == 150 and got["MissingObjects"] == 1
+    assert got["EndToEndLatencyMax"] == 9.5 and got["EndToEndLatencyP95"] == 7.0
+
+
+def test_backlog_counts_waiting_manifests_after_the_watermark() -> None:
+    listing = [FileInfo(f"u{i}", f"m{i}.json", 100, False, 1000 * i) for i in range(5)]
+    listing.append(FileInfo("t", ".tmp-m9.json", 5, False, 1))
+    w = waiting(listing, processed={"m2.json"}, watermark_ms=2000)
+    assert [i.name for i in w] == ["m3.json", "m4.json"]
+    b = measure(w, now_ms=10_000)
+    assert (b.manifests, b.bytes, b.oldest_age_s) == (2, 200, 7.0)
+
+
+def test_publishing_to_cloudwatch_and_reading_back(aws: None) -> None:
+    client = boto3.client("cloudwatch", region_name="us-east-1")
+    publisher = AsyncPublisher([CloudWatchSink(client, "TestNs")])
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    publisher.emit([M.datum(M.RECORDS_OUT, 1200 + i, DIMS, now - timedelta(minutes=i)) for i in range(1500)][:3])
+    publisher.emit([M.datum(M.UTILIZATION, 0.5, DIMS, now)] * 1200)  # more than one PutMetricData call
+    publisher.close()
+
+    out = client.get_metric_data(
+        MetricDataQueries=[
+            {
+                "Id": "r",
+                "MetricStat": {
+                    "Metric": {
+                        "Namespace": "TestNs",
+                        "MetricName": "RecordsOut",
+                        "Dimensions": [{"Name": k, "Value": v} for k, v in DIMS.items()],
+                    },
+                    "Period": 60,
+                    "Stat": "Sum",
+                },
+            },
+            {
+                "Id": "u",
+                "MetricStat": {
+                    "Metric": {
+                        "Namespace": "TestNs",
+                        "MetricName": "Utilization",
+                        "Dimensions": [{"Name": k, "Value": v} for k, v in DIMS.items()],
+                    },
+                    "Period": 60,
+                    "Stat": "SampleCount",
+                },
+            },
+        ],
+        StartTime=now - timedelta(minutes=10),
+        EndTime=now + timedelta(minutes=1),
+    )
+    by_id = {r["Id"]: r for r in out["MetricDataResults"]}
+    assert sorted(by_id["r"]["Values"]) == [1200.0, 1201.0, 1202.0]
+    assert by_id["u"]["Values"] == [1200.0]
+
+
+def test_cloudwatch_failure_never_raises(tmp_path: Path) -> None:
+    class Broken:
+        def put_metric_data(self, **_: object) -> None:
+            from botocore.exceptions import EndpointConnectionError
+
+            raise EndpointConnectionError(endpoint_url="https://monitoring")
+
+    sink = CloudWatchSink(Broken(), "Ns", attempts=2, backoff_s=0)  # type: ignore[arg-type]
+    jsonl = JsonlSink(tmp_path / "m.jsonl")
+    publisher = AsyncPublisher([sink, jsonl])
+    publisher.emit([M.datum(M.RECORDS_IN, 5, DIMS)])
+    publisher.close()
+    assert sink.failures == 1
+    (line,) = (tmp_path / "m.jsonl").read_text().splitlines()
+    assert json.loads(line) | {"timestamp": None} == {
+        "name": "RecordsIn",
+        "value": 5.0,
+        "unit": "Count",
+        "dimensions": DIMS,
+        "timestamp": None,
+    }
+
+
+def test_datum_dimensions_must_match_the_catalogue() -> None:
+    with pytest.raises(ValueError, match="JobName"):
+        M.datum(M.RECORDS_IN, 1, {"JobName": "x"})

@@ -1,0 +1,199 @@
+"""The control-plane Lambda against moto Glue, CloudWatch and S3, with scripted run states.
+
+moto has no BatchStopJobRun; the fixture adds it to moto's Glue responses, so the stop path
+runs for real instead of being skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+
+from lambdas.control_plane import handler
+from tests.helpers import FakeLambdaContext
+
+JOB = "ndjson-ingest"
+STATE_BUCKET = "ingest-artifacts"
+DIMS = [{"Name": "JobName", "Value": JOB}, {"Name": "QueryName", "Value": "ndjson-to-parquet"}]
+
+
+def _glue_backend() -> Any:
+    from moto.glue.models import glue_backends
+
+    return glue_backends["123456789012"]["us-east-1"]
+
+
+@pytest.fixture
+def plane(aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    from moto.core.responses import ActionResult
+    from moto.glue.responses import GlueResponse
+    from moto.moto_api import state_manager
+
+    def batch_stop_job_run(self: GlueResponse) -> ActionResult:
+        name = self._get_param("JobName")
+        ok, errors = [], []
+        for run_id in self._get_param("JobRunIds"):
+            try:
+                run = self.glue_backend.get_job_run(name, run_id)
+            except Exception as exc:
+                errors.append(
+                    {
+                        "JobName": name,
+                        "JobRunId": run_id,
+                        "ErrorDetail": {"ErrorCode": "EntityNotFoundException", "ErrorMessage": str(exc)},
+                    }
+                )
+                continue
+            run.status = "STOPPED"
+            ok.append({"JobName": name, "JobRunId": run_id})
+        return ActionResult({"SuccessfulSubmissions": ok, "Errors": errors})
+
+    monkeypatch.setattr(GlueResponse, "batch_stop_job_run", batch_stop_job_run, raising=False)
+    # Runs keep the state a test scripts for them instead of racing to SUCCEEDED.
+    state_manager.set_transition(model_name="glue::job_run", transition={"progression": "manual", "times": 10**9})
+    for key, value in {
+        "JOB_NAME": JOB,
+        "STATE_BUCKET": STATE_BUCKET,
+        "MIN_WORKERS": "2",
+        "MAX_WORKERS": "10",
+        "COOLDOWN_S": "0",
+        "POWERTOOLS_METRICS_NAMESPACE": "NdjsonIngest",
+    }.items():
+        monkeypatch.setenv(key, value)
+    glue = boto3.client("glue", region_name="us-east-1")
+    glue.create_job(
+        Name=JOB,
+        Role="arn:aws:iam::123456789012:role/glue",
+        GlueVersion="5.0",
+        Command={"Name": "gluestreaming", "ScriptLocation": "s3://a/main.py"},
+        WorkerType="G.1X",
+        NumberOfWorkers=2,
+    )
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=STATE_BUCKET)
+    handler._plane.cache_clear()
+    yield glue
+    handler._plane.cache_clear()
+    state_manager.unset_transition("glue::job_run")
+
+
+def invoke(payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    return handler.lambda_handler(
+        payload or {"source": "aws.events", "detail-type": "Scheduled Event"},
+        FakeLambdaContext(function_name="control-plane"),
+    )
+
+
+def runs(glue: Any) -> list[dict[str, Any]]:
+    return sorted(glue.get_job_runs(JobName=JOB)["JobRuns"], key=lambda r: r["StartedOn"], reverse=True)
+
+
+def script(run_id: str, state: str, *, ago_s: float = 0) -> None:
+    run = _glue_backend().get_job_run(JOB, run_id)
+    run.status = state
+    run.started_on = datetime.now(UTC) - timedelta(seconds=ago_s + 60)
+    run.completed_on = datetime.now(UTC) - timedelta(seconds=ago_s)
+
+
+def put_utilization(values: list[float]) -> None:
+    cw = boto3.client("cloudwatch", region_name="us-east-1")
+    now = datetime.now(UTC)
+    cw.put_metric_data(
+        Namespace="NdjsonIngest",
+        MetricData=[
+            {
+                "MetricName": "Utilization",
+                "Dimensions": DIMS,
+                "Value": v,
+                "Unit": "None",
+                "Timestamp": now - timedelta(minutes=len(values) - i),
+            }
+            for i, v in enumerate(values)
+        ],
+    )
+
+
+def emf(capsys: pytest.CaptureFixture[str]) -> dict[str, float]:
+    """The metrics powertools printed (EMF), by name."""
+    out = {}
+    for line in capsys.readouterr().out.splitlines():
+        if '"_aws"' in line:
+            doc = json.loads(line)
+            for m in doc["_aws"]["CloudWatchMetrics"][0]["Metrics"]:
+                assert doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["JobName"]]
+                value = doc[m["Name"]]
+                out[m["Name"]] = value[-1] if isinstance(value, list) else value
+    return out
+
+
+def test_tick_starts_a_job_that_is_not_running(plane: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    body = invoke()
+    assert body["decision"]["action"] == "start"
+    (run,) = runs(plane)
+    assert run["NumberOfWorkers"] == 2 and run["WorkerType"] == "G.1X"
+    assert emf(capsys)["DesiredWorkers"] == 2
+
+
+def test_failed_run_restarts_with_back_off(plane: Any) -> None:
+    invoke()
+    script(runs(plane)[0]["Id"], "FAILED", ago_s=5)
+    assert invoke()["decision"]["action"] == "wait"  # 5 s < 60 s back-off
+    assert len(runs(plane)) == 1
+    script(runs(plane)[0]["Id"], "FAILED", ago_s=120)
+    assert invoke()["decision"]["action"] == "restart"
+    assert [r["JobRunState"] for r in runs(plane)][:2] == ["STARTING", "FAILED"]
+
+
+def test_restarts_exhausted_raise_the_alarm_metric(plane: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    for _ in range(6):
+        plane.start_job_run(JobName=JOB)
+        script(runs(plane)[0]["Id"], "FAILED", ago_s=9999)
+    capsys.readouterr()
+    assert invoke()["decision"]["action"] == "alarm"
+    assert emf(capsys)["RestartsExhausted"] == 1
+    assert len(runs(plane)) == 6  # nothing started
+
+
+def test_high_utilization_scales_by_stop_and_restart(plane: Any) -> None:
+    invoke()
+    first = runs(plane)[0]["Id"]
+    script(first, "RUNNING", ago_s=0)
+    put_utilization([0.5, 0.9, 0.95])
+    body = invoke()
+    assert body["decision"]["action"] == "scale" and body["decision"]["desired_workers"] == 4
+    assert runs(plane)[0]["JobRunState"] == "STOPPED"  # through our BatchStopJobRun
+    assert invoke()["decision"]["action"] == "start"
+    assert runs(plane)[0]["NumberOfWorkers"] == 4
+
+
+def test_operator_commands(plane: Any) -> None:
+    invoke({"command": "start"})
+    script(runs(plane)[0]["Id"], "RUNNING")
+    scaled = invoke({"command": "scale", "workers": 7})
+    assert scaled["decision"]["desired_workers"] == 7 and runs(plane)[0]["JobRunState"] == "STOPPED"
+    invoke()
+    assert runs(plane)[0]["NumberOfWorkers"] == 7
+    script(runs(plane)[0]["Id"], "RUNNING")
+
+    stopped = invoke({"command": "stop"})
+    assert stopped["stopped"] == [runs(plane)[0]["Id"]]
+    assert invoke()["decision"]["action"] == "none"  # paused: the schedule does not restart it
+    assert len(runs(plane)) == 2
+
+    status = invoke({"command": "status"})
+    assert status["job"]["state"] == "STOPPED" and status["job"]["paused"] is True
+    assert [d["action"] for d in status["recent_decisions"]][-2:] == ["none", "none"]
+    dry = invoke({"command": "dry-run"})
+    assert dry["decision"]["reason"].startswith("paused")
+    assert len(runs(plane)) == 2
+
+
+def test_bad_scale_request_is_refused(plane: Any) -> None:
+    from lambdas.control_plane.exceptions import ControlPlaneError
+
+    with pytest.raises(ControlPlaneError, match=r"\[2, 10\]"):
+        invoke({"command": "scale", "workers": 50})
