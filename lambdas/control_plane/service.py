@@ -10,7 +10,7 @@ from aws_lambda_powertools import Logger
 
 from contracts import metrics as M
 from contracts.metrics import Datum, datum
-from lambdas.control_plane.decision import Decision, JobView, Observation, decide
+from lambdas.control_plane.decision import ACTIVE, Decision, JobView, Observation, decide
 from lambdas.control_plane.exceptions import ControlPlaneError
 from lambdas.control_plane.glue_gateway import JobGateway
 from lambdas.control_plane.metrics_reader import MetricsReader
@@ -171,7 +171,10 @@ class ControlPlane:
 
     def _datums(self, view: JobView, decision: Decision) -> list[Datum]:
         dims = {"JobName": self.s.job_name}
-        out = [datum(M.DESIRED_WORKERS, decision.desired_workers, dims)]
+        out = [
+            datum(M.DESIRED_WORKERS, decision.desired_workers, dims),
+            datum(M.JOB_RUNNING, 1 if view.state in ACTIVE else 0, dims),
+        ]
         if view.workers is not None:
             out.append(datum(M.CURRENT_WORKERS, view.workers, dims))
         if decision.action == "restart":

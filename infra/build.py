@@ -1,0 +1,70 @@
+"""Render the deployable template: base YAML + generated dashboard and metric alarms.
+
+``python -m infra.build`` writes ``infra/build/template.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infra.observability import alarm_resources, dashboard_resource
+
+HERE = Path(__file__).parent
+BASE = HERE / "template.yaml"
+OUT = HERE / "build" / "template.json"
+
+
+def tls_only_policies(resources: dict[str, Any]) -> dict[str, Any]:
+    """A TLS-only bucket policy for every bucket that has no policy of its own in the base."""
+    with_policy = {r["Properties"]["Bucket"]["Ref"] for r in resources.values() if r["Type"] == "AWS::S3::BucketPolicy"}
+    out = {}
+    for name, res in resources.items():
+        if res["Type"] != "AWS::S3::Bucket" or name in with_policy:
+            continue
+        out[f"{name}Policy"] = {
+            "Type": "AWS::S3::BucketPolicy",
+            "Properties": {
+                "Bucket": {"Ref": name},
+                "PolicyDocument": {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Sid": "TlsOnly",
+                            "Effect": "Deny",
+                            "Principal": "*",
+                            "Action": "s3:*",
+                            "Resource": [{"Fn::GetAtt": [name, "Arn"]}, {"Fn::Sub": "${" + name + ".Arn}/*"}],
+                            "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                        }
+                    ],
+                },
+            },
+        }
+    return out
+
+
+def render() -> dict[str, Any]:
+    template: dict[str, Any] = yaml.safe_load(BASE.read_text(encoding="utf-8"))
+    resources = template["Resources"]
+    generated = {"Dashboard": dashboard_resource(), **alarm_resources(), **tls_only_policies(resources)}
+    clash = set(generated) & set(resources)
+    if clash:
+        raise ValueError(f"generated resources clash with the base template: {sorted(clash)}")
+    resources.update(generated)
+    return template
+
+
+def main() -> int:
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(render(), indent=1) + "\n", encoding="utf-8")
+    print(OUT)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,308 @@
+"""The CloudWatch dashboard and the metric alarms, generated from contracts.metrics.
+
+Every metric named here is a :class:`contracts.metrics.MetricDef`, with the dimensions the code
+emits, so the dashboard and the alarms cannot drift from what the job and the Lambdas publish.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from contracts import metrics as M
+from contracts.metrics import MetricDef
+
+# CloudFormation substitutions for each dimension the code emits (see infra/template.yaml).
+DIMENSION_VALUES = {
+    "JobName": "${ProjectName}-streaming",
+    "QueryName": "${QueryName}",
+    "service": "manifest-builder",
+}
+NAMESPACE = "${MetricsNamespace}"
+
+
+def dims(metric: MetricDef) -> list[str]:
+    out: list[str] = []
+    for name in metric.dimensions:
+        out += [name, DIMENSION_VALUES[name]]
+    return out
+
+
+def series(metric: MetricDef, stat: str = "Maximum", **options: Any) -> list[Any]:
+    return [NAMESPACE, metric.name, *dims(metric), {"stat": stat, **options}]
+
+
+def widget(
+    title: str, metrics: list[list[Any]], *, x: int, y: int, w: int = 12, h: int = 6, **props: Any
+) -> dict[str, Any]:
+    return {
+        "type": "metric",
+        "x": x,
+        "y": y,
+        "width": w,
+        "height": h,
+        "properties": {
+            "title": title,
+            "region": "${AWS::Region}",
+            "view": "timeSeries",
+            "period": 60,
+            "metrics": metrics,
+            **props,
+        },
+    }
+
+
+def dashboard_body() -> dict[str, Any]:
+    """Panels in the order of the seed post's monitoring advice."""
+    sla = {"horizontal": [{"label": "latency SLA", "value": 0}]}
+    rows: list[tuple[Any, ...]] = [
+        (
+            "Input rate vs process rate (records/s): close means at capacity",
+            [series(M.INPUT_ROWS_PER_SECOND, "Average"), series(M.PROCESSED_ROWS_PER_SECOND, "Average")],
+        ),
+        ("Batch duration vs trigger interval (ms)", [series(M.BATCH_DURATION), series(M.TRIGGER_INTERVAL)]),
+        (
+            "Utilization (batch duration / trigger interval)",
+            [series(M.UTILIZATION)],
+            {"annotations": {"horizontal": [{"label": "at capacity", "value": 1}]}},
+        ),
+        (
+            "Operation durations (ms): addBatch should dominate",
+            [
+                series(m, "Average")
+                for m in (
+                    M.ADD_BATCH_DURATION,
+                    M.GET_BATCH_DURATION,
+                    M.LATEST_OFFSET_DURATION,
+                    M.QUERY_PLANNING_DURATION,
+                    M.WAL_COMMIT_DURATION,
+                )
+            ],
+            {"stacked": True},
+        ),
+        ("Backlog: waiting manifests and bytes", [series(M.BACKLOG_MANIFESTS), series(M.BACKLOG_BYTES, yAxis="right")]),
+        ("Age of the oldest waiting manifest (s)", [series(M.BACKLOG_AGE)], {"annotations": sla}),
+        (
+            "End-to-end latency, S3 event -> Parquet commit (s)",
+            [series(M.LATENCY_MAX), series(M.LATENCY_P95)],
+            {"annotations": sla},
+        ),
+        (
+            "Records in / out / bad (per minute)",
+            [series(M.RECORDS_IN, "Sum"), series(M.RECORDS_OUT, "Sum"), series(M.BAD_RECORDS, "Sum")],
+        ),
+        (
+            "Bad objects and poison manifests",
+            [
+                series(M.MISSING_OBJECTS, "Sum"),
+                series(M.UNREADABLE_OBJECTS, "Sum"),
+                series(M.QUARANTINED_MANIFESTS, "Sum"),
+            ],
+        ),
+        (
+            "Parquet files written and average size",
+            [series(M.PARQUET_FILES, "Sum"), series(M.PARQUET_AVG_SIZE, "Average", yAxis="right")],
+        ),
+        (
+            "Workers: current vs desired",
+            [series(M.CURRENT_WORKERS), series(M.DESIRED_WORKERS), series(M.JOB_RUNNING, "Minimum", yAxis="right")],
+        ),
+        (
+            "Manifest Lambda",
+            [
+                series(M.MANIFESTS_WRITTEN, "Sum"),
+                series(M.OBJECTS_PER_MANIFEST, "Average"),
+                series(M.DUPLICATES_DROPPED, "Sum"),
+                series(M.RECORDS_REJECTED, "Sum"),
+            ],
+        ),
+        (
+            "SQS: landing queue and dead-letter queue",
+            [
+                ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", "${ProjectName}-landing-events"],
+                [
+                    "AWS/SQS",
+                    "ApproximateAgeOfOldestMessage",
+                    "QueueName",
+                    "${ProjectName}-landing-events",
+                    {"yAxis": "right"},
+                ],
+                ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", "${ProjectName}-landing-events-dlq"],
+            ],
+        ),
+        (
+            "Lambda errors and durations",
+            [
+                ["AWS/Lambda", "Errors", "FunctionName", "${ProjectName}-manifest-builder", {"stat": "Sum"}],
+                ["AWS/Lambda", "Errors", "FunctionName", "${ProjectName}-control-plane", {"stat": "Sum"}],
+                [
+                    "AWS/Lambda",
+                    "Duration",
+                    "FunctionName",
+                    "${ProjectName}-manifest-builder",
+                    {"stat": "p95", "yAxis": "right"},
+                ],
+                [
+                    "AWS/Lambda",
+                    "Duration",
+                    "FunctionName",
+                    "${ProjectName}-control-plane",
+                    {"stat": "p95", "yAxis": "right"},
+                ],
+            ],
+        ),
+    ]
+    widgets = []
+    for i, row in enumerate(rows):
+        title, metrics, *extra = row
+        props: dict[str, Any] = extra[0] if extra else {}
+        widgets.append(widget(title, metrics, x=12 * (i % 2), y=6 * (i // 2), **props))
+    return {"widgets": widgets}
+
+
+def dashboard_resource(latency_sla_param: str = "LatencySlaSeconds") -> dict[str, Any]:
+    body = json.dumps(dashboard_body(), separators=(",", ":"))
+    # the SLA line follows the stack parameter
+    sla_line = '"label":"latency SLA","value":${' + latency_sla_param + "}"
+    body = body.replace('"label":"latency SLA","value":0', sla_line)
+    return {
+        "Type": "AWS::CloudWatch::Dashboard",
+        "Properties": {"DashboardName": {"Fn::Sub": "${ProjectName}"}, "DashboardBody": {"Fn::Sub": body}},
+    }
+
+
+def _value(text: str) -> Any:
+    return {"Fn::Sub": text} if "${" in text else text
+
+
+def _dimensions(metric: MetricDef) -> list[dict[str, Any]]:
+    return [{"Name": n, "Value": _value(DIMENSION_VALUES[n])} for n in metric.dimensions]
+
+
+def _metric_alarm(
+    name: str,
+    description: str,
+    metric: MetricDef,
+    *,
+    stat: str,
+    period: int,
+    periods: Any,
+    threshold: Any,
+    operator: str,
+    missing: str = "notBreaching",
+) -> dict[str, Any]:
+    return {
+        "Type": "AWS::CloudWatch::Alarm",
+        "Properties": {
+            "AlarmName": {"Fn::Sub": "${ProjectName}-" + name},
+            "AlarmDescription": description,
+            "Namespace": {"Ref": "MetricsNamespace"},
+            "MetricName": metric.name,
+            "Dimensions": _dimensions(metric),
+            "Statistic": stat,
+            "Period": period,
+            "EvaluationPeriods": periods,
+            "DatapointsToAlarm": periods,
+            "Threshold": threshold,
+            "ComparisonOperator": operator,
+            "TreatMissingData": missing,
+            "AlarmActions": [{"Ref": "AlarmTopic"}],
+            "OKActions": [{"Ref": "AlarmTopic"}],
+        },
+    }
+
+
+def _query(qid: str, metric: MetricDef, stat: str) -> dict[str, Any]:
+    return {
+        "Id": qid,
+        "ReturnData": False,
+        "MetricStat": {
+            "Metric": {
+                "Namespace": {"Ref": "MetricsNamespace"},
+                "MetricName": metric.name,
+                "Dimensions": _dimensions(metric),
+            },
+            "Period": 60,
+            "Stat": stat,
+        },
+    }
+
+
+def alarm_resources() -> dict[str, dict[str, Any]]:
+    return {
+        "UtilizationAtCapacity": _metric_alarm(
+            "utilization-at-capacity",
+            "batches take as long as the trigger interval: the job cannot keep up",
+            M.UTILIZATION,
+            stat="Maximum",
+            period=60,
+            periods={"Ref": "UtilizationBatches"},
+            threshold=1,
+            operator="GreaterThanOrEqualToThreshold",
+        ),
+        "BacklogAgeOverSla": _metric_alarm(
+            "backlog-age-over-sla",
+            "the oldest waiting manifest is older than the latency SLA",
+            M.BACKLOG_AGE,
+            stat="Maximum",
+            period=60,
+            periods=3,
+            threshold={"Ref": "LatencySlaSeconds"},
+            operator="GreaterThanThreshold",
+        ),
+        "JobNotRunning": _metric_alarm(
+            "job-not-running",
+            "no STARTING/RUNNING job run (or the control plane is not reporting)",
+            M.JOB_RUNNING,
+            stat="Maximum",
+            period=300,
+            periods=2,
+            threshold=1,
+            operator="LessThanThreshold",
+            missing="breaching",
+        ),
+        "RestartsExhausted": _metric_alarm(
+            "restarts-exhausted",
+            "the job failed more often in a row than the control plane may restart it",
+            M.RESTARTS_EXHAUSTED,
+            stat="Maximum",
+            period=300,
+            periods=1,
+            threshold=1,
+            operator="GreaterThanOrEqualToThreshold",
+        ),
+        "PoisonManifests": _metric_alarm(
+            "quarantined-manifests",
+            "manifests were quarantined (invalid, or failed too many times)",
+            M.QUARANTINED_MANIFESTS,
+            stat="Sum",
+            period=300,
+            periods=1,
+            threshold=0,
+            operator="GreaterThanThreshold",
+        ),
+        "NoRecordsWhileFilesArrive": {
+            "Type": "AWS::CloudWatch::Alarm",
+            "Properties": {
+                "AlarmName": {"Fn::Sub": "${ProjectName}-no-records-while-files-arrive"},
+                "AlarmDescription": "manifests keep arriving but no record has been written",
+                "Metrics": [
+                    _query("records", M.RECORDS_OUT, "Sum"),
+                    _query("manifests", M.MANIFESTS_WRITTEN, "Sum"),
+                    {
+                        "Id": "stalled",
+                        "Label": "manifests arriving, no records written",
+                        "ReturnData": True,
+                        "Expression": "IF(FILL(manifests, 0) > 0 AND FILL(records, 0) == 0, 1, 0)",
+                    },
+                ],
+                "EvaluationPeriods": {"Ref": "NoRecordsMinutes"},
+                "DatapointsToAlarm": {"Ref": "NoRecordsMinutes"},
+                "Threshold": 1,
+                "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+                "TreatMissingData": "notBreaching",
+                "AlarmActions": [{"Ref": "AlarmTopic"}],
+                "OKActions": [{"Ref": "AlarmTopic"}],
+            },
+        },
+    }

@@ -1,0 +1,205 @@
+"""The template's wiring, checked over the parsed template (not through moto's CloudFormation)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contracts import metrics as M
+from infra.build import render
+from infra.observability import DIMENSION_VALUES
+
+ROOT = Path(__file__).resolve().parents[2]
+T = render()
+R = T["Resources"]
+# Actions that support no resource-level permissions; they may use "*" (with a condition where one exists).
+UNSCOPED_OK = {
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+    "cloudwatch:GetMetricData",
+    "cloudwatch:PutMetricData",
+}
+
+
+def of_type(kind: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in R.items() if v["Type"] == kind}
+
+
+def test_bucket_notifications_go_to_the_queue_with_prefix_and_suffix_filters() -> None:
+    configs = R["LandingBucket"]["Properties"]["NotificationConfiguration"]["QueueConfigurations"]
+    assert {c["Queue"]["Fn::GetAtt"][0] for c in configs} == {"LandingQueue"}
+    suffixes = set()
+    for c in configs:
+        rules = {r["Name"]: r["Value"] for r in c["Filter"]["S3Key"]["Rules"]}
+        assert rules["prefix"] == {"Ref": "LandingPrefix"}
+        suffixes.add(rules["suffix"])
+    assert suffixes == {".json", ".ndjson", ".jsonl", ".gz"}
+    assert "LandingQueuePolicy" in R["LandingBucket"]["DependsOn"]
+
+
+def test_queue_policy_admits_only_the_landing_bucket() -> None:
+    (allow,) = [
+        s for s in R["LandingQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"
+    ]
+    assert allow["Principal"] == {"Service": "s3.amazonaws.com"} and allow["Action"] == "sqs:SendMessage"
+    source_arn = allow["Condition"]["ArnLike"]["aws:SourceArn"]["Fn::Sub"]
+    landing_name = R["LandingBucket"]["Properties"]["BucketName"]["Fn::Sub"]
+    assert source_arn.endswith(":::" + landing_name)
+    assert allow["Condition"]["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}
+
+
+def test_event_source_mapping_for_large_batches_with_partial_failures() -> None:
+    esm = R["ManifestLambdaEvents"]["Properties"]
+    assert esm["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    params = T["Parameters"]
+    assert params["SqsBatchSize"]["Default"] >= 100 and params["SqsBatchingWindowSeconds"]["Default"] > 0
+    assert esm["BatchSize"] == {"Ref": "SqsBatchSize"}
+
+
+def test_visibility_timeout_is_at_least_six_lambda_timeouts() -> None:
+    assert R["LandingQueue"]["Properties"]["VisibilityTimeout"] >= 6 * R["ManifestLambda"]["Properties"]["Timeout"]
+    redrive = R["LandingQueue"]["Properties"]["RedrivePolicy"]
+    assert redrive["deadLetterTargetArn"] == {"Fn::GetAtt": ["LandingDeadLetterQueue", "Arn"]}
+
+
+def test_buckets_block_public_access_encrypt_and_require_tls() -> None:
+    buckets = of_type("AWS::S3::Bucket")
+    assert len(buckets) == 5
+    for name, bucket in buckets.items():
+        props = bucket["Properties"]
+        assert all(props["PublicAccessBlockConfiguration"].values()), name
+        assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"], name
+        assert props["LifecycleConfiguration"]["Rules"], name
+    policies = {p["Properties"]["Bucket"]["Ref"] for p in of_type("AWS::S3::BucketPolicy").values()}
+    tls = [
+        s
+        for p in of_type("AWS::S3::BucketPolicy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false"
+    ]
+    assert policies == set(buckets) and len(tls) == len(buckets)
+
+
+def test_every_iam_statement_is_scoped() -> None:
+    for role_name, role in of_type("AWS::IAM::Role").items():
+        for policy in role["Properties"]["Policies"]:
+            for st in policy["PolicyDocument"]["Statement"]:
+                actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+                assert all("*" not in a for a in actions), (role_name, st["Sid"])
+                if st["Resource"] == "*":
+                    assert set(actions) <= UNSCOPED_OK, (role_name, st["Sid"])
+                    if "cloudwatch:PutMetricData" in actions:
+                        assert "cloudwatch:namespace" in st["Condition"]["StringEquals"]
+
+
+def test_glue_job_arguments_and_settings_agree_with_the_job() -> None:
+    from glue_processor.settings import JobSettings
+
+    job = R["GlueJob"]["Properties"]
+    ours = {k[2:] for k in job["DefaultArguments"] if re.match(r"^--[a-z][a-z0-9_]*$", k)}
+    assert ours <= set(JobSettings.model_fields), ours - set(JobSettings.model_fields)
+    assert job["Command"]["Name"] == "gluestreaming"
+    for flag in ("--enable-metrics", "--enable-continuous-cloudwatch-log", "--enable-spark-ui"):
+        assert job["DefaultArguments"][flag] == "true"
+    assert job["DefaultArguments"]["--job_name"] == {"Fn::Sub": DIMENSION_VALUES["JobName"]}
+    assert job["DefaultArguments"]["--query_name"] == {"Ref": "QueryName"}
+
+
+def _dashboard() -> dict[str, Any]:
+    body = R["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
+    return json.loads(body.replace("${LatencySlaSeconds}", "900"))
+
+
+def test_dashboard_names_only_emitted_metrics_with_their_dimensions() -> None:
+    ours = []
+    for w in _dashboard()["widgets"]:
+        for m in w["properties"]["metrics"]:
+            if m[0] == "${MetricsNamespace}":
+                ours.append(m)
+                metric = M.BY_NAME[m[1]]  # KeyError: the dashboard names a metric the code does not emit
+                dims = dict(zip(m[2:-1:2], m[3:-1:2], strict=True))
+                assert tuple(sorted(dims)) == tuple(sorted(metric.dimensions)), m
+    shown = {m[1] for m in ours}
+    panels = {
+        "InputRecordsPerSecond",
+        "ProcessedRecordsPerSecond",
+        "BatchDuration",
+        "TriggerInterval",
+        "AddBatchDuration",
+        "WalCommitDuration",
+        "BacklogManifests",
+        "OldestBacklogAge",
+        "EndToEndLatencyMax",
+        "EndToEndLatencyP95",
+        "RecordsIn",
+        "BadRecords",
+        "ParquetAvgFileSize",
+        "CurrentWorkers",
+        "DesiredWorkers",
+    }
+    assert panels <= shown, panels - shown
+
+
+def test_alarm_dimensions_equal_the_emitted_ones() -> None:
+    alarms = of_type("AWS::CloudWatch::Alarm")
+    custom = 0
+    for name, alarm in alarms.items():
+        props = alarm["Properties"]
+        queries = [q["MetricStat"]["Metric"] for q in props.get("Metrics", []) if "MetricStat" in q]
+        if "MetricName" in props:
+            queries.append(props)
+        for q in queries:
+            if q["Namespace"] != {"Ref": "MetricsNamespace"}:
+                continue
+            custom += 1
+            metric = M.BY_NAME[q["MetricName"]]
+            assert [d["Name"] for d in q["Dimensions"]] == list(metric.dimensions), name
+    assert custom >= 7
+    needed = {
+        "UtilizationAtCapacity",
+        "BacklogAgeOverSla",
+        "NoRecordsWhileFilesArrive",
+        "DeadLetterQueueNotEmpty",
+        "JobNotRunning",
+        "ManifestLambdaErrors",
+        "ControlPlaneErrors",
+    }
+    assert needed <= set(alarms)
+
+
+def test_cfn_lint_reports_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "template.json"
+    path.write_text(json.dumps(T))
+    cfn_lint = Path(sys.executable).parent / "cfn-lint"
+    out = subprocess.run([str(cfn_lint), str(path)], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_checkov_reports_no_failed_check(tmp_path: Path) -> None:
+    checkov = ROOT / ".venv-tools" / "bin" / "checkov"
+    assert checkov.exists(), "checkov is installed by `make setup` into .venv-tools"
+    path = tmp_path / "template.json"
+    path.write_text(json.dumps(T))
+    out = subprocess.run(
+        [str(checkov), "-f", str(path), "--framework", "cloudformation", "--skip-download", "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    summary = json.loads(out.stdout)["summary"]
+    assert summary["failed"] == 0 and summary["parsing_errors"] == 0, out.stdout[-3000:]
+    assert summary["passed"] > 50
+
+
+@pytest.mark.parametrize("key", ["ManifestLambda", "ControlPlane"])
+def test_lambda_handlers_exist(key: str) -> None:
+    import importlib
+
+    module, func = R[key]["Properties"]["Handler"].rsplit(".", 1)
+    assert callable(getattr(importlib.import_module(module), func))
