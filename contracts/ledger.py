@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SourceStatus = Literal["ingested", "empty", "missing", "unreadable", "rejected", "duplicate"]
+SourceStatus = Literal["ingested", "empty", "missing", "unreadable", "rejected", "duplicate", "superseded"]
 
 
 class _Frozen(BaseModel):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
@@ -17,11 +19,20 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from contracts.ledger import BatchStats, CommitRecord, PublishedFile, SourceRecord
+from glue_processor import faults
 from glue_processor import transforms as T
 from glue_processor.commit import BatchCommitter
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.metrics.convert import record_datums
-from glue_processor.planning import BatchPlan, Rejection, SourceFile, escape_glob, latency_seconds, plan_batch
+from glue_processor.planning import (
+    BatchPlan,
+    Rejection,
+    SourceFile,
+    escape_glob,
+    latency_seconds,
+    plan_batch,
+    poison_plan,
+)
 from glue_processor.settings import JobSettings
 from glue_processor.sizing import LearnedRatio, output_file_count
 
@@ -72,6 +83,8 @@ class ManifestBatchJob:
         self._query_id = query_id
         self.committed: list[CommitRecord] = []
         self.progress: list[dict[str, Any]] = []
+        self.ingested: dict[tuple[str, str, str], int] = {}
+        self._ingested_at: deque[tuple[datetime, list[tuple[str, str, str]]]] = deque()
         self._resumed = False
 
     # -- streaming entry point -------------------------------------------------------------
@@ -83,8 +96,6 @@ class ManifestBatchJob:
     def query_id(self) -> str:
         """The streaming query's id, persisted in the checkpoint: stable across restarts."""
         if self._query_id is None:
-            import json
-
             meta = json.loads(self.fs.read_bytes(f"{self.settings.checkpoint_uri}/metadata"))
             self._query_id = str(meta["id"])
         return self._query_id
@@ -99,8 +110,11 @@ class ManifestBatchJob:
 
     # -- one batch ---------------------------------------------------------------------------
     def run(self, manifests: Sequence[tuple[str, str]], batch_id: int) -> CommitRecord:
-        """Process one batch; a repeat of a committed batch id only finishes its publication."""
-        started = time.monotonic()
+        """Process one batch; a repeat of a committed batch id only finishes its publication.
+
+        A batch that raises is counted; after ``max_batch_attempts`` failures its manifests are
+        quarantined with the last error and the stream moves on (poison manifests).
+        """
         if not self._resumed:
             self._resumed = True
             self.resume()
@@ -111,12 +125,23 @@ class ManifestBatchJob:
             committer.publish(existing)
             self._report(existing)
             return existing
-        committer.discard_staging(batch_id)
+        failures = self._failures(batch_id)
+        if failures["count"] >= self.settings.max_batch_attempts:
+            reason = f"poison: the batch failed {failures['count']} times; last error: {failures['error']}"
+            logger.error("quarantining poison manifests", extra={"batch_id": batch_id, "manifests": len(manifests)})
+            return self._run(poison_plan(manifests, reason), batch_id, committer)
+        try:
+            return self._run(plan_batch(manifests, self.settings, ingested=self.ingested), batch_id, committer)
+        except Exception as exc:
+            self._record_failure(batch_id, failures["count"] + 1, exc)
+            raise
 
+    def _run(self, plan: BatchPlan, batch_id: int, committer: BatchCommitter) -> CommitRecord:
+        started = time.monotonic()
+        committer.discard_staging(batch_id)
         attempt = uuid.uuid4().hex[:12]
         committed_at = datetime.now(UTC)
         partition = f"dt={committed_at:%Y-%m-%d}"
-        plan = plan_batch(manifests, self.settings)
         data_dir = committer.staging_uri(self.settings.output_uri, batch_id, attempt)
         quarantine_dir = committer.staging_uri(self.settings.quarantine_uri, batch_id, attempt)
 
@@ -127,12 +152,14 @@ class ManifestBatchJob:
         try:
             if parsed is not None:
                 self._collect_stats(parsed, outcome)
+                faults.hit("after-read")
                 if outcome.records_out:
                     self._write_data(parsed, outcome, data_dir, batch_id, committed_at)
             self._write_quarantine(parsed if outcome.bad_records else None, outcome, quarantine_dir, batch_id)
         finally:
             if parsed is not None:
                 parsed.unpersist()
+        faults.hit("after-stage")
 
         stem = f"{self.query_id[:8]}-{batch_id:012d}"
         data_files = self._name_outputs(
@@ -182,20 +209,53 @@ class ManifestBatchJob:
             ),
         )
         committer.commit(record)
+        faults.hit("after-batch")
         self.committed.append(record)
+        self._remember(record)
         self._report(record)
         logger.info("batch done", extra={"batch_id": batch_id, **record.stats.model_dump()})
         return record
 
     def resume(self) -> None:
-        """After a restart: learn from the last committed batch (size ratio, backlog watermark)."""
-        records = self.committer().records()
+        """After a restart: learn from the recent batches (size ratio, dedupe index, backlog)."""
+        window = timedelta(hours=self.settings.dedupe_window_hours)
+        records = self.committer().recent_records(since=datetime.now(UTC) - window)
+        for record in records:
+            self._remember(record)
         if not records:
             return
         last = records[-1]
         self.ratio.observe(output_bytes=last.stats.output_bytes, input_bytes=last.stats.text_bytes)
         if self.metrics is not None:
             self.metrics.probe.mark_processed(last.manifests)
+
+    def _remember(self, record: CommitRecord) -> None:
+        """Index the object versions a batch ingested, for the dedupe window."""
+        for source in record.sources:
+            if source.status in ("ingested", "empty"):
+                self.ingested[(source.bucket, source.key, source.etag)] = record.batch_id
+        horizon = datetime.now(UTC) - timedelta(hours=self.settings.dedupe_window_hours)
+        self._ingested_at.append((record.committed_at, [(s.bucket, s.key, s.etag) for s in record.sources]))
+        while self._ingested_at and self._ingested_at[0][0] < horizon:
+            for identity in self._ingested_at.popleft()[1]:
+                self.ingested.pop(identity, None)
+
+    def _failures_uri(self, batch_id: int) -> str:
+        return f"{self.settings.output_uri}/_failures/{self.query_id}/{batch_id:012d}.json"
+
+    def _failures(self, batch_id: int) -> dict[str, Any]:
+        uri = self._failures_uri(batch_id)
+        if not self.fs.exists(uri):
+            return {"count": 0, "error": None}
+        return dict(json.loads(self.fs.read_bytes(uri)))
+
+    def _record_failure(self, batch_id: int, count: int, exc: BaseException) -> None:
+        try:
+            body = {"count": count, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
+            self.fs.write_bytes(self._failures_uri(batch_id), json.dumps(body).encode())
+            logger.error("batch failed", extra={"batch_id": batch_id, "attempt": count, "error": body["error"]})
+        except Exception:
+            logger.exception("could not record the batch failure", extra={"batch_id": batch_id})
 
     def _report(self, record: CommitRecord) -> None:
         """Publish the batch's metrics; a metrics problem never fails the batch."""
@@ -236,7 +296,11 @@ class ManifestBatchJob:
             ],
             FILE_TABLE_SCHEMA,
         )
-        files_df = raw.select(F.input_file_name().alias("file_uri"), "value")
+        files_df = raw.select(
+            F.input_file_name().alias("file_uri"),
+            F.col("_metadata.file_modification_time").cast("double").alias("file_mtime"),
+            "value",
+        )
         parsed = T.parse_fields(T.split_lines(files_df)).join(F.broadcast(table), "file_uri")
         return parsed.persist(StorageLevel.MEMORY_AND_DISK)
 
@@ -265,6 +329,11 @@ class ManifestBatchJob:
                 else:
                     outcome.unreadable(source, "object could not be read or decompressed (corrupt or truncated)")
                 continue
+            if row.file_mtime is not None and _overwritten(row.file_mtime, source.entry.event_time):
+                # A newer version replaced the object after this event; that version's own event
+                # brings it. Loading it here under this event's eTag would ingest it twice.
+                outcome.superseded(source, uri, "object overwritten after its event (a newer eTag)")
+                continue
             for key_set in row.key_sets:
                 keys.update(key_set)
             outcome.text_bytes += int(row.text_bytes or 0)
@@ -275,7 +344,12 @@ class ManifestBatchJob:
     def _write_data(
         self, parsed: DataFrame, outcome: _Outcome, target: str, batch_id: int, committed_at: datetime
     ) -> None:
-        out = T.project_output(parsed, outcome.columns_map, batch_id=batch_id, ingest_time_iso=committed_at.isoformat())
+        out = T.project_output(
+            _without(parsed, outcome.excluded),
+            outcome.columns_map,
+            batch_id=batch_id,
+            ingest_time_iso=committed_at.isoformat(),
+        )
         n = output_file_count(outcome.text_bytes, ratio=self.ratio.value, target_bytes=self.settings.target_file_bytes)
         out = out.coalesce(n) if n <= out.rdd.getNumPartitions() else out.repartition(n)
         out.write.mode("overwrite").option("compression", "snappy").parquet(target)
@@ -286,7 +360,7 @@ class ManifestBatchJob:
         if driver_rows:
             frames.append(self.spark.createDataFrame(driver_rows, QUARANTINE_SCHEMA))
         if parsed is not None:
-            frames.append(T.rejected_lines(parsed, batch_id=batch_id))
+            frames.append(T.rejected_lines(_without(parsed, outcome.excluded), batch_id=batch_id))
         if not frames:
             return
         combined = frames[0]
@@ -320,16 +394,21 @@ class _Outcome:
         self.bad_records = 0
         self.columns = 0
         self.columns_map: list[tuple[str, str]] = []
+        self.excluded: list[str] = []
         for rejection in plan.rejections:
             if rejection.entry is not None:
                 self._record(rejection.entry, rejection.manifest_uri, "rejected", reason=rejection.reason)
-        for dup in plan.duplicates:
-            self._record(dup.entry, dup.manifest_uri, "duplicate", reason="listed again in this batch")
+        for dup, why in plan.duplicates:
+            self._record(dup.entry, dup.manifest_uri, "duplicate", reason=why)
 
     def add(self, source: SourceFile, status: Any, *, records: int = 0, bad: int = 0) -> None:
         self.records_out += records
         self.bad_records += bad
         self._record(source.entry, source.manifest_uri, status, records=records, bad=bad)
+
+    def superseded(self, source: SourceFile, file_uri: str, reason: str) -> None:
+        self.excluded.append(file_uri)
+        self._record(source.entry, source.manifest_uri, "superseded", reason=reason)
 
     def missing(self, source: SourceFile, reason: str) -> None:
         self._file_problem(source, "missing", reason)
@@ -359,6 +438,15 @@ class _Outcome:
                 reason=extra.get("reason"),
             )
         )
+
+
+def _without(parsed: DataFrame, file_uris: list[str]) -> DataFrame:
+    return parsed.where(~F.col("file_uri").isin(file_uris)) if file_uris else parsed
+
+
+def _overwritten(modified_epoch_s: float, event_time: datetime, *, tolerance_s: float = 2.0) -> bool:
+    """True when the object was last modified after the event that listed it (clock slack allowed)."""
+    return modified_epoch_s - event_time.timestamp() > tolerance_s
 
 
 def _rejection_row(r: Rejection, batch_id: int) -> tuple[Any, ...]:

@@ -19,10 +19,12 @@ from scratch, after it only finishes publishing. A reader never sees a killed at
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from contracts.exceptions import StorageError
 from contracts.layout import COMMITS_DIR, STAGING_DIR
 from contracts.ledger import CommitRecord, PublishedFile
+from glue_processor import faults
 from glue_processor.hadoop_fs import HadoopFS
 
 logger = logging.getLogger(__name__)
@@ -60,12 +62,15 @@ class BatchCommitter:
     def commit(self, record: CommitRecord) -> None:
         """Write the commit record (the commit point), then publish."""
         self.fs.write_bytes(self.record_uri(record.batch_id), record.model_dump_json(indent=1).encode())
+        faults.hit("after-commit-record")
         logger.info("batch committed", extra={"batch_id": record.batch_id, "record": self.record_uri(record.batch_id)})
         self.publish(record)
 
     def publish(self, record: CommitRecord) -> None:
         """Move the record's files into place; safe to repeat after a crash."""
-        for item in (*record.data_files, *record.quarantine_files):
+        for n, item in enumerate((*record.data_files, *record.quarantine_files)):
+            if n == 1:
+                faults.hit("mid-publish")
             self._publish_one(item)
         self.discard_staging(record.batch_id)
 
@@ -75,6 +80,18 @@ class BatchCommitter:
         if not self.fs.exists(item.staged):
             raise StorageError(f"committed file lost: neither {item.final} nor its staged copy {item.staged} exists")
         self.fs.move(item.staged, item.final)
+
+    def recent_records(self, *, since: datetime) -> list[CommitRecord]:
+        """Commit records newer than ``since``, in batch order; reads back from the newest only as far
+        as needed, so a restart does not read the whole ledger."""
+        names = sorted((i for i in self.fs.list(self.commits_dir()) if i.name.endswith(".json")), key=lambda i: i.name)
+        out: list[CommitRecord] = []
+        for info in reversed(names):
+            record = CommitRecord.model_validate_json(self.fs.read_bytes(info.uri))
+            if record.committed_at < since:
+                break
+            out.append(record)
+        return list(reversed(out))
 
     def records(self) -> list[CommitRecord]:
         """Every commit record of this query, in batch order."""

@@ -6,7 +6,7 @@ manifest never fails the batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -48,7 +48,7 @@ class BatchPlan:
     manifests: list[str] = field(default_factory=list)
     files: list[SourceFile] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
-    duplicates: list[SourceFile] = field(default_factory=list)
+    duplicates: list[tuple[SourceFile, str]] = field(default_factory=list)
     bad_manifests: int = 0
 
     @property
@@ -61,14 +61,22 @@ def escape_glob(uri: str) -> str:
     return "".join(f"\\{ch}" if ch in GLOB_CHARS else ch for ch in uri)
 
 
-def plan_batch(manifests: Iterable[tuple[str, str]], settings: JobSettings) -> BatchPlan:
+def plan_batch(
+    manifests: Iterable[tuple[str, str]],
+    settings: JobSettings,
+    *,
+    ingested: Mapping[tuple[str, str, str], int] | None = None,
+) -> BatchPlan:
     """Parse the batch's manifests (uri, text) and decide what to read.
 
     - a manifest that is not valid JSON or fails its schema is quarantined whole;
     - an entry outside ``allowed_buckets`` is quarantined;
     - an entry larger than ``max_file_mb`` is quarantined (it cannot be read as one record);
-    - an object version listed again in this batch is read once.
+    - an object version listed again in this batch is read once;
+    - an object version already ingested by an earlier batch (``ingested``: identity -> batch id,
+      within the dedupe window) is not read again.
     """
+    ingested = ingested or {}
     plan = BatchPlan()
     seen: set[tuple[str, str, str]] = set()
     for manifest_uri, text in sorted(manifests):
@@ -88,7 +96,10 @@ def plan_batch(manifests: Iterable[tuple[str, str]], settings: JobSettings) -> B
                 continue
             item = SourceFile(entry, manifest_uri, settings.source_uri_of(entry.bucket, entry.key))
             if entry.identity in seen:
-                plan.duplicates.append(item)
+                plan.duplicates.append((item, "listed again in this batch"))
+                continue
+            if entry.identity in ingested:
+                plan.duplicates.append((item, f"already ingested by batch {ingested[entry.identity]}"))
                 continue
             seen.add(entry.identity)
             plan.files.append(item)
@@ -98,6 +109,8 @@ def plan_batch(manifests: Iterable[tuple[str, str]], settings: JobSettings) -> B
 def _entry_problem(entry: ManifestEntry, settings: JobSettings) -> str | None:
     if settings.allowed_buckets and entry.bucket not in settings.allowed_buckets:
         return f"bucket {entry.bucket!r} is not in allowed_buckets {list(settings.allowed_buckets)}"
+    if settings.allowed_prefixes and not entry.key.startswith(settings.allowed_prefixes):
+        return f"key {entry.key!r} is not under allowed_prefixes {list(settings.allowed_prefixes)}"
     if entry.size > settings.max_file_mb * 1024 * 1024:
         return f"object of {entry.size} bytes exceeds max_file_mb={settings.max_file_mb}"
     return None
@@ -105,3 +118,13 @@ def _entry_problem(entry: ManifestEntry, settings: JobSettings) -> str | None:
 
 def latency_seconds(event_times: Iterable[datetime], committed_at: datetime) -> list[float]:
     return sorted(max(0.0, (committed_at - t).total_seconds()) for t in event_times)
+
+
+def poison_plan(manifests: Iterable[tuple[str, str]], reason: str) -> BatchPlan:
+    """A plan that reads nothing and quarantines every manifest of a batch that keeps failing."""
+    plan = BatchPlan()
+    for manifest_uri, text in sorted(manifests):
+        plan.manifests.append(manifest_uri)
+        plan.bad_manifests += 1
+        plan.rejections.append(Rejection("manifest", manifest_uri, reason, manifest_uri, raw=text[:1_000_000]))
+    return plan

@@ -36,6 +36,15 @@ class JobSettings(BaseModel):
         default="s3://{bucket}/{key}", description="how a manifest entry becomes a readable URI"
     )
     allowed_buckets: tuple[str, ...] = Field(default=(), description="buckets manifests may point at; empty allows any")
+    allowed_prefixes: tuple[str, ...] = Field(
+        default=(), description="key prefixes manifests may point at; empty allows any"
+    )
+    dedupe_window_hours: int = Field(
+        default=24, ge=0, le=24 * 30, description="an object version ingested this recently is not ingested again"
+    )
+    max_batch_attempts: int = Field(
+        default=3, ge=1, le=100, description="failed attempts after which a batch's manifests are quarantined"
+    )
     query_name: str = Field(default="ndjson-to-parquet", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     trigger: Literal["processing-time", "available-now"] = "processing-time"
     trigger_interval_seconds: int = Field(default=30, ge=1, le=3600)
@@ -52,7 +61,7 @@ class JobSettings(BaseModel):
     )
     metrics_jsonl_path: str | None = Field(default=None, description="local file for the jsonl sink")
 
-    @field_validator("allowed_buckets", "metrics_sinks", mode="before")
+    @field_validator("allowed_buckets", "allowed_prefixes", "metrics_sinks", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
         if isinstance(value, str):

@@ -16,10 +16,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 FIELDS_TYPE = "MAP<STRING,STRING>"
+# Jackson's defaults (20M-char strings, depth 1000) would reject valid records; Java's own limits apply.
+JSON_OPTIONS = {"maxStringLen": str(2**31 - 1), "maxNestingDepth": "10000"}
 # Lineage columns added to every output row. Data fields with the same names are renamed.
 LINEAGE_COLUMNS = ("_source_uri", "_source_etag", "_line", "_event_time", "_batch_id", "_ingest_time")
 
 REASON_NOT_UTF8 = "line is not valid UTF-8"
+REASON_TRAILING = "trailing content after the JSON object"
 REASON_ARRAY = "line is a JSON array, expected an object"
 REASON_SCALAR = "line is a JSON scalar, expected an object"
 REASON_MALFORMED = "malformed JSON"
@@ -31,9 +34,10 @@ def split_lines(files: DataFrame) -> DataFrame:
     Lines end with LF or CRLF. Blank lines (only white space) carry no record: they are kept,
     flagged ``blank``, so a file of blank lines is still seen as read (and not as unreadable).
     """
-    exploded = files.select("file_uri", F.posexplode(F.split(F.col("value"), r"\r?\n")).alias("pos", "text"))
+    keep = [c for c in files.columns if c != "value"]
+    exploded = files.select(*keep, F.posexplode(F.split(F.col("value"), r"\r?\n")).alias("pos", "text"))
     return exploded.select(
-        "file_uri",
+        *keep,
         (F.col("pos") + 1).cast("int").alias("line"),
         "text",
         (F.trim("text") == "").alias("blank"),
@@ -47,7 +51,16 @@ def parse_fields(lines: DataFrame) -> DataFrame:
     compact JSON, numbers and booleans as their literal. Duplicate keys: the last one wins
     (needs ``spark.sql.mapKeyDedupPolicy=LAST_WIN``).
     """
-    return lines.withColumn("fields", F.when(~F.col("blank"), F.from_json("text", FIELDS_TYPE)))
+    text = F.col("text")
+    # Jackson stops after the first value, so '{"a":1} junk' or '{"a":1}{"b":2}' would parse. Lines that
+    # could hide such trailing content get the strict check (exactly one value); others skip it.
+    suspicious = ~F.rtrim(text).endswith("}") | text.rlike(r"\}\s*\{")
+    single_value = F.size(F.from_json(F.concat(F.lit("["), text, F.lit("]")), "ARRAY<STRING>", JSON_OPTIONS)) == 1
+    fields = F.from_json(text, FIELDS_TYPE, JSON_OPTIONS)
+    return lines.withColumn(
+        "fields",
+        F.when(F.col("blank") | (suspicious & ~F.coalesce(single_value, F.lit(False))), None).otherwise(fields),
+    )
 
 
 def rejection_reason() -> Column:
@@ -55,6 +68,7 @@ def rejection_reason() -> Column:
     text = F.col("text")
     return (
         F.when(text.contains("\ufffd"), F.lit(REASON_NOT_UTF8))
+        .when(F.from_json(text, FIELDS_TYPE, JSON_OPTIONS).isNotNull(), F.lit(REASON_TRAILING))
         .when(F.from_json(text, "ARRAY<STRING>").isNotNull(), F.lit(REASON_ARRAY))
         .when(
             F.from_json(F.concat(F.lit("["), text, F.lit("]")), "ARRAY<STRING>").isNotNull(),
@@ -68,7 +82,9 @@ def file_stats(parsed: DataFrame) -> DataFrame:
     """Per file: good and bad line counts, text bytes, and the distinct key sets seen."""
     good = F.col("fields").isNotNull()
     bad = F.col("fields").isNull() & ~F.col("blank")
+    optional = [F.max("file_mtime").alias("file_mtime")] if "file_mtime" in parsed.columns else []
     return parsed.groupBy("file_uri").agg(
+        *optional,
         F.count(F.when(good, 1)).alias("good"),
         F.count(F.when(bad, 1)).alias("bad"),
         F.sum(F.octet_length("text") + 1).alias("text_bytes"),

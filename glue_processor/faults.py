@@ -1,0 +1,26 @@
+"""Fail points for fault-injection tests: kill the whole process tree at a named moment.
+
+``INGEST_FAULT=<point>:<probability>[,<point>:<probability>...]`` arms them (``make reliability``
+does); unset, ``hit`` is a dictionary lookup that does nothing. Points: ``after-read``,
+``after-stage`` (Parquet staged, not committed), ``after-commit-record`` (committed, not published),
+``mid-publish``, ``after-batch`` (published; Spark's checkpoint commit not yet written).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+
+# Read once at import: test instrumentation, not configuration.
+_ARMED: dict[str, float] = {}
+for _item in filter(None, os.environ.get("INGEST_FAULT", "").split(",")):
+    _name, _, _p = _item.partition(":")
+    _ARMED[_name.strip()] = float(_p or 1.0)
+
+
+def hit(point: str) -> None:
+    """SIGKILL this process group (Python driver and JVM) if ``point`` is armed and the dice say so."""
+    probability = _ARMED.get(point)
+    if probability is not None and random.random() < probability:  # noqa: S311 - not cryptography
+        os.killpg(os.getpgrp(), signal.SIGKILL)
