@@ -57,7 +57,6 @@ QUARANTINE_SCHEMA = StructType(
         StructField("line", LongType(), True),
         StructField("reason", StringType(), False),
         StructField("raw", StringType(), True),
-        StructField("raw_base64", StringType(), True),
         StructField("manifest_uri", StringType(), False),
         StructField("batch_id", LongType(), False),
     ]
@@ -450,7 +449,7 @@ def _overwritten(modified_epoch_s: float, event_time: datetime, *, tolerance_s: 
 
 
 def _rejection_row(r: Rejection, batch_id: int) -> tuple[Any, ...]:
-    return (r.kind, r.source_uri, None, r.reason, r.raw, None, r.manifest_uri, batch_id)
+    return (r.kind, r.source_uri, None, r.reason, r.raw, r.manifest_uri, batch_id)
 
 
 def _percentile(values: Iterable[float], q: float) -> float | None:

@@ -56,10 +56,17 @@ def parse_fields(lines: DataFrame) -> DataFrame:
     # could hide such trailing content get the strict check (exactly one value); others skip it.
     suspicious = ~F.rtrim(text).endswith("}") | text.rlike(r"\}\s*\{")
     single_value = F.size(F.from_json(F.concat(F.lit("["), text, F.lit("]")), "ARRAY<STRING>", JSON_OPTIONS)) == 1
-    fields = F.from_json(text, FIELDS_TYPE, JSON_OPTIONS)
+    # from_json keeps a duplicate key twice in the map (lookups would then find the first); rebuilding
+    # the map applies spark.sql.mapKeyDedupPolicy=LAST_WIN, as most JSON parsers do.
+    fields = F.map_from_entries(F.map_entries(F.from_json(text, FIELDS_TYPE, JSON_OPTIONS)))
+    # Splitting decodes each line, turning invalid UTF-8 bytes into U+FFFD: such a line would be
+    # stored changed, so it is rejected (a genuine U+FFFD in the data is rejected too).
+    not_utf8 = text.contains("\ufffd")
     return lines.withColumn(
         "fields",
-        F.when(F.col("blank") | (suspicious & ~F.coalesce(single_value, F.lit(False))), None).otherwise(fields),
+        F.when(F.col("blank") | (suspicious & ~F.coalesce(single_value, F.lit(False))) | not_utf8, None).otherwise(
+            fields
+        ),
     )
 
 
@@ -139,7 +146,6 @@ def rejected_lines(parsed: DataFrame, *, batch_id: int) -> DataFrame:
         F.col("line").cast("long"),
         rejection_reason().alias("reason"),
         F.col("text").alias("raw"),
-        F.base64(F.col("text").cast("binary")).alias("raw_base64"),
         F.col("manifest_uri"),
         F.lit(batch_id).cast("long").alias("batch_id"),
     )
