@@ -25,7 +25,9 @@ _FULL_GZ = gzip.compress(
 TRUNCATED = _FULL_GZ[: len(_FULL_GZ) // 2]  # cut in the middle of the deflate stream
 DEEP = "{" + '"a":{' * 2000 + '"z":1' + "}" * 2001
 FILES: dict[str, bytes] = {
-    "in/mixed.json": b'{"id":"1"}\nnot json\n[1,2]\n42\n{"id":"2"} junk\n{"id":"3"}{"id":"4"}\n{"v":"\xff"}\n{"id":"5"}\n',
+    "in/mixed.json": (
+        b'{"id":"1"}\nnot json\n[1,2]\n42\n{"id":"2"} junk\n{"id":"3"}{"id":"4"}\n{"v":"\xff"}\n{"id":"5"}\n'
+    ),
     "in/empty.json": b"",
     "in/blank.json": b"\n  \n\r\n",
     "in/big line.json": json.dumps({"id": "big", "blob": BIG}).encode() + b"\n",
