@@ -15,7 +15,7 @@ REGION ?=
 EMPTY ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run status reliability template package deploy destroy test test-fast lint format clean
+.PHONY: help setup run status reconcile reliability template package deploy destroy test test-fast lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -49,6 +49,9 @@ deploy: setup ## deploy to AWS: make deploy [STACK=ndjson-ingest] [REGION=eu-wes
 
 destroy: setup ## delete the stack: make destroy [STACK=...] [REGION=...] [EMPTY=1 to empty its buckets first]
 	$(BIN)/python -m infra.deploy destroy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(if $(EMPTY),--empty)
+
+reconcile: setup ## objects that landed but were never ingested (or twice): make reconcile [WORKDIR=...] [REQUEUE=1]
+	$(BIN)/python -m glue_processor.reconcile --workdir "$(WORKDIR)" $(if $(REQUEUE),--requeue)
 
 reliability: setup ## fault injection: 20 SIGKILLs at random moments and fail points, then an exactly-once check
 	$(BIN)/python -m glue_processor.local.chaos --kills 20 --json reliability.json

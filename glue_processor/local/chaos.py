@@ -21,7 +21,6 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 POINTS = ("after-read", "after-stage", "after-commit-record", "mid-publish", "after-batch")
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +74,11 @@ def _run(args: list[str], *, fault: str | None, kill_after: float | None, timeou
         env["INGEST_FAULT"] = fault
     proc = subprocess.Popen(
         [sys.executable, "-m", "glue_processor.local.cli", *args],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         if kill_after is not None:

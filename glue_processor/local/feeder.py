@@ -90,30 +90,40 @@ class Feeder:
         return found
 
     def feed(self) -> FeedResult:
+        """Replay an interrupted feed, then feed every new or changed file."""
         result = FeedResult()
         if self.wal.exists():
             result.replayed = True
             self._apply(json.loads(self.wal.read_text(encoding="utf-8")), result)
-        files = self.new_files()
-        if files:
-            now = datetime.now(UTC)
-            pending: dict[str, list[dict[str, Any]]] = {"events": [], "ledger": []}
-            for n, (key, st) in enumerate(files):
-                obj = CreatedObject(
-                    bucket=LANDING_BUCKET,
-                    key=key,
-                    size=st.st_size,
-                    etag=md5_of(self.layout.landing / key),
-                    event_time=now,
-                    sequencer=f"{int(now.timestamp() * 1e6):016X}{n:08X}",
-                )
-                pending["events"].append(s3_notification(obj))
-                pending["ledger"].append({"key": key, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "etag": obj.etag})
-            tmp = self.wal.with_suffix(".tmp")
-            tmp.write_text(json.dumps(pending), encoding="utf-8")
-            os.replace(tmp, self.wal)
-            self._apply(pending, result)
+        self._feed([(key, st) for key, st in self.new_files()], result)
         return result
+
+    def feed_keys(self, keys: list[str]) -> FeedResult:
+        """Feed exactly these keys again (reconcile --requeue), as fresh S3 events."""
+        result = FeedResult()
+        self._feed([(key, (self.layout.landing / key).stat()) for key in keys], result)
+        return result
+
+    def _feed(self, files: list[tuple[str, os.stat_result]], result: FeedResult) -> None:
+        if not files:
+            return
+        now = datetime.now(UTC)
+        pending: dict[str, list[dict[str, Any]]] = {"events": [], "ledger": []}
+        for n, (key, st) in enumerate(files):
+            obj = CreatedObject(
+                bucket=LANDING_BUCKET,
+                key=key,
+                size=st.st_size,
+                etag=md5_of(self.layout.landing / key),
+                event_time=now,
+                sequencer=f"{int(now.timestamp() * 1e6):016X}{n:08X}",
+            )
+            pending["events"].append(s3_notification(obj))
+            pending["ledger"].append({"key": key, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "etag": obj.etag})
+        tmp = self.wal.with_suffix(".tmp")
+        tmp.write_text(json.dumps(pending), encoding="utf-8")
+        os.replace(tmp, self.wal)
+        self._apply(pending, result)
 
     def _apply(self, pending: dict[str, Any], result: FeedResult) -> None:
         bodies = pending["events"]

@@ -1,0 +1,187 @@
+"""Reconcile and replay: compare what landed with what the ledger says was ingested.
+
+S3 event notifications are at-least-once and can be late or, rarely, lost. This lists the
+landing prefix (or reads it from a local WORKDIR), reads the ledger (the job's commit records),
+and reports objects never ingested and object versions ingested twice. ``--requeue`` sends the
+missing ones through the pipeline again as the S3 event they would have produced: to the SQS
+queue on AWS, through the manifest builder locally.
+
+    python -m glue_processor.reconcile --workdir .work [--requeue]
+    python -m glue_processor.reconcile --landing s3://bucket/incoming/ --output s3://out/data \\
+        [--queue-url https://sqs...] [--requeue]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from contracts.layout import COMMITS_DIR, NDJSON_SUFFIXES
+from contracts.ledger import CommitRecord
+
+Identity = tuple[str, str, str]
+DONE = {"ingested", "empty"}
+
+
+@dataclass(frozen=True)
+class LandedObject:
+    bucket: str
+    key: str
+    etag: str
+    size: int
+
+
+@dataclass
+class Report:
+    landed: int = 0
+    ingested: int = 0
+    never_ingested: list[LandedObject] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # s3 uri -> "status: reason"
+    ingested_twice: dict[str, list[int]] = field(default_factory=dict)  # s3 uri@etag -> batch ids
+    requeued: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "landed": self.landed,
+            "ingested": self.ingested,
+            "never_ingested": [f"s3://{o.bucket}/{o.key}" for o in self.never_ingested],
+            "failed": self.failed,
+            "ingested_twice": self.ingested_twice,
+            "requeued": self.requeued,
+        }
+
+
+def reconcile(landed: Iterable[LandedObject], records: Iterable[CommitRecord]) -> Report:
+    """Pure comparison of a landing listing with the ledger."""
+    batches: dict[Identity, list[int]] = defaultdict(list)
+    problems: dict[Identity, str] = {}
+    for record in records:
+        for s in record.sources:
+            identity = (s.bucket, s.key, s.etag)
+            if s.status in DONE:
+                batches[identity].append(record.batch_id)
+            elif s.status != "duplicate":
+                problems[identity] = f"{s.status}: {s.reason}"
+    report = Report()
+    for obj in landed:
+        report.landed += 1
+        identity = (obj.bucket, obj.key, obj.etag)
+        if identity in batches:
+            report.ingested += 1
+        else:
+            report.never_ingested.append(obj)
+            if identity in problems:
+                report.failed[f"s3://{obj.bucket}/{obj.key}"] = problems[identity]
+    for (bucket, key, etag), ids in batches.items():
+        if len(ids) > 1:
+            report.ingested_twice[f"s3://{bucket}/{key}@{etag}"] = sorted(ids)
+    return report
+
+
+# -- local ----------------------------------------------------------------------------------------
+def local_landing(workdir: Path) -> Iterator[LandedObject]:
+    from glue_processor.local.feeder import md5_of
+    from glue_processor.local.layout import LANDING_BUCKET, LocalLayout
+
+    root = LocalLayout(workdir).landing.resolve()
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        hidden = any(p.startswith(".") for p in path.relative_to(root).parts)
+        if path.is_file() and not hidden and rel.lower().endswith(NDJSON_SUFFIXES):
+            yield LandedObject(LANDING_BUCKET, rel, md5_of(path), path.stat().st_size)
+
+
+def local_records(workdir: Path) -> Iterator[CommitRecord]:
+    for path in sorted((workdir / "output" / COMMITS_DIR).glob("*/*.json")):
+        yield CommitRecord.model_validate_json(path.read_bytes())
+
+
+def local_requeue(workdir: Path, missing: list[LandedObject]) -> int:
+    from glue_processor.local.feeder import Feeder
+    from glue_processor.local.layout import MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout
+    from lambdas.manifest_builder.settings import load_settings
+
+    feeder = Feeder(
+        LocalLayout(workdir), load_settings(manifest_bucket=MANIFEST_BUCKET, manifest_prefix=MANIFEST_PREFIX)
+    )
+    return feeder.feed_keys([o.key for o in missing]).files
+
+
+# -- AWS ------------------------------------------------------------------------------------------
+def _split(uri: str) -> tuple[str, str]:
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    return bucket, prefix
+
+
+def s3_landing(s3: Any, uri: str) -> Iterator[LandedObject]:
+    bucket, prefix = _split(uri)
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            if obj["Key"].lower().endswith(NDJSON_SUFFIXES):
+                yield LandedObject(bucket, obj["Key"], obj["ETag"].strip('"'), obj["Size"])
+
+
+def s3_records(s3: Any, output_uri: str) -> Iterator[CommitRecord]:
+    bucket, prefix = _split(output_uri.rstrip("/") + f"/{COMMITS_DIR}/")
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            if obj["Key"].endswith(".json"):
+                body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+                yield CommitRecord.model_validate_json(body)
+
+
+def sqs_requeue(sqs: Any, queue_url: str, missing: list[LandedObject]) -> int:
+    """Send each missing object as the S3 event notification S3 would have sent."""
+    from glue_processor.local.events import CreatedObject, s3_notification
+
+    now = datetime.now(UTC)
+    for start in range(0, len(missing), 10):
+        entries = []
+        for i, o in enumerate(missing[start : start + 10]):
+            obj = CreatedObject(o.bucket, o.key, o.size, o.etag, now, f"REQUEUE{start + i:012d}")
+            entries.append({"Id": str(i), "MessageBody": json.dumps(s3_notification(obj))})
+        sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+    return len(missing)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="reconcile", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--workdir", type=Path, help="a local run's WORKDIR")
+    p.add_argument("--landing", help="s3://bucket/prefix of the landing objects")
+    p.add_argument("--output", help="the job's output_uri (s3://...), where the ledger lives")
+    p.add_argument("--queue-url", help="the landing SQS queue, for --requeue on AWS")
+    p.add_argument("--requeue", action="store_true", help="send the never-ingested objects through again")
+    args = p.parse_args(argv)
+    if args.workdir:
+        report = reconcile(local_landing(args.workdir), local_records(args.workdir))
+        if args.requeue and report.never_ingested:
+            report.requeued = local_requeue(args.workdir, report.never_ingested)
+    elif args.landing and args.output:
+        import boto3
+
+        report = reconcile(s3_landing(boto3.client("s3"), args.landing), s3_records(boto3.client("s3"), args.output))
+        if args.requeue and report.never_ingested:
+            if not args.queue_url:
+                p.error("--requeue on AWS needs --queue-url")
+            report.requeued = sqs_requeue(boto3.client("sqs"), args.queue_url, report.never_ingested)
+    else:
+        p.error("give --workdir, or --landing and --output")
+    print(json.dumps(report.as_json(), indent=1))
+    print(
+        f"landed {report.landed}, ingested {report.ingested}, never ingested {len(report.never_ingested)} "
+        f"({len(report.failed)} with a recorded failure), ingested twice {len(report.ingested_twice)}, "
+        f"requeued {report.requeued}",
+        file=sys.stderr,
+    )
+    return 0 if not report.never_ingested and not report.ingested_twice else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
