@@ -1,0 +1,38 @@
+"""Lambda configuration errors fail at start-up, naming the setting."""
+
+from __future__ import annotations
+
+import pytest
+
+from contracts.exceptions import ConfigError
+from lambdas.control_plane.settings import load_settings as control_settings
+from lambdas.manifest_builder.settings import load_settings as builder_settings
+
+
+def test_builder_requires_its_bucket_and_sane_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MANIFEST_BUCKET", raising=False)
+    with pytest.raises(ConfigError, match="MANIFEST_BUCKET"):
+        builder_settings()
+    with pytest.raises(ConfigError, match="MAX_MANIFEST_FILES"):
+        builder_settings(manifest_bucket="bkt", max_manifest_files=0)
+    with pytest.raises(ConfigError, match="source_suffixes must list at least one suffix"):
+        builder_settings(manifest_bucket="bkt", source_suffixes="")
+    monkeypatch.setenv("MAX_MANIFEST_BYTES", "a lot")
+    with pytest.raises(ConfigError, match="MAX_MANIFEST_BYTES"):
+        builder_settings(manifest_bucket="bkt")
+
+
+def test_builder_parses_suffix_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOURCE_SUFFIXES", ".json, .LOG.gz")
+    s = builder_settings(manifest_bucket="bkt", source_prefix="/in")
+    assert s.source_suffixes == (".json", ".LOG.gz") and s.source_prefix == "in/"
+    assert s.accepts("in/x.log.GZ") and not s.accepts("out/x.json")
+
+
+def test_control_plane_rejects_impossible_limits() -> None:
+    with pytest.raises(ConfigError, match="min_workers 8 > max_workers 4"):
+        control_settings(job_name="j", min_workers=8, max_workers=4)
+    with pytest.raises(ConfigError, match="hysteresis"):
+        control_settings(job_name="j", scale_down_utilization=0.7, target_utilization=0.6)
+    with pytest.raises(ConfigError, match="SCALING_MODE"):
+        control_settings(job_name="j", scaling_mode="magic")
