@@ -69,9 +69,9 @@ class BatchCommitter:
     def publish(self, record: CommitRecord) -> None:
         """Move the record's files into place; safe to repeat after a crash."""
         for n, item in enumerate((*record.data_files, *record.quarantine_files)):
-            if n == 1:
-                faults.hit("mid-publish")
             self._publish_one(item)
+            if n == 0:
+                faults.hit("mid-publish")  # some files moved, others (and the staging clean-up) not yet
         self.discard_staging(record.batch_id)
 
     def _publish_one(self, item: PublishedFile) -> None:

@@ -1,0 +1,97 @@
+"""``make bench``: our batch path vs the seed-style job vs DuckDB, on the same files, in one run.
+
+Each engine runs in its own process (fresh JVM): the first batch is "cold", the second "warm"
+(a 24/7 job runs warm). Prints a table and writes ``.bench/results.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.data import generate
+
+MB = 1024 * 1024
+CORES = os.cpu_count() or 1
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_engine(engine: str, data: Path, out: Path, repeat: int) -> list[dict[str, Any]]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.jobs", engine, "--data", str(data), "--out", str(out), "--repeat", str(repeat)],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{engine} failed:\n{proc.stderr[-4000:]}")
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def derive(r: dict[str, Any]) -> dict[str, Any]:
+    mb = r["input_bytes"] / MB
+    return {**r, "input_mb": round(mb, 1), "mb_per_s": round(mb / r["seconds"], 1),
+            "mb_per_s_per_core": round(mb / r["seconds"] / CORES, 1),
+            "records_per_s": round(r["records"] / r["seconds"]), "peak_rss_gb": round(r["peak_rss_bytes"] / 1024**3, 2)}
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    cols = [("engine", "engine"), ("phase", "phase"), ("input_mb", "MB in"), ("seconds", "s"), ("mb_per_s", "MB/s"),
+            ("mb_per_s_per_core", "MB/s/core"), ("records_per_s", "rec/s"), ("peak_rss_gb", "peak RSS GB"),
+            ("files", "files out"), ("median_mb", "median MB"), ("share_within_15pct", "bytes ±15% of 128MB")]
+    cells = [[h for _, h in cols]] + [[str(r.get(k, "")) for k, _ in cols] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(cols))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench")
+    p.add_argument("--mb", type=int, default=1024, help="size of the synthetic data set (default 1024)")
+    p.add_argument("--out", type=Path, default=ROOT / ".bench")
+    p.add_argument("--engines", default="ours,seed,duckdb")
+    args = p.parse_args(argv)
+    data = args.out / f"data-{args.mb}"
+    files = generate(data, total_mb=args.mb)
+    print(f"data: {len(files)} files, {sum(f.stat().st_size for f in files) / MB:.0f} MB in {data}; {CORES} cores")
+    rows: list[dict[str, Any]] = []
+    overhead: dict[str, float] = {}
+    for engine in args.engines.split(","):
+        for r in run_engine(engine, data, args.out / "runs", 1 if engine == "duckdb" else 2):
+            if "overhead" in r:
+                overhead = r["overhead"]
+            else:
+                rows.append(derive(r))
+    by = {(r["engine"], r["phase"]): r for r in rows}
+    ratios = {}
+    if ("ours", "cold") in by and ("seed", "cold") in by:
+        ratios["ours_cold_vs_seed_cold"] = round(by["seed", "cold"]["seconds"] / by["ours", "cold"]["seconds"], 2)
+    if ("ours", "warm") in by and ("seed", "warm") in by:
+        ratios["ours_warm_vs_seed_warm"] = round(by["seed", "warm"]["seconds"] / by["ours", "warm"]["seconds"], 2)
+    if ("ours", "warm") in by and ("duckdb", "cold") in by:
+        ratios["ours_warm_vs_duckdb"] = round(by["duckdb", "cold"]["seconds"] / by["ours", "warm"]["seconds"], 2)
+    targets = {}
+    if ("ours", "warm") in by:
+        warm = by["ours", "warm"]
+        targets["warm_mb_per_s_per_core>=30"] = warm["mb_per_s_per_core"] >= 30
+        if warm["input_bytes"] >= 2 * 128 * MB / 0.3:
+            targets["share_of_bytes_within_15pct>=0.9"] = warm["share_within_15pct"] >= 0.9
+    if "ours_cold_vs_seed_cold" in ratios:
+        targets["cold_vs_seed>=1.5"] = ratios["ours_cold_vs_seed_cold"] >= 1.5
+    print(table(rows))
+    print(f"fixed overhead (warm): {overhead}")
+    print(f"ratios (speed-up, >1 means ours is faster): {ratios}")
+    print("targets: " + ", ".join(f"{k} {'PASS' if v else 'FAIL'}" for k, v in targets.items()))
+    args.out.mkdir(parents=True, exist_ok=True)
+    result = {"cores": CORES, "rows": rows, "overhead": overhead, "ratios": ratios, "targets": targets}
+    (args.out / "results.json").write_text(json.dumps(result, indent=1))
+    print(f"written {args.out / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
