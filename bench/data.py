@@ -21,11 +21,16 @@ def record(rng: random.Random, seq: int) -> dict[str, Any]:
         "id": f"{seq:012d}",
         "ts": f"2026-11-{1 + seq % 28:02d}T{seq % 24:02d}:{seq % 60:02d}:{(seq * 7) % 60:02d}Z",
         "kind": rng.choice(("view", "click", "purchase", "signup")),
-        "user": {"id": rng.randint(1, 10**6), "country": rng.choice(("DE", "FR", "US", "JP", "BR")),
-                 "segments": [rng.randint(1, 50) for _ in range(rng.randint(0, 4))]},
+        "user": {
+            "id": rng.randint(1, 10**6),
+            "country": rng.choice(("DE", "FR", "US", "JP", "BR")),
+            "segments": [rng.randint(1, 50) for _ in range(rng.randint(0, 4))],
+        },
         "device": {"os": rng.choice(("ios", "android", "web")), "version": f"{rng.randint(1, 20)}.{rng.randint(0, 9)}"},
-        "items": [{"sku": f"SKU{rng.randint(1, 99999):05d}", "qty": rng.randint(1, 5), "price": rng.randint(100, 99999)}
-                  for _ in range(rng.randint(0, 4))],
+        "items": [
+            {"sku": f"SKU{rng.randint(1, 99999):05d}", "qty": rng.randint(1, 5), "price": rng.randint(100, 99999)}
+            for _ in range(rng.randint(0, 4))
+        ],
         # the field whose type varies: a number, a string, or an object
         "amount": rng.choice((rng.randint(1, 10**6), str(rng.randint(1, 10**6)), {"value": rng.randint(1, 999)})),
         "tags": [rng.choice(("a", "b", "c", "d", "e")) for _ in range(rng.randint(0, 5))],

@@ -26,8 +26,11 @@ TARGET = 128 * MB
 
 
 def output_stats(out: Path) -> dict[str, Any]:
-    sizes = sorted(p.stat().st_size for p in out.rglob("*.parquet") if not any(
-        part.startswith(("_", ".")) for part in p.relative_to(out).parts))
+    sizes = sorted(
+        p.stat().st_size
+        for p in out.rglob("*.parquet")
+        if not any(part.startswith(("_", ".")) for part in p.relative_to(out).parts)
+    )
     total = sum(sizes)
     near = sum(s for s in sizes if abs(s - TARGET) <= 0.15 * TARGET)
     return {
@@ -53,15 +56,25 @@ def run_ours(spark: Any, files: list[Path], out: Path, run: int) -> dict[str, An
 
     now = datetime.now(UTC)
     entries = [
-        ManifestEntry(bucket="bench", key=p.name, size=p.stat().st_size,
-                      etag=hashlib.md5(p.name.encode()).hexdigest(), event_time=now)  # noqa: S324
+        ManifestEntry(
+            bucket=p.parent.name,
+            key=p.name,
+            size=p.stat().st_size,
+            etag=hashlib.md5(p.name.encode()).hexdigest(),
+            event_time=now,
+        )
         for p in files
     ]
-    settings = settings_from_mapping({
-        "manifest_uri": (out / "manifests").as_uri(), "output_uri": (out / "data").as_uri(),
-        "quarantine_uri": (out / "quarantine").as_uri(), "checkpoint_uri": (out / "checkpoint").as_uri(),
-        "source_uri_template": f"{files[0].parent.as_uri()}/{{key}}", "metrics_sinks": "",
-    })
+    settings = settings_from_mapping(
+        {
+            "manifest_uri": (out / "manifests").as_uri(),
+            "output_uri": (out / "data").as_uri(),
+            "quarantine_uri": (out / "quarantine").as_uri(),
+            "checkpoint_uri": (out / "checkpoint").as_uri(),
+            "source_uri_template": f"{files[0].parent.parent.as_uri()}/{{bucket}}/{{key}}",
+            "metrics_sinks": "",
+        }
+    )
     job = ManifestBatchJob(spark, settings, query_id=f"bench{run:04d}")
     if hasattr(run_ours, "ratio"):
         job.ratio = run_ours.ratio  # a 24/7 job carries what it learnt from the previous batch
@@ -125,10 +138,21 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 result = run_duckdb(files, out)
             seconds = time.monotonic() - t0
-            print(json.dumps({"engine": args.engine, "run": run, "phase": "cold" if run == 0 else "warm",
-                              "input_bytes": input_bytes, "seconds": round(seconds, 2),
-                              "session_startup_s": round(startup_s, 2), "peak_rss_bytes": rss.peak, **result}),
-                  flush=True)
+            print(
+                json.dumps(
+                    {
+                        "engine": args.engine,
+                        "run": run,
+                        "phase": "cold" if run == 0 else "warm",
+                        "input_bytes": input_bytes,
+                        "seconds": round(seconds, 2),
+                        "session_startup_s": round(startup_s, 2),
+                        "peak_rss_bytes": rss.peak,
+                        **result,
+                    }
+                ),
+                flush=True,
+            )
         if args.engine == "ours":
             print(json.dumps({"engine": "ours", "overhead": fixed_overhead(spark, files, args.out)}), flush=True)
     return 0
@@ -152,21 +176,29 @@ def fixed_overhead(spark: Any, files: list[Path], out: Path) -> dict[str, float]
 
     root = Path(tempfile.mkdtemp(dir=out))
     (root / "manifests").mkdir()
-    settings = settings_from_mapping({
-        "manifest_uri": (root / "manifests").as_uri(), "output_uri": (root / "data").as_uri(),
-        "quarantine_uri": (root / "q").as_uri(), "checkpoint_uri": (root / "cp").as_uri(),
-        "trigger_interval_seconds": "1", "metrics_sinks": "",
-    })
+    settings = settings_from_mapping(
+        {
+            "manifest_uri": (root / "manifests").as_uri(),
+            "output_uri": (root / "data").as_uri(),
+            "quarantine_uri": (root / "q").as_uri(),
+            "checkpoint_uri": (root / "cp").as_uri(),
+            "trigger_interval_seconds": "1",
+            "metrics_sinks": "",
+        }
+    )
     query = start_query(spark, settings, ManifestBatchJob(spark, settings))
     deadline = time.monotonic() + 25
     empties: list[float] = []
     while time.monotonic() < deadline and len(empties) < 2:
         time.sleep(0.5)
-        empties = [p["durationMs"].get("triggerExecution", 0) / 1000 for p in query.recentProgress
-                   if p["numInputRows"] == 0]
+        empties = [
+            p["durationMs"].get("triggerExecution", 0) / 1000 for p in query.recentProgress if p["numInputRows"] == 0
+        ]
     query.stop()
-    return {"small_file_batch_s": round(small_s, 3),
-            "empty_trigger_s": round(statistics.median(empties), 3) if empties else -1.0}
+    return {
+        "small_file_batch_s": round(small_s, 3),
+        "empty_trigger_s": round(statistics.median(empties), 3) if empties else -1.0,
+    }
 
 
 if __name__ == "__main__":

@@ -24,7 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def run_engine(engine: str, data: Path, out: Path, repeat: int) -> list[dict[str, Any]]:
     proc = subprocess.run(
         [sys.executable, "-m", "bench.jobs", engine, "--data", str(data), "--out", str(out), "--repeat", str(repeat)],
-        cwd=ROOT, capture_output=True, text=True, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"{engine} failed:\n{proc.stderr[-4000:]}")
@@ -33,15 +36,30 @@ def run_engine(engine: str, data: Path, out: Path, repeat: int) -> list[dict[str
 
 def derive(r: dict[str, Any]) -> dict[str, Any]:
     mb = r["input_bytes"] / MB
-    return {**r, "input_mb": round(mb, 1), "mb_per_s": round(mb / r["seconds"], 1),
-            "mb_per_s_per_core": round(mb / r["seconds"] / CORES, 1),
-            "records_per_s": round(r["records"] / r["seconds"]), "peak_rss_gb": round(r["peak_rss_bytes"] / 1024**3, 2)}
+    return {
+        **r,
+        "input_mb": round(mb, 1),
+        "mb_per_s": round(mb / r["seconds"], 1),
+        "mb_per_s_per_core": round(mb / r["seconds"] / CORES, 1),
+        "records_per_s": round(r["records"] / r["seconds"]),
+        "peak_rss_gb": round(r["peak_rss_bytes"] / 1024**3, 2),
+    }
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    cols = [("engine", "engine"), ("phase", "phase"), ("input_mb", "MB in"), ("seconds", "s"), ("mb_per_s", "MB/s"),
-            ("mb_per_s_per_core", "MB/s/core"), ("records_per_s", "rec/s"), ("peak_rss_gb", "peak RSS GB"),
-            ("files", "files out"), ("median_mb", "median MB"), ("share_within_15pct", "bytes ±15% of 128MB")]
+    cols = [
+        ("engine", "engine"),
+        ("phase", "phase"),
+        ("input_mb", "MB in"),
+        ("seconds", "s"),
+        ("mb_per_s", "MB/s"),
+        ("mb_per_s_per_core", "MB/s/core"),
+        ("records_per_s", "rec/s"),
+        ("peak_rss_gb", "peak RSS GB"),
+        ("files", "files out"),
+        ("median_mb", "median MB"),
+        ("share_within_15pct", "bytes ±15% of 128MB"),
+    ]
     cells = [[h for _, h in cols]] + [[str(r.get(k, "")) for k, _ in cols] for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(cols))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells]

@@ -74,8 +74,16 @@ def measure(work: Path, limits: list[int], file_kb: int, repeats: int) -> list[P
     spark = local_session("sizing", cores="1", driver_memory="6g")
     files = make_files(work / "data", max(limits), file_kb)
     now = datetime.now(UTC)
-    entries = [ManifestEntry(bucket="b", key=p.name, size=p.stat().st_size,
-                             etag=hashlib.md5(p.name.encode()).hexdigest(), event_time=now) for p in files]  # noqa: S324
+    entries = [
+        ManifestEntry(
+            bucket=p.parent.name,
+            key=p.name,
+            size=p.stat().st_size,
+            etag=hashlib.md5(p.name.encode()).hexdigest(),
+            event_time=now,
+        )
+        for p in files
+    ]
     points = []
     batch_id = 0
     warm_job = None
@@ -83,11 +91,16 @@ def measure(work: Path, limits: list[int], file_kb: int, repeats: int) -> list[P
         durations = []
         for _ in range(repeats):
             out = work / "out" / f"{batch_id}"
-            settings = settings_from_mapping({
-                "manifest_uri": (out / "m").as_uri(), "output_uri": (out / "d").as_uri(),
-                "quarantine_uri": (out / "q").as_uri(), "checkpoint_uri": (out / "c").as_uri(),
-                "source_uri_template": f"{files[0].parent.as_uri()}/{{key}}", "metrics_sinks": "",
-            })
+            settings = settings_from_mapping(
+                {
+                    "manifest_uri": (out / "m").as_uri(),
+                    "output_uri": (out / "d").as_uri(),
+                    "quarantine_uri": (out / "q").as_uri(),
+                    "checkpoint_uri": (out / "c").as_uri(),
+                    "source_uri_template": f"{files[0].parent.parent.as_uri()}/{{bucket}}/{{key}}",
+                    "metrics_sinks": "",
+                }
+            )
             job = ManifestBatchJob(spark, settings, query_id=f"size{batch_id}")
             if warm_job is not None:
                 job.ratio = warm_job.ratio
@@ -114,8 +127,9 @@ def fit(points: list[Point]) -> tuple[float, float]:
     return overhead, 1 / max(slope, 1e-9)
 
 
-def recommend(points: list[Point], *, files_per_hour: int, file_kb: int, sla_s: float,
-              files_per_manifest: int = 1000) -> dict[str, Any]:
+def recommend(
+    points: list[Point], *, files_per_hour: int, file_kb: int, sla_s: float, files_per_manifest: int = 1000
+) -> dict[str, Any]:
     overhead_s, core_mb_s = fit(points)
     need_mb_s = files_per_hour * file_kb / 1024 / 3600
     budget_s = sla_s / 2  # worst case latency ~ interval + batch duration
@@ -133,16 +147,26 @@ def recommend(points: list[Point], *, files_per_hour: int, file_kb: int, sla_s: 
             if duration > budget_s or duration > interval:
                 continue
             files_per_batch = files_per_hour * HEADROOM * interval / 3600
-            options.append({
-                "worker_type": wtype, "workers": workers, "trigger_interval_s": interval,
-                "max_files_per_trigger": max(1, math.ceil(files_per_batch / files_per_manifest)),
-                "expected_batch_s": round(duration, 1), "utilization": round(duration / interval, 2),
-                "monthly_usd": round(workers * dpu * DPU_PRICE * HOURS_PER_MONTH),
-            })
+            options.append(
+                {
+                    "worker_type": wtype,
+                    "workers": workers,
+                    "trigger_interval_s": interval,
+                    "max_files_per_trigger": max(1, math.ceil(files_per_batch / files_per_manifest)),
+                    "expected_batch_s": round(duration, 1),
+                    "utilization": round(duration / interval, 2),
+                    "monthly_usd": round(workers * dpu * DPU_PRICE * HOURS_PER_MONTH),
+                }
+            )
             break
     best = min(options, key=lambda o: o["monthly_usd"]) if options else None
-    return {"volume_mb_s": round(need_mb_s, 2), "per_core_mb_s": round(core_mb_s, 2),
-            "batch_overhead_s": round(overhead_s, 2), "options": options, "recommended": best}
+    return {
+        "volume_mb_s": round(need_mb_s, 2),
+        "per_core_mb_s": round(core_mb_s, 2),
+        "batch_overhead_s": round(overhead_s, 2),
+        "options": options,
+        "recommended": best,
+    }
 
 
 def plot(points: list[Point], path: Path) -> None:
@@ -183,9 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fit: {rec['batch_overhead_s']} s fixed per batch + {rec['per_core_mb_s']} MB/s per core")
     print(f"volume: {args.files_per_hour} files/h x {args.file_kb} KB = {rec['volume_mb_s']} MB/s; SLA {args.sla_s} s")
     for o in rec["options"]:
-        print(f"  {o['worker_type']:6} x {o['workers']:3d} workers, trigger {o['trigger_interval_s']} s, "
-              f"maxFilesPerTrigger {o['max_files_per_trigger']}, batch ~{o['expected_batch_s']} s "
-              f"(utilization {o['utilization']}), ${o['monthly_usd']}/month")
+        print(
+            f"  {o['worker_type']:6} x {o['workers']:3d} workers, trigger {o['trigger_interval_s']} s, "
+            f"maxFilesPerTrigger {o['max_files_per_trigger']}, batch ~{o['expected_batch_s']} s "
+            f"(utilization {o['utilization']}), ${o['monthly_usd']}/month"
+        )
     print(f"recommended: {rec['recommended']}")
     plot(points, args.out / "sizing.png")
     (args.out / "sizing.json").write_text(json.dumps({"points": [asdict(x) for x in points], **rec}, indent=1))

@@ -35,12 +35,16 @@ def split_lines(files: DataFrame) -> DataFrame:
     flagged ``blank``, so a file of blank lines is still seen as read (and not as unreadable).
     """
     keep = [c for c in files.columns if c != "value"]
-    exploded = files.select(*keep, F.posexplode(F.split(F.col("value"), r"\r?\n")).alias("pos", "text"))
+    # A literal "\n" split is ~4x faster than the regex "\r?\n"; a CR before it is dropped after.
+    exploded = files.select(*keep, F.posexplode(F.split(F.col("value"), "\n")).alias("pos", "text"))
+    text = F.col("text")
+    text = F.when(text.endswith("\r"), F.expr("substring(text, 1, length(text) - 1)")).otherwise(text)
     return exploded.select(
         *keep,
         (F.col("pos") + 1).cast("int").alias("line"),
-        "text",
-        (F.trim("text") == "").alias("blank"),
+        text.alias("text"),
+        (F.octet_length(text) + 1).alias("bytes"),
+        (F.trim(text) == "").alias("blank"),
     )
 
 
@@ -54,7 +58,7 @@ def parse_fields(lines: DataFrame) -> DataFrame:
     text = F.col("text")
     # Jackson stops after the first value, so '{"a":1} junk' or '{"a":1}{"b":2}' would parse. Lines that
     # could hide such trailing content get the strict check (exactly one value); others skip it.
-    suspicious = ~F.rtrim(text).endswith("}") | text.rlike(r"\}\s*\{")
+    suspicious = ~F.rtrim(text).endswith("}") | text.contains("}{") | text.contains("} {") | text.contains("}\t{")
     single_value = F.size(F.from_json(F.concat(F.lit("["), text, F.lit("]")), "ARRAY<STRING>", JSON_OPTIONS)) == 1
     # from_json keeps a duplicate key twice in the map (lookups would then find the first); rebuilding
     # the map applies spark.sql.mapKeyDedupPolicy=LAST_WIN, as most JSON parsers do.
@@ -62,12 +66,15 @@ def parse_fields(lines: DataFrame) -> DataFrame:
     # Splitting decodes each line, turning invalid UTF-8 bytes into U+FFFD: such a line would be
     # stored changed, so it is rejected (a genuine U+FFFD in the data is rejected too).
     not_utf8 = text.contains("\ufffd")
-    return lines.withColumn(
+    parsed = lines.withColumn(
         "fields",
         F.when(F.col("blank") | (suspicious & ~F.coalesce(single_value, F.lit(False))) | not_utf8, None).otherwise(
             fields
         ),
     )
+    # The raw text is only needed for quarantine records: dropping it from good rows halves what a
+    # batch caches.
+    return parsed.withColumn("text", F.when(F.col("fields").isNull(), F.col("text")))
 
 
 def rejection_reason() -> Column:
@@ -94,7 +101,7 @@ def file_stats(parsed: DataFrame) -> DataFrame:
         *optional,
         F.count(F.when(good, 1)).alias("good"),
         F.count(F.when(bad, 1)).alias("bad"),
-        F.sum(F.octet_length("text") + 1).alias("text_bytes"),
+        F.sum("bytes").alias("text_bytes"),
         F.collect_set(F.when(good, F.array_sort(F.map_keys("fields")))).alias("key_sets"),
     )
 
