@@ -13,9 +13,13 @@ CHECKOV := checkov==3.3.30
 STACK ?= ndjson-ingest
 REGION ?=
 EMPTY ?=
+BENCH_MB ?= 1024
+FILES_PER_HOUR ?= 200000
+FILE_KB ?= 1024
+SLA_S ?= 600
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run status reconcile reliability template package deploy destroy test test-fast lint format clean
+.PHONY: help setup run status reconcile reliability bench sizing bookkeeping template package deploy destroy test test-fast lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -53,19 +57,28 @@ destroy: setup ## delete the stack: make destroy [STACK=...] [REGION=...] [EMPTY
 reconcile: setup ## objects that landed but were never ingested (or twice): make reconcile [WORKDIR=...] [REQUEUE=1]
 	$(BIN)/python -m glue_processor.reconcile --workdir "$(WORKDIR)" $(if $(REQUEUE),--requeue)
 
+bench: setup ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on the same files: make bench [BENCH_MB=1024]
+	$(BIN)/python -m bench.run --mb $(BENCH_MB)
+
+sizing: setup ## stress batches on one core, then a Glue sizing: make sizing [FILES_PER_HOUR=200000 FILE_KB=1024 SLA_S=600]
+	$(BIN)/python -m bench.sizing --files-per-hour $(FILES_PER_HOUR) --file-kb $(FILE_KB) --sla-s $(SLA_S)
+
+bookkeeping: setup ## checkpoint size and restart time over 100,000 simulated manifests
+	$(BIN)/python -m bench.bookkeeping --manifests 100000 --steps 10
+
 reliability: setup ## fault injection: 20 SIGKILLs at random moments and fail points, then an exactly-once check
 	$(BIN)/python -m glue_processor.local.chaos --kills 20 --json reliability.json
 
 lint: setup template ## ruff, mypy --strict, cfn-lint and checkov
-	$(BIN)/ruff check contracts glue_processor lambdas infra tests
-	$(BIN)/ruff format --check contracts glue_processor lambdas infra tests
+	$(BIN)/ruff check contracts glue_processor lambdas infra bench tests
+	$(BIN)/ruff format --check contracts glue_processor lambdas infra bench tests
 	$(BIN)/mypy
 	$(BIN)/cfn-lint infra/build/template.json
 	$(TOOLS)/bin/checkov -f infra/build/template.json --framework cloudformation --compact --quiet --skip-download
 
 format: setup ## apply ruff's fixes and formatting
-	$(BIN)/ruff check --fix contracts glue_processor lambdas infra tests
-	$(BIN)/ruff format contracts glue_processor lambdas infra tests
+	$(BIN)/ruff check --fix contracts glue_processor lambdas infra bench tests
+	$(BIN)/ruff format contracts glue_processor lambdas infra bench tests
 
 test: setup lint ## everything CI runs: lint, then the whole test suite
 	$(BIN)/python -m pytest -q
@@ -74,4 +87,4 @@ test-fast: setup ## the tests without Spark
 	$(BIN)/python -m pytest -q -m "not spark"
 
 clean: ## remove the venv, caches and the default WORKDIR
-	rm -rf $(VENV) $(TOOLS) dist infra/build .work .pytest_cache .mypy_cache .ruff_cache .spark-warehouse
+	rm -rf $(VENV) $(TOOLS) dist infra/build .work .bench .work-chaos .pytest_cache .mypy_cache .ruff_cache .spark-warehouse
