@@ -80,7 +80,12 @@ def run_ours(spark: Any, files: list[Path], out: Path, run: int) -> dict[str, An
         job.ratio = run_ours.ratio  # a 24/7 job carries what it learnt from the previous batch
     record = job.run([("file:///bench/manifest.json", Manifest.of(entries).to_json().decode())], run)
     run_ours.ratio = job.ratio  # type: ignore[attr-defined]
-    return {"records": record.stats.records_out, "batch_s": record.stats.duration_s, **output_stats(out / "data")}
+    return {
+        "records": record.stats.records_out,
+        "batch_s": record.stats.duration_s,
+        "stages": record.stats.stage_s,
+        **output_stats(out / "data"),
+    }
 
 
 def run_seed(spark: Any, files: list[Path], out: Path, run: int) -> dict[str, Any]:

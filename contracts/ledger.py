@@ -55,6 +55,7 @@ class BatchStats(_Frozen):
     output_bytes: int = 0
     columns: int = 0
     duration_s: float = 0.0
+    stage_s: dict[str, float] = Field(default_factory=dict)
     max_latency_s: float | None = None
     p95_latency_s: float | None = None
 

@@ -145,16 +145,21 @@ class ManifestBatchJob:
         quarantine_dir = committer.staging_uri(self.settings.quarantine_uri, batch_id, attempt)
 
         outcome = _Outcome(plan)
+        stages = _Stages()
         parsed: DataFrame | None = None
-        if plan.files:
-            parsed = self._read(plan.files, outcome)
+        with stages("plan_read"):
+            if plan.files:
+                parsed = self._read(plan.files, outcome)
         try:
             if parsed is not None:
-                self._collect_stats(parsed, outcome)
+                with stages("parse_cache_stats"):
+                    self._collect_stats(parsed, outcome)
                 faults.hit("after-read")
                 if outcome.records_out:
-                    self._write_data(parsed, outcome, data_dir, batch_id, committed_at)
-            self._write_quarantine(parsed if outcome.bad_records else None, outcome, quarantine_dir, batch_id)
+                    with stages("write_parquet"):
+                        self._write_data(parsed, outcome, data_dir, batch_id, committed_at)
+            with stages("write_quarantine"):
+                self._write_quarantine(parsed if outcome.bad_records else None, outcome, quarantine_dir, batch_id)
         finally:
             if parsed is not None:
                 parsed.unpersist()
@@ -203,6 +208,7 @@ class ManifestBatchJob:
                 output_bytes=output_bytes,
                 columns=outcome.columns,
                 duration_s=round(time.monotonic() - started, 3),
+                stage_s=stages.seconds,
                 max_latency_s=latencies[-1] if latencies else None,
                 p95_latency_s=_percentile(latencies, 0.95),
             ),
@@ -379,6 +385,26 @@ class ManifestBatchJob:
             PublishedFile(staged=i.uri, final=f"{final_dir}/{stem}-{n:05d}-{attempt}{suffix}", bytes=i.size)
             for n, i in enumerate(staged)
         ]
+
+
+class _Stages:
+    """Wall time per step of a batch (recorded in the commit record, for profiling)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, name: str) -> Any:
+        import contextlib
+
+        @contextlib.contextmanager
+        def timed() -> Any:
+            t0 = time.monotonic()
+            try:
+                yield
+            finally:
+                self.seconds[name] = round(self.seconds.get(name, 0.0) + time.monotonic() - t0, 3)
+
+        return timed()
 
 
 class _Outcome:

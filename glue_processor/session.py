@@ -17,6 +17,9 @@ JOB_SQL_CONF = {
     "spark.sql.parquet.compression.codec": "snappy",
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.shuffle.partitions": "64",
+    # Small read partitions: the batch is cached, and coalescing many small partitions into the
+    # output files gives even file sizes (and even work across cores).
+    "spark.sql.files.maxPartitionBytes": str(32 * 1024 * 1024),
     # Keep the file source's metadata log compact (see README: bookkeeping at scale).
     "spark.sql.streaming.fileSource.log.compactInterval": "10",
     "spark.sql.streaming.minBatchesToRetain": "100",
