@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-trigger", type=int, default=1000)
     p.add_argument("--out", type=Path, default=Path(".bench/bookkeeping"))
     args = p.parse_args(argv)
+    args.out = args.out.resolve()
     from glue_processor.session import local_session
 
     shutil.rmtree(args.out, ignore_errors=True)

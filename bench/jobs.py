@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--repeat", type=int, default=2)
     args = p.parse_args(argv)
+    args.data, args.out = args.data.resolve(), args.out.resolve()
     files = sorted(args.data.glob("*.json"))
     input_bytes = sum(f.stat().st_size for f in files)
     spark = None

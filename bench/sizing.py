@@ -31,6 +31,7 @@ HOURS_PER_MONTH = 730
 WORKERS = {"G.025X": (2, 0.25), "G.1X": (4, 1.0), "G.2X": (8, 2.0)}
 HEADROOM = 1.3  # capacity above the average volume, for peaks
 SCALING_EFFICIENCY = 0.7  # clusters do not scale linearly (seed post)
+TARGET_UTILIZATION = 0.6  # as lambdas/control_plane/settings.py's target_utilization
 
 
 @dataclass
@@ -144,7 +145,8 @@ def recommend(
             interval = max(10, math.ceil(budget_s / 2))
             batch_mb = need_mb_s * HEADROOM * interval
             duration = overhead_s + batch_mb / cluster_mb_s
-            if duration > budget_s or duration > interval:
+            # leave the control plane's headroom: run at its target utilization, not at capacity
+            if duration > budget_s or duration > TARGET_UTILIZATION * interval:
                 continue
             files_per_batch = files_per_hour * HEADROOM * interval / 3600
             options.append(
@@ -194,10 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--files-per-hour", type=int, default=200_000)
     p.add_argument("--file-kb", type=int, default=1024, help="average NDJSON file size in KB")
     p.add_argument("--sla-s", type=float, default=600, help="latency SLA, S3 event to Parquet")
-    p.add_argument("--limits", default="1,2,4,8,16,32")
+    p.add_argument("--limits", default="1,2,4,8,16,32,64,128")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", type=Path, default=Path(".bench/sizing"))
     args = p.parse_args(argv)
+    args.out = args.out.resolve()
     shutil.rmtree(args.out, ignore_errors=True)
     points = measure(args.out, [int(x) for x in args.limits.split(",")], args.file_kb, args.repeats)
     rec = recommend(points, files_per_hour=args.files_per_hour, file_kb=args.file_kb, sla_s=args.sla_s)
