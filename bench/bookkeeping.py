@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--per-trigger", type=int, default=1000)
     p.add_argument("--out", type=Path, default=Path(".bench/bookkeeping"))
+    p.add_argument("--archive", action="store_true", help="archive processed manifests (cleanSource=archive)")
     args = p.parse_args(argv)
     args.out = args.out.resolve()
     from glue_processor.session import local_session
@@ -70,9 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(made, made + per_step):
             (manifests / f"m{i:08d}.json").write_text("{}")
         made += per_step
-        drain_s = run_query(spark, manifests, checkpoint, args.per_trigger)
+        archive = args.out / "archive" if args.archive else None
+        drain_s = run_query(spark, manifests, checkpoint, args.per_trigger, archive)
         (manifests / f"r{step:08d}.json").write_text("{}")  # one new manifest after a "restart"
-        made_restart = run_query(spark, manifests, checkpoint, args.per_trigger)
+        made_restart = run_query(spark, manifests, checkpoint, args.per_trigger, archive)
         row = {
             "manifests": made + step,
             "checkpoint_mb": round(du(checkpoint) / 1024**2, 2),

@@ -32,6 +32,9 @@ class JobSettings(BaseModel):
     output_uri: str = Field(pattern=_URI, description="Parquet dataset root")
     quarantine_uri: str = Field(pattern=_URI, description="root of quarantined records (JSON lines)")
     checkpoint_uri: str = Field(pattern=_URI, description="Structured Streaming checkpoint")
+    manifest_archive_uri: str | None = Field(
+        default=None, pattern=_URI, description="move processed manifests here (keeps the listing small)"
+    )
     source_uri_template: str = Field(
         default="s3://{bucket}/{key}", description="how a manifest entry becomes a readable URI"
     )
@@ -80,6 +83,8 @@ class JobSettings(BaseModel):
         if "{bucket}" not in self.source_uri_template or "{key}" not in self.source_uri_template:
             raise ValueError("source_uri_template must contain {bucket} and {key}")
         roots = [self.output_uri, self.quarantine_uri, self.checkpoint_uri, self.manifest_uri]
+        if self.manifest_archive_uri:
+            roots.append(self.manifest_archive_uri.rstrip("/"))
         for i, a in enumerate(roots):
             for b in roots[i + 1 :]:
                 if a == b or a.startswith(b + "/") or b.startswith(a + "/"):

@@ -20,14 +20,17 @@ logger = logging.getLogger(__name__)
 def start_query(spark: SparkSession, settings: JobSettings, job: ManifestBatchJob) -> StreamingQuery:
     """Start the named query. ``available-now`` drains what is there and stops (local runs);
     ``processing-time`` runs forever (the 24/7 job). Both run the same code."""
-    manifests = (
+    reader = (
         spark.readStream.format("text")
         .option("wholetext", True)
         .option("maxFilesPerTrigger", settings.max_files_per_trigger)
         .option("pathGlobFilter", f"*{MANIFEST_SUFFIX}")
-        .load(settings.manifest_uri)
-        .select(F.input_file_name().alias("manifest_uri"), "value")
     )
+    if settings.manifest_archive_uri:
+        # Processed manifests leave the listed prefix, so each trigger's listing stays small however
+        # long the job runs (see README: bookkeeping at scale).
+        reader = reader.option("cleanSource", "archive").option("sourceArchiveDir", settings.manifest_archive_uri)
+    manifests = reader.load(settings.manifest_uri).select(F.input_file_name().alias("manifest_uri"), "value")
     writer = (
         manifests.writeStream.queryName(settings.query_name)
         .option("checkpointLocation", settings.checkpoint_uri)

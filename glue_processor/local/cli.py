@@ -65,6 +65,7 @@ def job_settings(layout: LocalLayout, args: argparse.Namespace) -> JobSettings:
             "output_uri": layout.output.resolve().as_uri(),
             "quarantine_uri": layout.quarantine.resolve().as_uri(),
             "checkpoint_uri": layout.checkpoint.resolve().as_uri(),
+            "manifest_archive_uri": (layout.buckets / MANIFEST_BUCKET / "archive").resolve().as_uri(),
             "source_uri_template": LocalBuckets(layout.buckets).uri_template(),
             "trigger": args.trigger,
             "trigger_interval_seconds": str(args.trigger_interval_seconds),
