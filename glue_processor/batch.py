@@ -73,6 +73,7 @@ class ManifestBatchJob:
         *,
         query_id: str | None = None,
         metrics: JobMetrics | None = None,
+        rotate_after: int | None = None,
     ) -> None:
         self.spark = spark
         self.settings = settings
@@ -82,6 +83,9 @@ class ManifestBatchJob:
         self._query_id = query_id
         self.committed: list[CommitRecord] = []
         self.progress: list[dict[str, Any]] = []
+        self.rotate_after = rotate_after
+        self.rotate_requested = False
+        self.on_rotate: Any = None
         self.ingested: dict[tuple[str, str, str], int] = {}
         self._ingested_at: deque[tuple[datetime, list[tuple[str, str, str]]]] = deque()
         self._resumed = False
@@ -218,13 +222,18 @@ class ManifestBatchJob:
         self.committed.append(record)
         self._remember(record)
         self._report(record)
+        if self.rotate_after is not None and batch_id + 1 >= self.rotate_after and not self.rotate_requested:
+            self.rotate_requested = True
+            if self.on_rotate is not None:
+                self.on_rotate()
         logger.info("batch done", extra={"batch_id": batch_id, **record.stats.model_dump()})
         return record
 
     def resume(self) -> None:
         """After a restart: learn from the recent batches (size ratio, dedupe index, backlog)."""
         window = timedelta(hours=self.settings.dedupe_window_hours)
-        records = self.committer().recent_records(since=datetime.now(UTC) - window)
+        # every generation's records: an object ingested before a checkpoint rotation is still known
+        records = self.committer().recent_records_all(since=datetime.now(UTC) - window)
         for record in records:
             self._remember(record)
         if not records:

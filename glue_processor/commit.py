@@ -93,6 +93,17 @@ class BatchCommitter:
             out.append(record)
         return list(reversed(out))
 
+    def recent_records_all(self, *, since: datetime) -> list[CommitRecord]:
+        """Recent commit records of every query (checkpoint generation), oldest first."""
+        out: list[CommitRecord] = []
+        for info in self.fs.list(f"{self.output_uri}/{COMMITS_DIR}"):
+            if info.is_dir:
+                peer = BatchCommitter(
+                    self.fs, output_uri=self.output_uri, quarantine_uri=self.quarantine_uri, query_id=info.name
+                )
+                out.extend(peer.recent_records(since=since))
+        return sorted(out, key=lambda r: r.committed_at)
+
     def records(self) -> list[CommitRecord]:
         """Every commit record of this query, in batch order."""
         found = [i for i in self.fs.list(self.commits_dir()) if i.name.endswith(".json")]

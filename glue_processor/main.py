@@ -26,24 +26,41 @@ def parse_settings(argv: Sequence[str]) -> JobSettings:
     return settings_from_mapping(ours_from_argv(argv))
 
 
-def run_query(spark: SparkSession, settings: JobSettings) -> ManifestBatchJob:
-    """Start the query with its metrics, stop it between batches on SIGTERM/SIGINT, return
-    when it ends."""
-    from glue_processor.batch import ManifestBatchJob
-    from glue_processor.metrics.setup import job_metrics
-    from glue_processor.stream import start_query, stop_on_signal
+def run_query(spark: SparkSession, settings: JobSettings) -> list[ManifestBatchJob]:
+    """Run the query, generation after generation, until it ends or is stopped (SIGTERM/SIGINT
+    stop it between batches). Returns the batch job of each generation that ran."""
+    import threading
 
-    metrics = job_metrics(spark, settings)
-    batch_job = ManifestBatchJob(spark, settings, metrics=metrics)
-    metrics.attach(spark, settings)
-    try:
-        query = start_query(spark, settings, batch_job)
-        stop_on_signal(query)
-        query.awaitTermination()
-        batch_job.progress = [dict(p) for p in query.recentProgress]
-    finally:
-        metrics.close(spark)
-    return batch_job
+    from glue_processor.batch import ManifestBatchJob
+    from glue_processor.generations import current_checkpoint, rotate_after_batches
+    from glue_processor.hadoop_fs import HadoopFS
+    from glue_processor.metrics.setup import job_metrics
+    from glue_processor.stream import start_query, stop_gracefully, stop_on_signal
+
+    fs = HadoopFS(spark)
+    jobs: list[ManifestBatchJob] = []
+    while True:
+        generation = settings.model_copy(update={"checkpoint_uri": current_checkpoint(fs, settings)})
+        metrics = job_metrics(spark, generation)
+        batch_job = ManifestBatchJob(spark, generation, metrics=metrics, rotate_after=rotate_after_batches(settings))
+        metrics.attach(spark, generation)
+        try:
+            query = start_query(spark, generation, batch_job)
+            # processing-time: stop when the trigger is idle; available-now runs batches back to back, so
+            # stop soon (an interrupted batch re-runs in the next generation, its objects deduplicated)
+            wait_s = 2.0 if settings.trigger == "available-now" else 600.0
+            batch_job.on_rotate = lambda q=query, w=wait_s: threading.Thread(
+                target=stop_gracefully, args=(q,), kwargs={"timeout_seconds": w}, daemon=True
+            ).start()
+            stopped = stop_on_signal(query)
+            query.awaitTermination()
+            batch_job.progress = [dict(p) for p in query.recentProgress]
+        finally:
+            metrics.close(spark)
+        jobs.append(batch_job)
+        if stopped.is_set() or not batch_job.rotate_requested:
+            return jobs
+        logger.info("checkpoint generation full; continuing in a new one", extra={"after": generation.checkpoint_uri})
 
 
 def run(argv: Sequence[str]) -> int:

@@ -32,6 +32,9 @@ class JobSettings(BaseModel):
     output_uri: str = Field(pattern=_URI, description="Parquet dataset root")
     quarantine_uri: str = Field(pattern=_URI, description="root of quarantined records (JSON lines)")
     checkpoint_uri: str = Field(pattern=_URI, description="Structured Streaming checkpoint")
+    checkpoint_rotate_manifests: int = Field(
+        default=0, ge=0, description="start a new checkpoint generation after this many manifests (0: never)"
+    )
     manifest_archive_uri: str | None = Field(
         default=None, pattern=_URI, description="move processed manifests here (keeps the listing small)"
     )
@@ -78,6 +81,11 @@ class JobSettings(BaseModel):
 
     @model_validator(mode="after")
     def _template(self) -> JobSettings:
+        if self.checkpoint_rotate_manifests and not self.manifest_archive_uri:
+            raise ValueError(
+                "checkpoint_rotate_manifests needs manifest_archive_uri "
+                "(a new generation must not re-list old manifests)"
+            )
         if "jsonl" in self.metrics_sinks and not self.metrics_jsonl_path:
             raise ValueError("metrics_sinks includes jsonl: set metrics_jsonl_path")
         if "{bucket}" not in self.source_uri_template or "{key}" not in self.source_uri_template:

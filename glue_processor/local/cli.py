@@ -53,6 +53,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="available-now: drain and stop (default); processing-time: run 24/7",
     )
     p.add_argument("--trigger-interval-seconds", type=int, default=30)
+    p.add_argument(
+        "--checkpoint-rotate-manifests",
+        type=int,
+        default=50_000,
+        help="new checkpoint generation after this many manifests (default 50000; 0: never)",
+    )
     return p.parse_args(argv)
 
 
@@ -66,6 +72,7 @@ def job_settings(layout: LocalLayout, args: argparse.Namespace) -> JobSettings:
             "quarantine_uri": layout.quarantine.resolve().as_uri(),
             "checkpoint_uri": layout.checkpoint.resolve().as_uri(),
             "manifest_archive_uri": (layout.buckets / MANIFEST_BUCKET / "archive").resolve().as_uri(),
+            "checkpoint_rotate_manifests": str(args.checkpoint_rotate_manifests),
             "source_uri_template": LocalBuckets(layout.buckets).uri_template(),
             "trigger": args.trigger,
             "trigger_interval_seconds": str(args.trigger_interval_seconds),
@@ -148,9 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     spark = local_session()
     mark_run(layout, finished=False)
     try:
-        job = run_query(spark, settings)
+        jobs = run_query(spark, settings)
         mark_run(layout, finished=True)
-        print(render(job.committed, feed=feed, dataset=dataset_check(spark, layout)))
+        committed = [record for job in jobs for record in job.committed]
+        print(render(committed, feed=feed, dataset=dataset_check(spark, layout)))
         datums = read_datums(layout.metrics, since=started)
         print(f"\nmetrics of this run ({len(datums)} datums in {layout.metrics}):")
         print(render_metrics(datums))
