@@ -55,12 +55,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-trigger", type=int, default=1000)
     p.add_argument("--out", type=Path, default=Path(".bench/bookkeeping"))
     p.add_argument("--archive", action="store_true", help="archive processed manifests (cleanSource=archive)")
+    p.add_argument(
+        "--rotate",
+        type=int,
+        default=0,
+        help="new checkpoint generation after this many manifests (needs --archive), as the job does",
+    )
     args = p.parse_args(argv)
     args.out = args.out.resolve()
     from glue_processor.session import local_session
 
     shutil.rmtree(args.out, ignore_errors=True)
-    manifests, checkpoint = args.out / "manifests", args.out / "checkpoint"
+    manifests = args.out / "manifests"
+    generation, in_generation = 1, 0
     manifests.mkdir(parents=True)
     spark = local_session("bookkeeping", cores="2", driver_memory="4g")
     spark.sparkContext.setLogLevel("ERROR")
@@ -72,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
             (manifests / f"m{i:08d}.json").write_text("{}")
         made += per_step
         archive = args.out / "archive" if args.archive else None
+        if args.rotate and in_generation >= args.rotate:
+            generation, in_generation = generation + 1, 0
+        checkpoint = args.out / "checkpoint" / f"gen-{generation:05d}"
+        in_generation += per_step + 1
         drain_s = run_query(spark, manifests, checkpoint, args.per_trigger, archive)
         (manifests / f"r{step:08d}.json").write_text("{}")  # one new manifest after a "restart"
         made_restart = run_query(spark, manifests, checkpoint, args.per_trigger, archive)

@@ -56,8 +56,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--checkpoint-rotate-manifests",
         type=int,
-        default=50_000,
-        help="new checkpoint generation after this many manifests (default 50000; 0: never)",
+        default=20_000,
+        help="new checkpoint generation after this many manifests (default 20000; 0: never)",
     )
     return p.parse_args(argv)
 
