@@ -26,17 +26,18 @@ def du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def run_query(spark: Any, manifests: Path, checkpoint: Path, per_trigger: int) -> float:
+def run_query(spark: Any, manifests: Path, checkpoint: Path, per_trigger: int, archive: Path | None) -> float:
     """Drain with availableNow; return wall seconds (start -> terminated)."""
     t0 = time.monotonic()
-    df = (
+    reader = (
         spark.readStream.format("text")
         .option("wholetext", True)
         .option("maxFilesPerTrigger", per_trigger)
         .option("pathGlobFilter", "*.json")
-        .load(manifests.as_uri())
-        .select(F.input_file_name().alias("manifest_uri"), "value")
     )
+    if archive is not None:
+        reader = reader.option("cleanSource", "archive").option("sourceArchiveDir", archive.as_uri())
+    df = reader.load(manifests.as_uri()).select(F.input_file_name().alias("manifest_uri"), "value")
     q = (
         df.writeStream.queryName("bookkeeping")
         .option("checkpointLocation", checkpoint.as_uri())
