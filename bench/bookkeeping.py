@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         made_restart = run_query(spark, manifests, checkpoint, args.per_trigger, archive)
         row = {
             "manifests": made + step,
+            "generation": generation,
+            "listed_manifests": sum(1 for _ in manifests.glob("*.json")),
             "checkpoint_mb": round(du(checkpoint) / 1024**2, 2),
             "source_log_mb": round(du(checkpoint / "sources") / 1024**2, 2),
             "checkpoint_files": sum(1 for x in checkpoint.rglob("*") if x.is_file()),
