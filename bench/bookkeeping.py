@@ -119,7 +119,7 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> None:
     ax2 = ax.twinx()
     ax2.plot(xs, [r["checkpoint_mb"] for r in rows], "s--", color="tab:orange", label="checkpoint MB")
     ax2.set_ylabel("MB")
-    fig.legend(loc="upper left")
+    fig.legend(loc="lower right")
     ax.set_title("File-source bookkeeping as manifests accumulate")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
