@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from contracts.exceptions import ManifestError
+from contracts.validation import describe
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -103,7 +104,4 @@ class Manifest(BaseModel):
         try:
             return cls.model_validate_json(payload)
         except ValidationError as exc:
-            errors = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
-            )
-            raise ManifestError(f"invalid manifest {source}: {errors}") from exc
+            raise ManifestError(f"invalid manifest {source}: {describe(exc)}") from exc

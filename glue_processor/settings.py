@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from contracts.exceptions import ConfigError
 from contracts.metrics import DEFAULT_NAMESPACE
+from contracts.validation import describe
 
 MIB = 1024 * 1024
 _URI = r"^(s3|s3a|file|hdfs)://.+"
@@ -123,12 +124,13 @@ def settings_from_mapping(values: dict[str, str]) -> JobSettings:
     try:
         return JobSettings.model_validate(values)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            name = ".".join(str(p) for p in err["loc"]) or "settings"
-            hint = JobSettings.model_fields[name].description if name in JobSettings.model_fields else None
-            problems.append(f"--{name}: {err['msg']}" + (f" ({hint})" if hint else ""))
-        raise ConfigError("invalid job configuration: " + "; ".join(problems)) from exc
+        problems = describe(exc, name=_flag_with_hint, root="settings")
+        raise ConfigError(f"invalid job configuration: {problems}") from exc
+
+
+def _flag_with_hint(field: str) -> str:
+    hint = JobSettings.model_fields[field].description if field in JobSettings.model_fields else None
+    return f"--{field}" + (f" ({hint})" if hint else "")
 
 
 def ours_from_argv(argv: Sequence[str]) -> dict[str, str]:

@@ -9,6 +9,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts.exceptions import ConfigError
 from contracts.metrics import DEFAULT_NAMESPACE
+from contracts.validation import describe
 
 
 class ControlSettings(BaseSettings):
@@ -53,7 +54,5 @@ def load_settings(**overrides: object) -> ControlSettings:
     try:
         return ControlSettings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']).upper() or 'settings'}: {e['msg']}" for e in exc.errors()
-        )
+        problems = describe(exc, name=str.upper, root="settings")
         raise ConfigError(f"invalid control plane configuration: {problems}") from exc

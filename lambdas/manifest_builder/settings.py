@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from contracts.exceptions import ConfigError
 from contracts.layout import NDJSON_SUFFIXES, normalise_prefix
 from contracts.metrics import DEFAULT_NAMESPACE
+from contracts.validation import describe
 
 GIB = 1024**3
 
@@ -65,7 +66,5 @@ def load_settings(**overrides: object) -> BuilderSettings:
     try:
         return BuilderSettings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']).upper() or 'settings'}: {err['msg']}" for err in exc.errors()
-        )
+        problems = describe(exc, name=str.upper, root="settings")
         raise ConfigError(f"invalid manifest builder configuration: {problems}") from exc
