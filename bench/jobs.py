@@ -8,16 +8,15 @@ Prints one JSON object per run.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shutil
 import statistics
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.batch import batch_job, manifest_of
 from bench.data import COLUMNS
 from bench.proc import PeakRss
 
@@ -50,36 +49,9 @@ def session() -> Any:
 
 
 def run_ours(spark: Any, files: list[Path], out: Path, run: int) -> dict[str, Any]:
-    from contracts.manifest import Manifest, ManifestEntry
-    from glue_processor.batch import ManifestBatchJob
-    from glue_processor.settings import settings_from_mapping
-
-    now = datetime.now(UTC)
-    entries = [
-        ManifestEntry(
-            bucket=p.parent.name,
-            key=p.name,
-            size=p.stat().st_size,
-            etag=hashlib.md5(p.name.encode()).hexdigest(),
-            event_time=now,
-        )
-        for p in files
-    ]
-    settings = settings_from_mapping(
-        {
-            "manifest_uri": (out / "manifests").as_uri(),
-            "output_uri": (out / "data").as_uri(),
-            "quarantine_uri": (out / "quarantine").as_uri(),
-            "checkpoint_uri": (out / "checkpoint").as_uri(),
-            "source_uri_template": f"{files[0].parent.parent.as_uri()}/{{bucket}}/{{key}}",
-            "metrics_sinks": "",
-        }
-    )
-    job = ManifestBatchJob(spark, settings, query_id=f"bench{run:04d}")
-    if hasattr(run_ours, "ratio"):
-        job.ratio = run_ours.ratio  # a 24/7 job carries what it learnt from the previous batch
-    record = job.run([("file:///bench/manifest.json", Manifest.of(entries).to_json().decode())], run)
-    run_ours.ratio = job.ratio  # type: ignore[attr-defined]
+    job = batch_job(spark, files, out, f"bench{run:04d}", previous=getattr(run_ours, "previous", None))
+    record = job.run([manifest_of(files)], run)
+    run_ours.previous = job  # type: ignore[attr-defined]
     return {
         "records": record.stats.records_out,
         "batch_s": record.stats.duration_s,

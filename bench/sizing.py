@@ -11,14 +11,12 @@ average file size) and a latency SLA (batch duration under half the SLA), with t
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,24 +65,11 @@ def make_files(root: Path, count: int, file_kb: int) -> list[Path]:
 
 
 def measure(work: Path, limits: list[int], file_kb: int, repeats: int) -> list[Point]:
-    from contracts.manifest import Manifest, ManifestEntry
-    from glue_processor.batch import ManifestBatchJob
+    from bench.batch import batch_job, manifest_of
     from glue_processor.session import local_session
-    from glue_processor.settings import settings_from_mapping
 
     spark = local_session("sizing", cores="1", driver_memory="6g")
     files = make_files(work / "data", max(limits), file_kb)
-    now = datetime.now(UTC)
-    entries = [
-        ManifestEntry(
-            bucket=p.parent.name,
-            key=p.name,
-            size=p.stat().st_size,
-            etag=hashlib.md5(p.name.encode()).hexdigest(),
-            event_time=now,
-        )
-        for p in files
-    ]
     points = []
     batch_id = 0
     warm_job = None
@@ -92,21 +77,9 @@ def measure(work: Path, limits: list[int], file_kb: int, repeats: int) -> list[P
         durations = []
         for _ in range(repeats):
             out = work / "out" / f"{batch_id}"
-            settings = settings_from_mapping(
-                {
-                    "manifest_uri": (out / "m").as_uri(),
-                    "output_uri": (out / "d").as_uri(),
-                    "quarantine_uri": (out / "q").as_uri(),
-                    "checkpoint_uri": (out / "c").as_uri(),
-                    "source_uri_template": f"{files[0].parent.parent.as_uri()}/{{bucket}}/{{key}}",
-                    "metrics_sinks": "",
-                }
-            )
-            job = ManifestBatchJob(spark, settings, query_id=f"size{batch_id}")
-            if warm_job is not None:
-                job.ratio = warm_job.ratio
+            job = batch_job(spark, files, out, f"size{batch_id}", previous=warm_job)
             t0 = time.monotonic()
-            job.run([("file:///m.json", Manifest.of(entries[:limit]).to_json().decode())], batch_id)
+            job.run([manifest_of(files[:limit])], batch_id)
             durations.append(time.monotonic() - t0)
             warm_job = job
             batch_id += 1
@@ -124,8 +97,10 @@ def fit(points: list[Point]) -> tuple[float, float]:
     xs, ys = [p.mb for p in points], [p.seconds for p in points]
     mx, my = sum(xs) / n, sum(ys) / n
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / max(1e-9, sum((x - mx) ** 2 for x in xs))
+    if slope <= 0:  # batches too small to see the per-MB cost: fall back to the best observed rate
+        return min(ys), max(p.mb_per_s for p in points)
     overhead = max(0.0, my - slope * mx)
-    return overhead, 1 / max(slope, 1e-9)
+    return overhead, 1 / slope
 
 
 def recommend(
