@@ -23,7 +23,7 @@ class LocalBuckets:
 
     def uri_template(self) -> str:
         """The job's ``source_uri_template`` for these buckets."""
-        return f"{self.root.resolve().as_uri()}/{{bucket}}/{{key}}"
+        return "file://" + str(self.root.resolve()) + "/{bucket}/{key}"
 
     def put(self, bucket: str, key: str, body: bytes, *, content_type: str) -> None:
         """Write atomically: a hidden temporary file renamed into place.

@@ -20,7 +20,7 @@ from typing import Any
 
 from contracts.exceptions import IngestError
 from glue_processor.local.feeder import Feeder
-from glue_processor.local.layout import MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout
+from glue_processor.local.layout import MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout, local_uri
 from glue_processor.local.metrics_report import read_datums, render_metrics
 from glue_processor.local.sample import generate
 from glue_processor.local.status import mark_run
@@ -67,11 +67,11 @@ def job_settings(layout: LocalLayout, args: argparse.Namespace) -> JobSettings:
 
     return settings_from_mapping(
         {
-            "manifest_uri": layout.manifests.resolve().as_uri(),
-            "output_uri": layout.output.resolve().as_uri(),
-            "quarantine_uri": layout.quarantine.resolve().as_uri(),
-            "checkpoint_uri": layout.checkpoint.resolve().as_uri(),
-            "manifest_archive_uri": (layout.buckets / MANIFEST_BUCKET / "archive").resolve().as_uri(),
+            "manifest_uri": local_uri(layout.manifests),
+            "output_uri": local_uri(layout.output),
+            "quarantine_uri": local_uri(layout.quarantine),
+            "checkpoint_uri": local_uri(layout.checkpoint),
+            "manifest_archive_uri": local_uri(layout.buckets / MANIFEST_BUCKET / "archive"),
             "checkpoint_rotate_manifests": str(args.checkpoint_rotate_manifests),
             "source_uri_template": LocalBuckets(layout.buckets).uri_template(),
             "trigger": args.trigger,
@@ -109,12 +109,12 @@ def dataset_check(spark: Any, layout: LocalLayout) -> dict[str, Any]:
     files = visible_files(layout.output, ".parquet")
     result["files"] = len(files)
     if files:
-        df = spark.read.parquet(layout.output.resolve().as_uri())
+        df = spark.read.parquet(local_uri(layout.output))
         result["rows"] = df.count()
         result["duplicates"] = result["rows"] - df.select("_source_uri", "_line").distinct().count()
     qfiles = visible_files(layout.quarantine, ".json")
     if qfiles:
-        result["quarantined"] = spark.read.json(layout.quarantine.resolve().as_uri()).count()
+        result["quarantined"] = spark.read.json(local_uri(layout.quarantine)).count()
     return result
 
 
@@ -125,7 +125,11 @@ def main(argv: list[str] | None = None) -> int:
             logging.getLogger(name).setLevel(logging.WARNING)
     args = parse_args(argv)
     layout = LocalLayout(args.workdir.resolve())
-    layout.create()
+    try:
+        layout.create()
+    except FileExistsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     started = datetime.now(UTC)
     try:
         source = args.data

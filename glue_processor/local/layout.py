@@ -5,9 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+GLOB_CHARS = frozenset("[]{}*?\\")
 LANDING_BUCKET = "local-landing"
 MANIFEST_BUCKET = "local-manifests"
 MANIFEST_PREFIX = "manifests/"
+
+
+def local_uri(path: Path) -> str:
+    """A file URI as Hadoop reads it: the path as it is (``Path.as_uri`` would percent-encode a
+    space, which Hadoop then takes literally)."""
+    return "file://" + str(path.resolve())
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,9 @@ class LocalLayout:
         return self.workdir / "metrics.jsonl"
 
     def create(self) -> None:
+        bad = sorted(GLOB_CHARS & set(str(self.workdir)))
+        if bad:
+            raise FileExistsError(f"WORKDIR {self.workdir} contains {''.join(bad)}: Spark reads paths as glob patterns")
         for path in (self.buckets, self.manifests, self.state):
             path.mkdir(parents=True, exist_ok=True)
 

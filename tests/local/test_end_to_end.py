@@ -45,7 +45,7 @@ def lineage(rows: list[dict[str, Any]]) -> list[tuple[str, int]]:
 
 
 def test_user_tree_is_ingested_then_only_new_files(tmp_path: Path) -> None:
-    data, work = tmp_path / "my data", tmp_path / "work"
+    data, work = tmp_path / "my data", tmp_path / "work dir ü+%"
     files = {
         "a/with space.json": [{"id": i, "v": {"n": i}} for i in range(5)],
         "a/ünïcödé+plus%.ndjson": [{"id": 100 + i} for i in range(3)],
