@@ -86,7 +86,7 @@ class HadoopFS:
         """
         path = self._path(uri)
         fs = self._fs(path)
-        atomic_put = str(fs.getScheme()) in {"s3", "s3a", "s3n"}
+        atomic_put = uri.split("://", 1)[0] in {"s3", "s3a", "s3n"}
         target = path if atomic_put else self._path(f"{path.getParent().toString()}/.tmp-{path.getName()}")
         out = fs.create(target, True)
         try:

@@ -48,6 +48,9 @@ def local_session(
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.warehouse.dir", os.path.join(os.getcwd(), ".spark-warehouse"))
         .config("spark.driver.extraJavaOptions", "-Dderby.system.home=/tmp/derby -XX:+UseG1GC")
+        # The local file system without .crc side files: its checksum layer cannot name the side file
+        # of an object whose name has a ':' (timestamps), and S3 has no such layer either.
+        .config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
     )
     for key, value in {**JOB_SQL_CONF, **(extra or {})}.items():
         builder = builder.config(key, value)

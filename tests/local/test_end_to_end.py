@@ -50,13 +50,14 @@ def test_user_tree_is_ingested_then_only_new_files(tmp_path: Path) -> None:
         "a/with space.json": [{"id": i, "v": {"n": i}} for i in range(5)],
         "a/ünïcödé+plus%.ndjson": [{"id": 100 + i} for i in range(3)],
         "b/c/deep.jsonl.gz": [{"id": 200 + i, "s": "x"} for i in range(4)],
+        "b/2026-11-22T10:00:00.json": [{"id": 400}],  # a ':' in the name, as timestamped producers write
         "b/ignored.csv": [{"id": -1}],
     }
     write_tree(data, files)
 
     first = run_local("--data", str(data), "--workdir", str(work), "--sqs-batch-size", "1")
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "this run:" in first.stdout and "12 records in, 12 written" in first.stdout
+    assert "this run:" in first.stdout and "13 records in, 13 written" in first.stdout
     assert "metrics of this run" in first.stdout
 
     # metrics.jsonl holds every family the job and the manifest Lambda publish, and adds up
@@ -64,8 +65,8 @@ def test_user_tree_is_ingested_then_only_new_files(tmp_path: Path) -> None:
     names = {d["name"] for d in datums}
     expected = {m.name for m in M.ALL if m.source in (M.Source.JOB, M.Source.MANIFEST_LAMBDA)}
     assert expected <= names, expected - names
-    assert sum(d["value"] for d in datums if d["name"] == "RecordsIn") == 12
-    assert sum(d["value"] for d in datums if d["name"] == "ObjectsPerManifest") == 3
+    assert sum(d["value"] for d in datums if d["name"] == "RecordsIn") == 13
+    assert sum(d["value"] for d in datums if d["name"] == "ObjectsPerManifest") == 4
 
     # make status explains what the control plane would do
     status = subprocess.run(
@@ -94,7 +95,7 @@ def test_user_tree_is_ingested_then_only_new_files(tmp_path: Path) -> None:
     second = run_local("--data", str(data), "--workdir", str(work))
     assert second.returncode == 0, second.stderr[-3000:]
     assert "fed: 1 new files" in second.stdout and "1 records in, 1 written" in second.stdout
-    assert len(read_rows(work / "output")) == 13
+    assert len(read_rows(work / "output")) == 14
 
 
 def test_kill_9_mid_run_then_resume_gives_each_record_once(tmp_path: Path) -> None:
