@@ -103,10 +103,3 @@ class BatchCommitter:
                 )
                 out.extend(peer.recent_records(since=since))
         return sorted(out, key=lambda r: r.committed_at)
-
-    def records(self) -> list[CommitRecord]:
-        """Every commit record of this query, in batch order."""
-        found = [i for i in self.fs.list(self.commits_dir()) if i.name.endswith(".json")]
-        return [
-            CommitRecord.model_validate_json(self.fs.read_bytes(i.uri)) for i in sorted(found, key=lambda i: i.name)
-        ]
