@@ -21,10 +21,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contracts.layout import COMMITS_DIR, NDJSON_SUFFIXES
 from contracts.ledger import CommitRecord
+from glue_processor.local.layout import LANDING_BUCKET, MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout
+
+if TYPE_CHECKING:
+    from glue_processor.local.feeder import Feeder
 
 Identity = tuple[str, str, str]
 DONE = {"ingested", "empty"}
@@ -87,15 +91,12 @@ def reconcile(landed: Iterable[LandedObject], records: Iterable[CommitRecord]) -
 
 # -- local ----------------------------------------------------------------------------------------
 def local_landing(workdir: Path) -> Iterator[LandedObject]:
+    """The landing bucket of a local run, filtered as the local feeder filters it."""
     from glue_processor.local.feeder import md5_of
-    from glue_processor.local.layout import LANDING_BUCKET, LocalLayout
 
-    root = LocalLayout(workdir).landing.resolve()
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        hidden = any(p.startswith(".") for p in path.relative_to(root).parts)
-        if path.is_file() and not hidden and rel.lower().endswith(NDJSON_SUFFIXES):
-            yield LandedObject(LANDING_BUCKET, rel, md5_of(path), path.stat().st_size)
+    feeder = _local_feeder(workdir)
+    for key, path in feeder.landing_files():
+        yield LandedObject(LANDING_BUCKET, key, md5_of(path), path.stat().st_size)
 
 
 def local_records(workdir: Path) -> Iterator[CommitRecord]:
@@ -104,14 +105,14 @@ def local_records(workdir: Path) -> Iterator[CommitRecord]:
 
 
 def local_requeue(workdir: Path, missing: list[LandedObject]) -> int:
+    return _local_feeder(workdir).feed_keys([o.key for o in missing]).files
+
+
+def _local_feeder(workdir: Path) -> Feeder:
     from glue_processor.local.feeder import Feeder
-    from glue_processor.local.layout import MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout
     from lambdas.manifest_builder.settings import load_settings
 
-    feeder = Feeder(
-        LocalLayout(workdir), load_settings(manifest_bucket=MANIFEST_BUCKET, manifest_prefix=MANIFEST_PREFIX)
-    )
-    return feeder.feed_keys([o.key for o in missing]).files
+    return Feeder(LocalLayout(workdir), load_settings(manifest_bucket=MANIFEST_BUCKET, manifest_prefix=MANIFEST_PREFIX))
 
 
 # -- AWS ------------------------------------------------------------------------------------------

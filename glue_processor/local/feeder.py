@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,23 +71,25 @@ class Feeder:
                 seen[item["key"]] = (item["size"], item["mtime_ns"])
         return seen
 
-    def new_files(self) -> list[tuple[str, os.stat_result]]:
-        """Accepted files under the landing bucket that are new or changed since fed."""
-        fed = self.fed()
+    def landing_files(self) -> Iterator[tuple[str, Path]]:
+        """(key, path) of every file under the landing bucket that the manifest builder accepts."""
         root = self.layout.landing.resolve()
-        found = []
         for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             for name in sorted(filenames):
-                if name.startswith("."):
-                    continue
                 path = Path(dirpath) / name
                 key = path.relative_to(root).as_posix()
-                if not self.settings.accepts(key):
-                    continue
-                st = path.stat()
-                if fed.get(key) != (st.st_size, st.st_mtime_ns):
-                    found.append((key, st))
+                if not name.startswith(".") and self.settings.accepts(key):
+                    yield key, path
+
+    def new_files(self) -> list[tuple[str, os.stat_result]]:
+        """Accepted files under the landing bucket that are new or changed since fed."""
+        fed = self.fed()
+        found = []
+        for key, path in self.landing_files():
+            st = path.stat()
+            if fed.get(key) != (st.st_size, st.st_mtime_ns):
+                found.append((key, st))
         return found
 
     def feed(self) -> FeedResult:
