@@ -10,6 +10,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from glue_processor.local.cli import visible_files
 from tests.conftest import load_event
 
 
@@ -46,9 +47,7 @@ def sqs_record(body: Any, message_id: str) -> dict[str, Any]:
 
 
 def visible_parquet(root: Path) -> list[Path]:
-    return sorted(
-        p for p in root.rglob("*.parquet") if not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
-    )
+    return sorted(visible_files(root, ".parquet"))
 
 
 def read_rows(root: Path) -> list[dict[str, Any]]:
