@@ -278,8 +278,7 @@ class ManifestBatchJob:
         try:
             self.metrics.records_by_batch[record.batch_id] = record.stats.records_in
             self.metrics.publisher.emit(record_datums(record, dimensions=self.metrics.dimensions))
-            self.metrics.probe.mark_processed(record.manifests)
-            self.metrics.emit_backlog()
+            self.metrics.emit_backlog(self.metrics.probe.mark_processed(record.manifests))
         except Exception:
             logger.exception("batch metrics failed", extra={"batch_id": record.batch_id})
 

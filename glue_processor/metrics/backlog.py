@@ -53,9 +53,11 @@ class BacklogProbe:
         self.watermark_ms: int | None = None
         self._lock = threading.Lock()
 
-    def mark_processed(self, manifest_uris: Iterable[str]) -> None:
+    def mark_processed(self, manifest_uris: Iterable[str]) -> Backlog:
+        """Record a committed batch's manifests; return the backlog seen in the same listing."""
         names = {manifest_name(u) for u in manifest_uris}
-        listing = {i.name: i for i in self.fs.list(self.manifest_uri)}
+        files = self.fs.list(self.manifest_uri)
+        listing = {i.name: i for i in files}
         with self._lock:
             self.processed |= names
             times = [listing[n].modified_ms for n in names if n in listing]
@@ -65,6 +67,7 @@ class BacklogProbe:
             self.processed = {
                 n for n in self.processed if n in listing and listing[n].modified_ms >= (self.watermark_ms or 0)
             }
+            return measure(waiting(files, self.processed, self.watermark_ms), int(time.time() * 1000))
 
     def measure(self) -> Backlog:
         listing = self.fs.list(self.manifest_uri)

@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.metrics.backlog import BacklogProbe
-from glue_processor.metrics.convert import backlog_datums
+from glue_processor.metrics.convert import Backlog, backlog_datums
 from glue_processor.metrics.listener import MetricsListener
 from glue_processor.metrics.sinks import AsyncPublisher, CloudWatchSink, JsonlSink, Sink
 from glue_processor.settings import JobSettings
@@ -57,8 +57,8 @@ class JobMetrics:
             self._stop,
         )
 
-    def emit_backlog(self) -> None:
-        self.publisher.emit(backlog_datums(self.probe.measure(), dimensions=self.dimensions))
+    def emit_backlog(self, backlog: Backlog) -> None:
+        self.publisher.emit(backlog_datums(backlog, dimensions=self.dimensions))
 
     def close(self, spark: SparkSession, *, progress_wait_s: float = 10) -> None:
         """Stop the probe, let the last progress events arrive, flush the publisher."""
