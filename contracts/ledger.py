@@ -72,3 +72,5 @@ class CommitRecord(_Frozen):
     quarantine_files: tuple[PublishedFile, ...]
     sources: tuple[SourceRecord, ...]
     stats: BatchStats
+    # The JSON keys known when the batch was written (its columns); a restarted job starts from them.
+    keys: tuple[str, ...] = ()

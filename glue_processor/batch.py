@@ -80,6 +80,9 @@ class ManifestBatchJob:
         self.fs = HadoopFS(spark)
         self.metrics = metrics
         self.ratio = LearnedRatio(settings.parquet_bytes_per_input_byte)
+        # Every JSON key seen so far, and so the columns of a batch (the schema only grows). Rows
+        # whose keys are all known skip the map rebuild and the search for new keys.
+        self.known_keys: set[str] = set()
         self._query_id = query_id
         self.committed: list[CommitRecord] = []
         self.progress: list[dict[str, Any]] = []
@@ -197,6 +200,7 @@ class ManifestBatchJob:
             data_files=tuple(data_files),
             quarantine_files=tuple(quarantine_files),
             sources=tuple(outcome.sources),
+            keys=tuple(sorted(self.known_keys)),
             stats=BatchStats(
                 manifests=len(plan.manifests),
                 bad_manifests=plan.bad_manifests,
@@ -239,6 +243,7 @@ class ManifestBatchJob:
         if not records:
             return
         last = records[-1]
+        self.known_keys.update(last.keys)
         self.ratio.observe(output_bytes=last.stats.output_bytes, input_bytes=last.stats.text_bytes)
         if self.metrics is not None:
             self.metrics.probe.mark_processed(last.manifests)
@@ -314,7 +319,8 @@ class ManifestBatchJob:
             F.col("_metadata.file_modification_time").cast("double").alias("file_mtime"),
             "value",
         )
-        parsed = T.parse_fields(T.split_lines(files_df)).join(F.broadcast(table), "file_uri")
+        lines = T.split_lines(files_df)
+        parsed = T.parse_fields(lines, sorted(self.known_keys)).join(F.broadcast(table), "file_uri")
         return parsed.persist(StorageLevel.MEMORY_AND_DISK)
 
     def _load(self, uris: list[str]) -> DataFrame:
@@ -327,8 +333,8 @@ class ManifestBatchJob:
         )
 
     def _collect_stats(self, parsed: DataFrame, outcome: _Outcome) -> None:
-        rows = {r.file_uri: r for r in T.file_stats(parsed).collect()}
-        keys: set[str] = set()
+        rows = {r.file_uri: r for r in T.file_stats(parsed, sorted(self.known_keys)).collect()}
+        keys = set(self.known_keys)
         silent = [uri for uri in outcome.reading if uri not in rows]
         infos = self.fs.stat_many([outcome.reading[u].read_uri for u in silent])
         for uri, source in outcome.reading.items():
@@ -347,10 +353,10 @@ class ManifestBatchJob:
                 # brings it. Loading it here under this event's eTag would ingest it twice.
                 outcome.superseded(source, uri, "object overwritten after its event (a newer eTag)")
                 continue
-            for key_set in row.key_sets:
-                keys.update(key_set)
+            keys.update(row.new_keys)
             outcome.text_bytes += int(row.text_bytes or 0)
             outcome.add(source, "ingested" if row.good else "empty", records=row.good, bad=row.bad)
+        self.known_keys = keys
         outcome.columns_map = T.column_names(keys)
         outcome.columns = len(outcome.columns_map)
 

@@ -4,7 +4,8 @@ The shape of the data as it moves through a batch:
 
     files:  file_uri, value                      one row per NDJSON object (read whole)
     lines:  file_uri, line, text, blank          one row per line, 1-based line number
-    parsed: file_uri, line, text, blank, fields  fields = MAP<STRING,STRING>, NULL if not an object
+    parsed: file_uri, line, text, blank, fields, clean
+                                                 fields = MAP<STRING,STRING>, NULL if not an object
     output: <data columns...>, <lineage...>      every top-level field as a string
 """
 
@@ -14,12 +15,21 @@ from collections.abc import Iterable, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, MapType, StringType, StructField, StructType
 
 FIELDS_TYPE = "MAP<STRING,STRING>"
 # Jackson's defaults (20M-char strings, depth 1000) would reject valid records; Java's own limits apply.
 JSON_OPTIONS = {"maxStringLen": str(2**31 - 1), "maxNestingDepth": "10000"}
 # Lineage columns added to every output row. Data fields with the same names are renamed.
 LINEAGE_COLUMNS = ("_source_uri", "_source_etag", "_line", "_event_time", "_batch_id", "_ingest_time")
+
+# The wrapper around each line: {"v":<line>,"\u0000":1}. The marker is named NUL: a line could only
+# fake it by carrying the escape \u0000 as a key right after its object (raw NULs are not JSON).
+_END_MARKER = "\u0000"
+_END_MARKER_JSON = ',"\\u0000":1}'
+_WRAPPED_TYPE = StructType(
+    [StructField("v", MapType(StringType(), StringType())), StructField(_END_MARKER, IntegerType())]
+)
 
 REASON_NOT_UTF8 = "line is not valid UTF-8"
 REASON_TRAILING = "trailing content after the JSON object"
@@ -48,33 +58,43 @@ def split_lines(files: DataFrame) -> DataFrame:
     )
 
 
-def parse_fields(lines: DataFrame) -> DataFrame:
-    """Parse each line as a JSON object into a string map (NULL for anything else).
+def parse_fields(lines: DataFrame, known: Sequence[str] = ()) -> DataFrame:
+    """Parse each line as one JSON object into a string map (NULL for anything else).
 
     Values keep Spark's JSON text form: strings as they are, nested objects and arrays as
     compact JSON, numbers and booleans as their literal. Duplicate keys: the last one wins
     (needs ``spark.sql.mapKeyDedupPolicy=LAST_WIN``).
+
+    ``clean`` is true when every key of the object is in ``known`` and none repeats: the
+    common case, which needs neither a map rebuild nor a look for new columns.
     """
     text = F.col("text")
-    # Jackson stops after the first value, so '{"a":1} junk' or '{"a":1}{"b":2}' would parse. Lines that
-    # could hide such trailing content get the strict check (exactly one value); others skip it.
-    suspicious = ~F.rtrim(text).endswith("}") | text.contains("}{") | text.contains("} {") | text.contains("}\t{")
-    single_value = F.size(F.from_json(F.concat(F.lit("["), text, F.lit("]")), "ARRAY<STRING>", JSON_OPTIONS)) == 1
-    # from_json keeps a duplicate key twice in the map (lookups would then find the first); rebuilding
-    # the map applies spark.sql.mapKeyDedupPolicy=LAST_WIN, as most JSON parsers do.
-    fields = F.map_from_entries(F.map_entries(F.from_json(text, FIELDS_TYPE, JSON_OPTIONS)))
+    # Jackson stops after one value, so '{"a":1} junk', '{"a":1}{"b":2}' or '{"a":1}]' would parse
+    # on their own. Parsed as the value of a field followed by an end marker, anything after
+    # the object breaks the parse or hides the marker.
+    wrapped = F.from_json(F.concat(F.lit('{"v":'), text, F.lit(_END_MARKER_JSON)), _WRAPPED_TYPE, JSON_OPTIONS)
     # Splitting decodes each line, turning invalid UTF-8 bytes into U+FFFD: such a line would be
     # stored changed, so it is rejected (a genuine U+FFFD in the data is rejected too).
-    not_utf8 = text.contains("\ufffd")
-    parsed = lines.withColumn(
-        "fields",
-        F.when(F.col("blank") | (suspicious & ~F.coalesce(single_value, F.lit(False))) | not_utf8, None).otherwise(
-            fields
-        ),
+    one_object = ~F.col("blank") & (F.col("_wrapped").getField(_END_MARKER) == 1) & ~text.contains("\ufffd")
+    parsed = lines.withColumn("_wrapped", wrapped).withColumn(
+        "_map", F.when(one_object, F.col("_wrapped").getField("v"))
     )
-    # The raw text is only needed for quarantine records: dropping it from good rows halves what a
-    # batch caches.
-    return parsed.withColumn("text", F.when(F.col("fields").isNull(), F.col("text")))
+    # Distinct known keys present == number of keys <=> no repeated key and no unknown key.
+    hits = sum((F.map_contains_key("_map", key).cast("int") for key in known), F.lit(0))
+    parsed = parsed.withColumn("clean", F.size("_map") == hits)
+    # from_json keeps a repeated key twice (a lookup would find the first); rebuilding the map
+    # applies spark.sql.mapKeyDedupPolicy=LAST_WIN, as most JSON parsers do. Only rows that
+    # are not clean pay for it.
+    fields = F.when(F.col("clean"), F.col("_map")).otherwise(F.map_from_entries(F.map_entries("_map")))
+    parsed = parsed.withColumn("fields", fields)
+    # The raw text is only needed for quarantine records.
+    return parsed.withColumn("text", F.when(F.col("fields").isNull(), text)).drop("_wrapped", "_map")
+
+
+def new_keys(known: Sequence[str]) -> Column:
+    """Per row: the keys of ``fields`` not in ``known`` (NULL for clean rows and non-objects)."""
+    known_array = F.array(*[F.lit(k) for k in known]).cast("ARRAY<STRING>")
+    return F.when(~F.col("clean"), F.array_except(F.map_keys("fields"), known_array))
 
 
 def rejection_reason() -> Column:
@@ -92,8 +112,8 @@ def rejection_reason() -> Column:
     )
 
 
-def file_stats(parsed: DataFrame) -> DataFrame:
-    """Per file: good and bad line counts, text bytes, and the distinct key sets seen."""
+def file_stats(parsed: DataFrame, known: Sequence[str]) -> DataFrame:
+    """Per file: good and bad line counts, text bytes, and the keys not in ``known``."""
     good = F.col("fields").isNotNull()
     bad = F.col("fields").isNull() & ~F.col("blank")
     optional = [F.max("file_mtime").alias("file_mtime")] if "file_mtime" in parsed.columns else []
@@ -102,7 +122,7 @@ def file_stats(parsed: DataFrame) -> DataFrame:
         F.count(F.when(good, 1)).alias("good"),
         F.count(F.when(bad, 1)).alias("bad"),
         F.sum("bytes").alias("text_bytes"),
-        F.collect_set(F.when(good, F.array_sort(F.map_keys("fields")))).alias("key_sets"),
+        F.array_distinct(F.flatten(F.collect_set(new_keys(known)))).alias("new_keys"),
     )
 
 

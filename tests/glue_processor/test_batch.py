@@ -198,3 +198,45 @@ def test_output_files_follow_the_target_size(spark: Any, tmp_path: Path) -> None
     mb = 1024 * 1024
     assert all(0.6 * mb <= s <= 1.4 * mb for s in sizes), sizes
     assert len(visible_parquet(tmp_path / "output")) == len(sizes) + 1
+
+
+def test_a_new_key_adds_a_column_and_the_schema_survives_a_restart(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    job = env.job(spark)
+    # Given a first batch that teaches the job the key "a"
+    first = job.run([env.manifest("m0", [env.put("in/0.json", b'{"a":1}\n')])], 0)
+    assert first.keys == ("a",)
+    # When a later batch brings a new key "b" (written in a second pass)
+    second = job.run([env.manifest("m1", [env.put("in/1.json", b'{"a":2,"b":"x"}\n{"a":3}\n')])], 1)
+    # Then no value of "b" is lost, and the schema only grows
+    assert second.keys == ("a", "b")
+    rows = {(r["a"], r["b"]) for r in read_rows(tmp_path / "output") if r["_batch_id"] == 1}
+    assert rows == {("2", "x"), ("3", None)}
+    assert second.stats.records_out == 2 and second.stats.columns == 2
+    # And a restarted job starts from the schema it had: a batch without "b" still has its column
+    restarted = env.job(spark)
+    third = restarted.run([env.manifest("m2", [env.put("in/2.json", b'{"a":4}\n')])], 2)
+    assert third.keys == ("a", "b")
+    (row,) = (r for r in read_rows(tmp_path / "output") if r["_batch_id"] == 2)
+    assert (row["a"], row["b"]) == ("4", None)
+
+
+def test_counts_per_file_match_the_rows_written_and_the_lines_quarantined(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    entries = [
+        env.put("in/clean.json", b'{"a":1}\n{"a":2}\n{"a":3}\n'),
+        env.put("in/mixed.json", b'{"a":1}\nnope\n\n{"a":2,"a":5}\n[1]\n'),
+        env.put("in/blank.json", b"\n  \n"),
+    ]
+    record = env.job(spark).run([env.manifest("m0", entries)], 0)
+    by_key = {s.key: (s.status, s.records, s.bad_records) for s in record.sources}
+    assert by_key == {
+        "in/clean.json": ("ingested", 3, 0),
+        "in/mixed.json": ("ingested", 2, 2),
+        "in/blank.json": ("empty", 0, 0),
+    }
+    assert sorted(r["a"] for r in read_rows(tmp_path / "output")) == ["1", "1", "2", "3", "5"]
+    assert sorted((q["source_uri"], q["line"]) for q in env.quarantine()) == [
+        ("s3://landing/in/mixed.json", 2),
+        ("s3://landing/in/mixed.json", 5),
+    ]

@@ -73,7 +73,33 @@ def test_column_names_are_unique_case_insensitively() -> None:
     )
 
 
-def test_file_stats_count_good_bad_and_key_sets(spark: Any) -> None:
-    (row,) = T.file_stats(lines_of(spark, '{"a":1}\n{"b":1,"a":2}\nnope\n\n')).collect()
-    assert (row.good, row.bad) == (2, 1)
-    assert sorted(map(tuple, row.key_sets)) == [("a",), ("a", "b")]
+def test_clean_rows_need_no_rebuild_and_new_keys_are_named(spark: Any) -> None:
+    text = '{"a":1}\n{"b":1,"a":2}\n{"a":1,"a":3}\n{}\nnope\n'
+    files = spark.createDataFrame([("file:///f.json", text)], ["file_uri", "value"])
+    parsed = T.parse_fields(T.split_lines(files), ["a"]).where("not blank").withColumn("new", T.new_keys(["a"]))
+    rows = {r.line: (r.clean, r.new, r.fields) for r in parsed.collect()}
+    assert rows[1] == (True, None, {"a": "1"})
+    assert rows[2] == (False, ["b"], {"b": "1", "a": "2"})
+    assert rows[3] == (False, [], {"a": "3"})  # a repeated key is not clean; the last one wins
+    assert rows[4] == (True, None, {})
+    assert rows[5][2] is None  # not an object
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"a":1} junk',
+        '{"a":1}{"b":2}',
+        '{"a":1},{"b":2}',
+        '{"a":1}]',
+        '{"a":1} {"b":2}',
+        '{"a":1}  {"b":2}',
+        '{"a":1}\t{"b":2}',
+    ],
+)
+def test_trailing_content_after_one_object_is_rejected(spark: Any, line: str) -> None:
+    parsed = lines_of(spark, line + "\n").where("not blank")
+    joined = parsed.selectExpr("*", "'s3://b/f.json' as source_uri", "'s3://m/x.json' as manifest_uri")
+    (row,) = T.rejected_lines(joined, batch_id=1).collect()
+    assert row.raw == line
+    assert row.reason in (T.REASON_TRAILING, T.REASON_MALFORMED)
