@@ -319,8 +319,7 @@ class ManifestBatchJob:
             F.col("_metadata.file_modification_time").cast("double").alias("file_mtime"),
             "value",
         )
-        lines = T.split_lines(files_df)
-        parsed = T.parse_fields(lines, sorted(self.known_keys)).join(F.broadcast(table), "file_uri")
+        parsed = T.parse_fields(T.split_lines(files_df), sorted(self.known_keys)).join(F.broadcast(table), "file_uri")
         return parsed.persist(StorageLevel.MEMORY_AND_DISK)
 
     def _load(self, uris: list[str]) -> DataFrame:
