@@ -31,6 +31,11 @@ def _add_tree(zf: zipfile.ZipFile, package: str, *, exclude: tuple[str, ...] = (
         zf.writestr(info, path.read_bytes(), compress_type=zipfile.ZIP_DEFLATED)
 
 
+def pip_install(target: Path, *args: str) -> None:
+    """``pip install --target``: packages into a directory of their own, not into this environment."""
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(target), *args], check=True)
+
+
 def lambda_deps(cache: Path) -> Path:
     """Dependencies for the Lambda runtime, fetched once as manylinux wheels."""
     target = cache / "lambda-deps"
@@ -38,25 +43,16 @@ def lambda_deps(cache: Path) -> Path:
     if stamp.exists():
         return target
     shutil.rmtree(target, ignore_errors=True)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--target",
-            str(target),
-            "--platform",
-            "manylinux2014_x86_64",
-            "--implementation",
-            "cp",
-            "--python-version",
-            "3.11",
-            "--only-binary=:all:",
-            *LAMBDA_DEPS,
-        ],
-        check=True,
+    pip_install(
+        target,
+        "--platform",
+        "manylinux2014_x86_64",
+        "--implementation",
+        "cp",
+        "--python-version",
+        "3.11",
+        "--only-binary=:all:",
+        *LAMBDA_DEPS,
     )
     stamp.touch()
     return target

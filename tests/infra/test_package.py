@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from infra.deploy import main as deploy_main
-from infra.package import build
+from infra.package import build, pip_install
 
 pytestmark = pytest.mark.slow
 
@@ -55,20 +55,7 @@ def test_job_zip_and_wheel_import(artifacts: dict[str, Path], tmp_path: Path) ->
     out = clean_python(code, artifacts["job_package"], tmp_path / "deps")  # imported from the zip itself
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "128"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--target",
-            str(tmp_path / "wheel"),
-            str(artifacts["wheel"]),
-        ],
-        check=True,
-    )
+    pip_install(tmp_path / "wheel", "--no-deps", str(artifacts["wheel"]))
     out = clean_python(
         "import contracts.manifest, lambdas.manifest_builder.service; print('ok')",
         tmp_path / "wheel",
