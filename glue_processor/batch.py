@@ -12,55 +12,23 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from pyspark import StorageLevel
-from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, Row, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+from pyspark.sql import DataFrame, SparkSession
 
 from contracts.ledger import BatchStats, CommitRecord, PublishedFile, SourceRecord
 from glue_processor import faults
-from glue_processor import transforms as T
 from glue_processor.commit import BatchCommitter
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.metrics.convert import record_datums
-from glue_processor.planning import (
-    BatchPlan,
-    Rejection,
-    SourceFile,
-    escape_glob,
-    latency_seconds,
-    plan_batch,
-    poison_plan,
-)
+from glue_processor.planning import BatchPlan, Rejection, SourceFile, latency_seconds, plan_batch, poison_plan
 from glue_processor.settings import JobSettings
-from glue_processor.sizing import LearnedRatio, output_file_count
+from glue_processor.sizing import LearnedRatio, output_file_count, plan_groups
+from glue_processor.tasks import FileOutcome, FileTask, Staged, TaskSpec, conform, run_task
 
 if TYPE_CHECKING:
     from glue_processor.metrics.setup import JobMetrics
 
 logger = logging.getLogger(__name__)
-
-FILE_TABLE_SCHEMA = StructType(
-    [
-        StructField("file_uri", StringType(), False),
-        StructField("source_uri", StringType(), False),
-        StructField("etag", StringType(), False),
-        StructField("event_time", TimestampType(), False),
-        StructField("manifest_uri", StringType(), False),
-    ]
-)
-QUARANTINE_SCHEMA = StructType(
-    [
-        StructField("kind", StringType(), False),
-        StructField("source_uri", StringType(), False),
-        StructField("line", LongType(), True),
-        StructField("reason", StringType(), False),
-        StructField("raw", StringType(), True),
-        StructField("manifest_uri", StringType(), False),
-        StructField("batch_id", LongType(), False),
-    ]
-)
+GZIP_EXPANSION_PRIOR = 5.0
 
 
 class ManifestBatchJob:
@@ -80,6 +48,8 @@ class ManifestBatchJob:
         self.fs = HadoopFS(spark)
         self.metrics = metrics
         self.ratio = LearnedRatio(settings.parquet_bytes_per_input_byte)
+        # Decompressed bytes per gzip byte, to size the tasks of a batch before reading it.
+        self.gzip_expansion = LearnedRatio(GZIP_EXPANSION_PRIOR)
         # Every JSON key seen so far, and so the columns of a batch (the schema only grows). Rows
         # whose keys are all known skip the map rebuild and the search for new keys.
         self.known_keys: set[str] = set()
@@ -153,35 +123,33 @@ class ManifestBatchJob:
 
         outcome = _Outcome(plan)
         stages = _Stages()
-        parsed: DataFrame | None = None
-        with stages("plan_read"):
-            if plan.files:
-                parsed = self._read(plan.files, outcome)
-        try:
-            if parsed is not None:
-                with stages("parse_cache_stats"):
-                    self._collect_stats(parsed, outcome)
-                faults.hit("after-read")
-                if outcome.records_out:
-                    with stages("write_parquet"):
-                        self._write_data(parsed, outcome, data_dir, batch_id, committed_at)
-            with stages("write_quarantine"):
-                self._write_quarantine(parsed if outcome.bad_records else None, outcome, quarantine_dir, batch_id)
-        finally:
-            if parsed is not None:
-                parsed.unpersist()
+        if plan.files:
+            with stages("read_parse_write"):
+                self._load(
+                    plan.files,
+                    outcome,
+                    staging=(data_dir, quarantine_dir),
+                    batch_id=batch_id,
+                    committed_at=committed_at,
+                )
+            faults.hit("after-read")
+            if outcome.misfits:
+                with stages("conform"):
+                    self._conform(outcome)
+        with stages("write_quarantine"):
+            self._write_rejections(outcome, quarantine_dir, batch_id)
         faults.hit("after-stage")
 
         stem = f"{self.query_id[:8]}-{batch_id:012d}"
-        data_files = self._name_outputs(
-            data_dir,
+        data_files = _name_outputs(
+            outcome.data_files,
             f"{self.settings.output_uri}/{partition}",
             stem=f"part-{stem}",
             suffix=".parquet",
             attempt=attempt,
         )
-        quarantine_files = self._name_outputs(
-            quarantine_dir,
+        quarantine_files = _name_outputs(
+            outcome.quarantine_files,
             f"{self.settings.quarantine_uri}/{partition}",
             stem=f"quarantine-{stem}",
             suffix=".json",
@@ -189,6 +157,7 @@ class ManifestBatchJob:
         )
         output_bytes = sum(f.bytes for f in data_files)
         self.ratio.observe(output_bytes=output_bytes, input_bytes=outcome.text_bytes)
+        self.gzip_expansion.observe(output_bytes=outcome.gzip_text_bytes, input_bytes=outcome.gzip_bytes)
         latencies = latency_seconds((s.event_time for s in outcome.sources if s.status == "ingested"), committed_at)
         record = CommitRecord(
             query_id=self.query_id,
@@ -288,116 +257,76 @@ class ManifestBatchJob:
             logger.exception("batch metrics failed", extra={"batch_id": record.batch_id})
 
     # -- steps -----------------------------------------------------------------------------
-    def _read(self, files: list[SourceFile], outcome: _Outcome) -> DataFrame | None:
-        """Load every file of the batch in one parallel read; note the ones that are missing."""
-        by_uri = {f.read_uri: f for f in files}
-        readable = list(files)
-        try:
-            raw = self._load([escape_glob(f.read_uri) for f in readable])
-        except AnalysisException as exc:
-            if exc.getErrorClass() != "PATH_NOT_FOUND":
-                raise
-            # A listed object is gone. Find all missing ones at once, then read the rest.
-            stats = self.fs.stat_many(list(by_uri))
-            for uri, info in stats.items():
-                if info is None:
-                    outcome.missing(by_uri[uri], "object not found (deleted or never written)")
-            readable = [f for f in files if stats[f.read_uri] is not None]
-            if not readable:
-                return None
-            raw = self._load([escape_glob(f.read_uri) for f in readable])
-        outcome.reading = {self.fs.spark_uri(f.read_uri): f for f in readable}
-        table = self.spark.createDataFrame(
-            [
-                (uri, f.source_uri, f.entry.etag, f.entry.event_time, f.manifest_uri)
-                for uri, f in outcome.reading.items()
-            ],
-            FILE_TABLE_SCHEMA,
-        )
-        files_df = raw.select(
-            F.input_file_name().alias("file_uri"),
-            F.col("_metadata.file_modification_time").cast("double").alias("file_mtime"),
-            "value",
-        )
-        parsed = T.parse_fields(T.split_lines(files_df), sorted(self.known_keys)).join(F.broadcast(table), "file_uri")
-        return parsed.persist(StorageLevel.MEMORY_AND_DISK)
-
-    def _load(self, uris: list[str]) -> DataFrame:
-        return (
-            self.spark.read.format("text")
-            .option("wholetext", True)
-            .option("ignoreCorruptFiles", True)
-            .option("ignoreMissingFiles", True)
-            .load(uris)
-        )
-
-    def _collect_stats(self, parsed: DataFrame, outcome: _Outcome) -> None:
-        rows = {r.file_uri: r for r in T.file_stats(parsed, sorted(self.known_keys)).collect()}
-        keys = set(self.known_keys)
-        silent = [uri for uri in outcome.reading if uri not in rows]
-        infos = self.fs.stat_many([outcome.reading[u].read_uri for u in silent])
-        for uri, source in outcome.reading.items():
-            row: Row | None = rows.get(uri)
-            if row is None:
-                info = infos.get(source.read_uri)
-                if info is None:
-                    outcome.missing(source, "object not found when read (deleted after listing)")
-                elif info.size == 0:
-                    outcome.add(source, "empty")
-                else:
-                    outcome.unreadable(source, "object could not be read or decompressed (corrupt or truncated)")
-                continue
-            if row.file_mtime is not None and _overwritten(row.file_mtime, source.entry.event_time):
-                # A newer version replaced the object after this event; that version's own event
-                # brings it. Loading it here under this event's eTag would ingest it twice.
-                outcome.superseded(source, uri, "object overwritten after its event (a newer eTag)")
-                continue
-            keys.update(row.new_keys)
-            outcome.text_bytes += int(row.text_bytes or 0)
-            outcome.add(source, "ingested" if row.good else "empty", records=row.good, bad=row.bad)
-        self.known_keys = keys
-        outcome.columns_map = T.column_names(keys)
-        outcome.columns = len(outcome.columns_map)
-
-    def _write_data(
-        self, parsed: DataFrame, outcome: _Outcome, target: str, batch_id: int, committed_at: datetime
+    def _load(
+        self,
+        files: list[SourceFile],
+        outcome: _Outcome,
+        *,
+        staging: tuple[str, str],
+        batch_id: int,
+        committed_at: datetime,
     ) -> None:
-        out = T.project_output(
-            _without(parsed, outcome.excluded),
-            outcome.columns_map,
-            batch_id=batch_id,
-            ingest_time_iso=committed_at.isoformat(),
-        )
-        n = output_file_count(outcome.text_bytes, ratio=self.ratio.value, target_bytes=self.settings.target_file_bytes)
-        out = out.coalesce(n) if n <= out.rdd.getNumPartitions() else out.repartition(n)
-        out.write.mode("overwrite").option("compression", "snappy").parquet(target)
-
-    def _write_quarantine(self, parsed: DataFrame | None, outcome: _Outcome, target: str, batch_id: int) -> None:
-        driver_rows = [_rejection_row(r, batch_id) for r in outcome.rejections]
-        frames: list[DataFrame] = []
-        if driver_rows:
-            frames.append(self.spark.createDataFrame(driver_rows, QUARANTINE_SCHEMA))
-        if parsed is not None:
-            frames.append(T.rejected_lines(_without(parsed, outcome.excluded), batch_id=batch_id))
-        if not frames:
-            return
-        combined = frames[0]
-        for frame in frames[1:]:
-            combined = combined.unionByName(frame)
-        combined.coalesce(1).write.mode("overwrite").json(target)
-
-    def _name_outputs(
-        self, staged_dir: str, final_dir: str, *, stem: str, suffix: str, attempt: str
-    ) -> list[PublishedFile]:
-        """Deterministic final names for the staged files of one attempt."""
-        staged = sorted(
-            (i for i in self.fs.list(staged_dir) if i.name.endswith(suffix) and not i.name.startswith(("_", "."))),
-            key=lambda i: i.name,
-        )
-        return [
-            PublishedFile(staged=i.uri, final=f"{final_dir}/{stem}-{n:05d}-{attempt}{suffix}", bytes=i.size)
-            for n, i in enumerate(staged)
+        """Read, parse and stage every object of the batch in parallel tasks of about one file each."""
+        estimates = [f.entry.size * (self.gzip_expansion.value if _gzipped(f) else 1.0) for f in files]
+        target = self.settings.target_file_bytes
+        n = output_file_count(round(sum(estimates)), ratio=self.ratio.value, target_bytes=target)
+        known = tuple(sorted(self.known_keys))
+        specs = [
+            TaskSpec(
+                index=i,
+                files=tuple(_file_task(files[j]) for j in group),
+                known=known,
+                data_dir=staging[0],
+                quarantine_dir=staging[1],
+                batch_id=batch_id,
+                ingest_time=committed_at,
+                target_bytes=target,
+            )
+            for i, group in enumerate(plan_groups(estimates, n))
         ]
+        results = sorted(self._spark_map(run_task, specs), key=lambda r: r.index)
+        by_uri = {f.read_uri: f for f in files}
+        keys = set(self.known_keys)
+        for result in results:
+            outcome.data_files.extend(result.data)
+            outcome.quarantine_files.extend(result.quarantine)
+            for found in result.files:
+                source = by_uri[found.read_uri]
+                if found.status in ("missing", "unreadable"):
+                    outcome.file_problem(source, found.status, found.reason or found.status)
+                elif found.status == "superseded":
+                    outcome.add(source, "superseded", reason=found.reason)
+                else:
+                    keys.update(found.new_keys)
+                    outcome.read(source, found)
+        self.known_keys = keys
+        final = tuple(sorted(keys))
+        outcome.final_keys = final
+        outcome.misfits = [d for d in outcome.data_files if set(d.keys) != keys]
+        outcome.columns = len(final)
+
+    def _conform(self, outcome: _Outcome) -> None:
+        """Give the files written before another task found a new key the batch's final columns."""
+        keys = outcome.final_keys
+        fixed = self._spark_map(lambda staged: conform(staged, keys), outcome.misfits)
+        replaced = {m.uri for m in outcome.misfits}
+        outcome.data_files = [d for d in outcome.data_files if d.uri not in replaced] + fixed
+
+    def _spark_map(self, fn: Any, items: Sequence[Any]) -> list[Any]:
+        """``fn`` over ``items``, one Spark task each (the tasks write; only small results return)."""
+        if not items:
+            return []
+        return list(self.spark.sparkContext.parallelize(list(items), len(items)).map(fn).collect())
+
+    def _write_rejections(self, outcome: _Outcome, target: str, batch_id: int) -> None:
+        """Quarantine records made on the driver: bad manifests, and whole files."""
+        if not outcome.rejections:
+            return
+        lines = (json.dumps(_rejection_record(r, batch_id), ensure_ascii=False) + "\n" for r in outcome.rejections)
+        body = "".join(lines).encode()
+        uri = f"{target}/rejections.json"
+        self.fs.write_bytes(uri, body)
+        outcome.quarantine_files.append(Staged(uri, len(body)))
 
 
 class _Stages:
@@ -426,40 +355,42 @@ class _Outcome:
     def __init__(self, plan: BatchPlan) -> None:
         self.rejections: list[Rejection] = list(plan.rejections)
         self.sources: list[SourceRecord] = []
-        self.reading: dict[str, SourceFile] = {}
+        self.data_files: list[Staged] = []
+        self.quarantine_files: list[Staged] = []
+        self.misfits: list[Staged] = []
+        self.final_keys: tuple[str, ...] = ()
         self.text_bytes = 0
+        self.gzip_bytes = 0
+        self.gzip_text_bytes = 0
         self.records_out = 0
         self.bad_records = 0
         self.columns = 0
-        self.columns_map: list[tuple[str, str]] = []
-        self.excluded: list[str] = []
         for rejection in plan.rejections:
             if rejection.entry is not None:
                 self._record(rejection.entry, rejection.manifest_uri, "rejected", reason=rejection.reason)
         for dup, why in plan.duplicates:
             self._record(dup.entry, dup.manifest_uri, "duplicate", reason=why)
 
-    def add(self, source: SourceFile, status: Any, *, records: int = 0, bad: int = 0) -> None:
-        self.records_out += records
-        self.bad_records += bad
-        self._record(source.entry, source.manifest_uri, status, records=records, bad=bad)
+    def read(self, source: SourceFile, found: FileOutcome) -> None:
+        """An object that was read and parsed (ingested, or empty)."""
+        self.records_out += found.good
+        self.bad_records += found.bad
+        self.text_bytes += found.text_bytes
+        if _gzipped(source):
+            self.gzip_bytes += source.entry.size
+            self.gzip_text_bytes += found.text_bytes
+        self._record(source.entry, source.manifest_uri, found.status, records=found.good, bad=found.bad)
 
-    def superseded(self, source: SourceFile, file_uri: str, reason: str) -> None:
-        self.excluded.append(file_uri)
-        self._record(source.entry, source.manifest_uri, "superseded", reason=reason)
+    def add(self, source: SourceFile, status: Any, *, reason: str | None = None) -> None:
+        self._record(source.entry, source.manifest_uri, status, reason=reason)
 
-    def missing(self, source: SourceFile, reason: str) -> None:
-        self._file_problem(source, "missing", reason)
-
-    def unreadable(self, source: SourceFile, reason: str) -> None:
-        self._file_problem(source, "unreadable", reason)
+    def file_problem(self, source: SourceFile, status: Any, reason: str) -> None:
+        """A missing or unreadable object: quarantined whole."""
+        self.rejections.append(Rejection("file", source.source_uri, reason, source.manifest_uri, entry=source.entry))
+        self._record(source.entry, source.manifest_uri, status, reason=reason)
 
     def count(self, status: str) -> int:
         return sum(1 for s in self.sources if s.status == status)
-
-    def _file_problem(self, source: SourceFile, status: Any, reason: str) -> None:
-        self.rejections.append(Rejection("file", source.source_uri, reason, source.manifest_uri, entry=source.entry))
-        self._record(source.entry, source.manifest_uri, status, reason=reason)
 
     def _record(self, entry: Any, manifest_uri: str, status: Any, **extra: Any) -> None:
         self.sources.append(
@@ -478,17 +409,31 @@ class _Outcome:
         )
 
 
-def _without(parsed: DataFrame, file_uris: list[str]) -> DataFrame:
-    return parsed.where(~F.col("file_uri").isin(file_uris)) if file_uris else parsed
+def _gzipped(source: SourceFile) -> bool:
+    return source.read_uri.lower().endswith(".gz")
 
 
-def _overwritten(modified_epoch_s: float, event_time: datetime, *, tolerance_s: float = 2.0) -> bool:
-    """True when the object was last modified after the event that listed it (clock slack allowed)."""
-    return modified_epoch_s - event_time.timestamp() > tolerance_s
+def _file_task(source: SourceFile) -> FileTask:
+    return FileTask(
+        read_uri=source.read_uri,
+        source_uri=source.source_uri,
+        etag=source.entry.etag,
+        event_time=source.entry.event_time,
+        manifest_uri=source.manifest_uri,
+    )
 
 
-def _rejection_row(r: Rejection, batch_id: int) -> tuple[Any, ...]:
-    return (r.kind, r.source_uri, None, r.reason, r.raw, r.manifest_uri, batch_id)
+def _name_outputs(staged: list[Staged], final_dir: str, *, stem: str, suffix: str, attempt: str) -> list[PublishedFile]:
+    """Deterministic final names for the staged files of one attempt."""
+    return [
+        PublishedFile(staged=item.uri, final=f"{final_dir}/{stem}-{n:05d}-{attempt}{suffix}", bytes=item.bytes)
+        for n, item in enumerate(sorted(staged, key=lambda i: i.uri))
+    ]
+
+
+def _rejection_record(r: Rejection, batch_id: int) -> dict[str, Any]:
+    record = {"kind": r.kind, "source_uri": r.source_uri, "reason": r.reason, "raw": r.raw}
+    return {k: v for k, v in record.items() if v is not None} | {"manifest_uri": r.manifest_uri, "batch_id": batch_id}
 
 
 def _percentile(values: Iterable[float], q: float) -> float | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -40,6 +41,9 @@ def local_session(
 ) -> SparkSession:
     """A local SparkSession configured as the job expects."""
     os.environ["JAVA_HOME"] = java_home()
+    # The batch's tasks run Python (msgspec, pyarrow): the workers use this interpreter, not
+    # whichever python3 is first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
         SparkSession.builder.master(f"local[{cores}]")
         .appName(app_name)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections.abc import Sequence
 
 
 def output_file_count(input_bytes: int, *, ratio: float, target_bytes: int) -> int:
@@ -31,3 +33,19 @@ class LearnedRatio:
         # The configured value is only a prior: the first measurement replaces it.
         self.value = observed if not self.observations else (1 - self.weight) * self.value + self.weight * observed
         self.observations += 1
+
+
+def plan_groups(sizes: Sequence[float], groups: int) -> list[list[int]]:
+    """Split items (by estimated size) into ``groups`` bins of about equal total size.
+
+    Largest first, each into the lightest bin so far (LPT); returns the item indexes of each
+    non-empty bin, in input order within a bin. Each bin becomes one task and about one file.
+    """
+    bins: list[tuple[float, int]] = [(0.0, b) for b in range(max(1, min(groups, len(sizes))))]
+    members: list[list[int]] = [[] for _ in bins]
+    heapq.heapify(bins)
+    for index in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        total, b = heapq.heappop(bins)
+        members[b].append(index)
+        heapq.heappush(bins, (total + sizes[index], b))
+    return [sorted(m) for m in members if m]

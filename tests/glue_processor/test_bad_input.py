@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from contracts.manifest import Manifest, ManifestEntry
-from glue_processor import transforms as T
+from glue_processor import ndjson as T
 from tests.glue_processor.test_batch import BUCKET, Env
 from tests.helpers import read_rows
 

@@ -10,11 +10,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from contracts.manifest import Manifest, ManifestEntry
 from glue_processor.batch import ManifestBatchJob
 from glue_processor.local.buckets import LocalBuckets
+from glue_processor.ndjson import LINEAGE_COLUMNS
 from glue_processor.settings import JobSettings, settings_from_mapping
 from tests.helpers import read_rows, visible_parquet
 
@@ -191,13 +193,13 @@ def test_output_files_follow_the_target_size(spark: Any, tmp_path: Path) -> None
 
     job = env.job(spark)
     # the first batch teaches the job this data's Parquet/NDJSON ratio
-    job.run([env.manifest("m0", [env.put(f"in/warm{i}.json", body(1500)) for i in range(2)])], 0)
+    first = job.run([env.manifest("m0", [env.put(f"in/warm{i}.json", body(1500)) for i in range(2)])], 0)
     record = job.run([env.manifest("m1", [env.put(f"in/f{i}.json", body(1500)) for i in range(8)])], 1)
     sizes = [f.bytes for f in record.data_files]
     assert len(sizes) >= 3
     mb = 1024 * 1024
-    assert all(0.6 * mb <= s <= 1.4 * mb for s in sizes), sizes
-    assert len(visible_parquet(tmp_path / "output")) == len(sizes) + 1
+    assert all(0.6 * mb <= s <= 1.4 * mb for s in sizes), str(sizes)
+    assert len(visible_parquet(tmp_path / "output")) == len(sizes) + len(first.data_files)
 
 
 def test_a_new_key_adds_a_column_and_the_schema_survives_a_restart(spark: Any, tmp_path: Path) -> None:
@@ -240,3 +242,24 @@ def test_counts_per_file_match_the_rows_written_and_the_lines_quarantined(spark:
         ("s3://landing/in/mixed.json", 2),
         ("s3://landing/in/mixed.json", 5),
     ]
+
+
+def test_a_key_found_by_one_task_is_a_column_of_every_file(spark: Any, tmp_path: Path) -> None:
+    # Given two objects read by two tasks, where only the second has the key "extra"
+    env = Env(tmp_path, target_file_mb="1")
+    rng = random.Random(5)
+
+    def body(n: int, extra: bool) -> bytes:
+        recs = ({"id": i, "blob": rng.randbytes(200).hex(), **({"extra": i} if extra else {})} for i in range(n))
+        return "".join(json.dumps(r) + "\n" for r in recs).encode()
+
+    entries = [env.put("in/plain.json", body(9000, False)), env.put("in/extra.json", body(9000, True))]
+    record = env.job(spark).run([env.manifest("m0", entries)], 0)
+    # Then every file of the batch has the same columns, and no value is lost
+    files = visible_parquet(tmp_path / "output")
+    assert len(files) >= 2
+    schemas = {tuple(pq.read_schema(f).names) for f in files}
+    assert schemas == {("blob", "extra", "id", *LINEAGE_COLUMNS)}
+    rows = read_rows(tmp_path / "output")
+    assert sum(1 for r in rows if r["extra"] is not None) == 9000 == record.stats.records_out - 9000
+    assert "conform" in record.stats.stage_s

@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,15 @@ def test_glue_job_arguments_and_settings_agree_with_the_job() -> None:
         assert job["DefaultArguments"][flag] == "true"
     assert job["DefaultArguments"]["--job_name"] == {"Fn::Sub": DIMENSION_VALUES["JobName"]}
     assert job["DefaultArguments"]["--query_name"] == {"Ref": "QueryName"}
+
+
+def test_glue_installs_the_python_modules_the_batch_tasks_import() -> None:
+    # Given the job's runtime dependencies, declared once in pyproject's "spark" extra
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    needed = {d for d in project["optional-dependencies"]["spark"] if not d.startswith("pyspark")}
+    # Then the Glue job installs each of them (pyspark is Glue's own), pinned the same way
+    listed = R["GlueJob"]["Properties"]["DefaultArguments"]["--additional-python-modules"]
+    assert needed <= set(re.split(r",(?=[a-z])", listed)), listed
 
 
 def _dashboard() -> dict[str, Any]:

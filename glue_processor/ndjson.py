@@ -1,0 +1,247 @@
+"""NDJSON bytes -> Arrow string columns, one per top-level key (pure: no I/O, no Spark).
+
+This is the hot loop of the job, so it does as little per value in Python as it can:
+
+* each line is decoded by msgspec into a struct of ``msgspec.Raw`` fields, one per known key.
+  Raw values are the JSON text as written, so nested values are never built as Python objects,
+  numbers keep their exact literal, and a repeated key keeps its last value;
+* each column of raw texts becomes one Arrow array in a single encode (no per-value copy), and
+  the rest (quotes off strings, ``null`` to NULL) is vectorised in Arrow. Only strings with
+  escapes and nested values with white space are finished in Python.
+
+A line is a row when it is one JSON object and nothing else; anything else (bar blank lines)
+becomes a :class:`BadLine` with its number and reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# Lineage columns added to every output row. Data fields with the same names are renamed.
+LINEAGE_COLUMNS = ("_source_uri", "_source_etag", "_line", "_event_time", "_batch_id", "_ingest_time")
+
+REASON_NOT_UTF8 = "line is not valid UTF-8"
+REASON_TRAILING = "trailing content after the JSON object"
+REASON_ARRAY = "line is a JSON array, expected an object"
+REASON_SCALAR = "line is a JSON scalar, expected an object"
+REASON_MALFORMED = "malformed JSON"
+REASON_TOO_DEEP = "JSON nested deeper than about 10000 levels"
+
+# Nesting depth a line may have (msgspec recurses per level; Python's default limit is ~1000).
+MAX_DEPTH = 10_000
+
+_NULL = msgspec.Raw(b"null")
+_OBJECT = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ANY = msgspec.json.Decoder()
+_STRING = msgspec.json.Decoder(str)
+_ENCODER = msgspec.json.Encoder()
+_ERRORS = (msgspec.MsgspecError, RecursionError)
+# White space outside JSON strings: removed to give nested values their compact text.
+_TOKENS = re.compile(r'("(?:[^"\\]|\\.)*")|[ \t\r\n]+', re.DOTALL)
+STRING = pa.large_string()
+
+
+@dataclass(frozen=True)
+class BadLine:
+    line: int
+    reason: str
+    raw: str
+
+
+@dataclass(frozen=True)
+class ParsedText:
+    """The rows of one NDJSON text: ``columns[i]`` holds the values of ``keys[i]``."""
+
+    keys: tuple[str, ...]
+    columns: list[pa.Array]
+    lines: pa.Array
+    bad: list[BadLine]
+
+    @property
+    def rows(self) -> int:
+        return len(self.lines)
+
+
+def parse_ndjson(data: bytes, known: Sequence[str] = ()) -> ParsedText:
+    """Parse ``data`` (one object per line, LF or CRLF) into string columns.
+
+    ``keys`` of the result are ``known`` (in an order of its own) and the keys first seen here. Values:
+    strings as text, nested objects and arrays as compact JSON (literals as written), numbers
+    and booleans as their literal, ``null`` as NULL.
+    """
+    # msgspec cannot name a struct field with a quote, backslash or control character: rows with
+    # such keys take the slower dict path.
+    head = tuple(k for k in known if _fieldable(k))
+    lines = data.split(b"\n")
+    invalid = _invalid_utf8_lines(data, lines)
+    decode = _row_decoder(head).decode
+    rows: list[Any] = []
+    numbers: list[int] = []
+    failed: list[int] = []
+    for number, line in enumerate(lines, 1):
+        try:
+            rows.append(decode(line))
+        except _ERRORS:
+            failed.append(number)
+            continue
+        numbers.append(number)
+    if invalid:
+        keep = [i for i, n in enumerate(numbers) if n not in invalid]
+        rows, numbers = [rows[i] for i in keep], [numbers[i] for i in keep]
+    bad: list[BadLine] = []
+    wider: list[tuple[int, dict[str, Any]]] = []
+    for number in failed:
+        line = lines[number - 1]
+        if not line.strip():
+            continue
+        if number in invalid:
+            bad.append(BadLine(number, REASON_NOT_UTF8, _text(line)))
+            continue
+        obj, reason = _classify(line)
+        if obj is None:
+            bad.append(BadLine(number, reason, _text(line)))
+        else:
+            wider.append((number, obj))
+    tail = tuple(k for k in known if k not in set(head))
+    tail += tuple(sorted({k for _, obj in wider for k in obj} - set(known)))
+    keys = head + tail
+    columns = _columns(list(map(msgspec.structs.astuple, rows)), len(head))
+    columns += [pa.nulls(len(rows), STRING) for _ in tail]
+    line_numbers = pa.array(numbers, pa.int32())
+    if wider:
+        # Rows with keys not known yet (or not fit for a struct field), from their dicts.
+        more = _columns([tuple(obj.get(k, _NULL) for k in keys) for _, obj in wider], len(keys))
+        columns = [pa.concat_arrays([a, b]) for a, b in zip(columns, more, strict=True)]
+        line_numbers = pa.concat_arrays([line_numbers, pa.array([n for n, _ in wider], pa.int32())])
+        order = pc.sort_indices(line_numbers)
+        columns = [c.take(order) for c in columns]
+        line_numbers = line_numbers.take(order)
+    return ParsedText(keys=keys, columns=columns, lines=line_numbers, bad=bad)
+
+
+def column_names(keys: Sequence[str]) -> list[tuple[str, str]]:
+    """Map JSON keys to Parquet column names, deterministically.
+
+    Engines such as Athena and Spark (by default) resolve column names case-insensitively, so
+    keys that differ only by case, or that collide with a lineage column, get a suffix
+    ``__2``, ``__3``... in sorted order. An empty key becomes ``_empty_key``.
+    """
+    taken = {name.lower() for name in LINEAGE_COLUMNS}
+    mapping: list[tuple[str, str]] = []
+    for key in sorted(set(keys)):
+        base = key if key else "_empty_key"
+        name, n = base, 1
+        while name.lower() in taken:
+            n += 1
+            name = f"{base}__{n}"
+        taken.add(name.lower())
+        mapping.append((key, name))
+    return sorted(mapping, key=lambda kv: (kv[1].lower(), kv[1]))
+
+
+# -- internals -------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=16)
+def _row_decoder(keys: tuple[str, ...]) -> msgspec.json.Decoder[Any]:
+    """A decoder of objects whose keys are all in ``keys`` (any other key is an error)."""
+    fields = [(f"f{i}", msgspec.Raw, _NULL) for i in range(len(keys))]
+    rename = {f"f{i}": key for i, key in enumerate(keys)}
+    row = msgspec.defstruct("Row", fields, rename=rename, forbid_unknown_fields=True)
+    return msgspec.json.Decoder(row)
+
+
+def _invalid_utf8_lines(data: bytes, lines: list[bytes]) -> set[int]:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {n for n, line in enumerate(lines, 1) if not _is_utf8(line)}
+    return set()
+
+
+def _is_utf8(line: bytes) -> bool:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _text(line: bytes) -> str:
+    return line.removesuffix(b"\r").decode("utf-8", errors="replace")
+
+
+@contextlib.contextmanager
+def _deep() -> Iterator[None]:
+    """Let msgspec follow nesting up to ``MAX_DEPTH`` levels."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, MAX_DEPTH + 200))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _classify(line: bytes) -> tuple[dict[str, Any] | None, str]:
+    """An object with keys not known yet, or why the line is not one JSON object."""
+    with _deep():
+        try:
+            return _OBJECT.decode(line), ""
+        except msgspec.ValidationError:
+            return None, REASON_ARRAY if line.lstrip().startswith(b"[") else REASON_SCALAR
+        except msgspec.DecodeError as exc:
+            return None, REASON_TRAILING if "trailing characters" in str(exc) else REASON_MALFORMED
+        except RecursionError:
+            return None, REASON_TOO_DEEP
+
+
+def _columns(rows: list[tuple[msgspec.Raw, ...]], width: int) -> list[pa.Array]:
+    if not rows or not width:
+        return [pa.nulls(len(rows), STRING) for _ in range(width)]
+    return [_strings(column) for column in zip(*rows, strict=True)]
+
+
+def _fieldable(key: str) -> bool:
+    return not any(ch in '"\\' or ord(ch) < 0x20 for ch in key)
+
+
+def _strings(raw: tuple[msgspec.Raw, ...]) -> pa.Array:
+    """Raw JSON texts -> string values (one encode for the column, then Arrow kernels)."""
+    n = len(raw)
+    body = _ENCODER.encode(raw)  # b"[v1,v2,...]": each value followed by one separator byte
+    lengths = np.fromiter(map(len, raw), dtype=np.int64, count=n)
+    offsets = np.empty(n + 1, dtype=np.int64)
+    offsets[0] = 1
+    np.cumsum(lengths + 1, out=offsets[1:])
+    offsets[1:] += 1
+    with_sep = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(body)])
+    raw_text = pc.binary_slice(with_sep, 0, -1)
+    text = raw_text.view(STRING)
+    quoted = pc.starts_with(text, '"')
+    values = pc.if_else(quoted, pc.binary_slice(raw_text, 1, -1).view(STRING), text)
+    escaped = pc.and_(quoted, pc.match_substring(text, "\\"))
+    if pc.any(escaped).as_py():
+        values = _fix(values, text, escaped, lambda s: _STRING.decode(s.encode()))
+    nested = pc.and_(
+        pc.or_(pc.starts_with(text, "{"), pc.starts_with(text, "[")),
+        pc.match_substring_regex(text, "[ \t\r\n]"),
+    )
+    if pc.any(nested).as_py():
+        values = _fix(values, text, nested, lambda s: _TOKENS.sub(lambda m: m.group(1) or "", s))
+    is_null = pc.and_(pc.invert(quoted), pc.equal(text, "null"))
+    return pc.if_else(is_null, pa.scalar(None, STRING), values)
+
+
+def _fix(values: pa.Array, text: pa.Array, mask: pa.Array, fn: Any) -> pa.Array:
+    """Replace the masked values by ``fn`` of their raw text (the rare, slow path)."""
+    fixed = [fn(s) for s in text.filter(mask).to_pylist()]
+    return pc.replace_with_mask(values, mask, pa.array(fixed, STRING))

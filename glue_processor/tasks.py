@@ -1,0 +1,278 @@
+"""The work of one Spark task of a batch: read a group of objects, parse them, write Parquet.
+
+The driver splits a batch's objects into groups of about one output file each
+(:func:`glue_processor.sizing.plan_groups`); each group is one task. A task reads its objects
+whole (gzip by the ``.gz`` suffix), parses them with :func:`glue_processor.ndjson.parse_ndjson`,
+and writes its rows into a staging directory as Parquet files of about the target size, and its
+bad lines as JSON quarantine records. It returns what it found per object and what it staged;
+the driver commits exactly that list, so a retried task's leftovers are never published.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, BadLine, ParsedText, column_names, parse_ndjson
+from glue_processor.objects import ObjectMissing, ObjectStore, store_for
+
+REASON_MISSING = "object not found (deleted or never written)"
+REASON_UNREADABLE = "object could not be read or decompressed (corrupt or truncated)"
+REASON_SUPERSEDED = "object overwritten after its event (a newer eTag)"
+# Clock slack between S3's Last-Modified and the event time of the same write.
+OVERWRITE_TOLERANCE_S = 2.0
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+_DATA = "k/"  # prefix of data columns inside a task, apart from the lineage columns
+
+
+@dataclass(frozen=True)
+class FileTask:
+    read_uri: str
+    source_uri: str
+    etag: str
+    event_time: datetime
+    manifest_uri: str
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    index: int
+    files: tuple[FileTask, ...]
+    known: tuple[str, ...]
+    data_dir: str
+    quarantine_dir: str
+    batch_id: int
+    ingest_time: datetime
+    target_bytes: int
+    # Arrow bytes per Parquet row group; also the step in which a file grows toward the target.
+    row_group_bytes: int = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    read_uri: str
+    status: str
+    good: int = 0
+    bad: int = 0
+    text_bytes: int = 0
+    new_keys: tuple[str, ...] = ()
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Staged:
+    uri: str
+    bytes: int
+    keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    index: int
+    files: tuple[FileOutcome, ...]
+    data: tuple[Staged, ...]
+    quarantine: tuple[Staged, ...]
+
+
+def overwritten(modified_epoch_s: float, event_time: datetime) -> bool:
+    """True when the object was last modified after the event that listed it (clock slack allowed)."""
+    return modified_epoch_s - event_time.timestamp() > OVERWRITE_TOLERANCE_S
+
+
+def run_task(spec: TaskSpec, stores: Callable[[str], ObjectStore] = store_for) -> TaskResult:
+    """Read, parse and stage one group of objects."""
+    keys = list(spec.known)
+    outcomes: list[FileOutcome] = []
+    bad_records: list[dict[str, Any]] = []
+    with _ParquetFiles(spec, stores) as out:
+        for item in spec.files:
+            outcome, parsed = _read_one(item, keys, stores)
+            outcomes.append(outcome)
+            if parsed is None:
+                continue
+            keys.extend(outcome.new_keys)
+            bad_records.extend(_quarantine_record(item, b, spec.batch_id) for b in parsed.bad)
+            if parsed.rows:
+                out.add(_with_lineage(parsed, item, spec), tuple(keys))
+    quarantine: list[Staged] = []
+    if bad_records:
+        uri = f"{spec.quarantine_dir}/quarantine-{spec.index:05d}.json"
+        body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in bad_records).encode()
+        with stores(uri).writer(uri) as path:
+            path.write_bytes(body)
+        quarantine.append(Staged(uri, len(body)))
+    return TaskResult(spec.index, tuple(outcomes), tuple(out.staged), tuple(quarantine))
+
+
+def conform(staged: Staged, keys: tuple[str, ...], stores: Callable[[str], ObjectStore] = store_for) -> Staged:
+    """Rewrite a staged file with the batch's final columns (keys another task found)."""
+    store = stores(staged.uri)
+    table = pq.read_table(pa.BufferReader(store.read(staged.uri).data))
+    names = dict(column_names(staged.keys))
+    data = {key: table.column(names[key]) if key in names else pa.nulls(len(table), STRING) for key in keys}
+    final = _output_table(data, keys, {c: table.column(c) for c in LINEAGE_COLUMNS})
+    uri = staged.uri.replace(".parquet", "-c.parquet")
+    with store.writer(uri) as path:
+        pq.write_table(final, path, **_PARQUET_OPTIONS)
+        size = path.stat().st_size
+    store.delete(staged.uri)
+    return Staged(uri, size, keys)
+
+
+# -- internals -------------------------------------------------------------------------------
+_PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "store_schema": False}
+
+
+def _read_one(item: FileTask, keys: list[str], stores: Callable[[str], ObjectStore]) -> tuple[FileOutcome, Any]:
+    try:
+        body = stores(item.read_uri).read(item.read_uri)
+    except ObjectMissing:
+        return FileOutcome(item.read_uri, "missing", reason=REASON_MISSING), None
+    if overwritten(body.modified_epoch_s, item.event_time):
+        # A newer version replaced the object after this event; that version's own event brings
+        # it. Loading it here under this event's eTag would ingest it twice.
+        return FileOutcome(item.read_uri, "superseded", reason=REASON_SUPERSEDED), None
+    data = body.data
+    if item.read_uri.lower().endswith(".gz"):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error):
+            return FileOutcome(item.read_uri, "unreadable", reason=REASON_UNREADABLE), None
+    parsed = parse_ndjson(data, keys)
+    status = "ingested" if parsed.rows else "empty"
+    seen = set(keys)
+    new_keys = tuple(k for k in parsed.keys if k not in seen)
+    outcome = FileOutcome(item.read_uri, status, parsed.rows, len(parsed.bad), len(data), new_keys)
+    return outcome, parsed
+
+
+def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec) -> pa.Table:
+    n = parsed.rows
+    zeros = pa.array([0] * n, pa.int32()) if n else pa.array([], pa.int32())
+
+    def constant(value: Any, type_: pa.DataType) -> pa.Array:
+        return pa.array([value], type_).take(zeros)
+
+    columns = {f"{_DATA}{k}": c for k, c in zip(parsed.keys, parsed.columns, strict=True)}
+    columns.update(
+        {
+            "_source_uri": constant(item.source_uri, STRING),
+            "_source_etag": constant(item.etag, STRING),
+            "_line": parsed.lines,
+            "_event_time": constant(item.event_time, TIMESTAMP),
+            "_batch_id": constant(spec.batch_id, pa.int64()),
+            "_ingest_time": constant(spec.ingest_time, TIMESTAMP),
+        }
+    )
+    return pa.table(columns)
+
+
+def _output_table(data: dict[str, Any], keys: tuple[str, ...], lineage: dict[str, Any]) -> pa.Table:
+    """Data columns named and ordered by :func:`column_names`, then the lineage columns."""
+    mapping = column_names(keys)
+    names = [name for _, name in mapping] + list(LINEAGE_COLUMNS)
+    return pa.table([data[key] for key, _ in mapping] + [lineage[c] for c in LINEAGE_COLUMNS], names=names)
+
+
+def _quarantine_record(item: FileTask, bad: BadLine, batch_id: int) -> dict[str, Any]:
+    return {
+        "kind": "line",
+        "source_uri": item.source_uri,
+        "line": bad.line,
+        "reason": bad.reason,
+        "raw": bad.raw,
+        "manifest_uri": item.manifest_uri,
+        "batch_id": batch_id,
+    }
+
+
+@dataclass
+class _ParquetFiles:
+    """Row groups of ~``row_group_bytes`` into files of ~``target_bytes``; a new key set starts
+    a new file (a Parquet file has one schema)."""
+
+    spec: TaskSpec
+    stores: Callable[[str], ObjectStore]
+    staged: list[Staged] = field(default_factory=list)
+    _pending: list[pa.Table] = field(default_factory=list)
+    _pending_keys: tuple[str, ...] = ()
+    _file: contextlib.ExitStack | None = None
+    _writer: Any = None
+    _path: Path | None = None
+    _uri: str = ""
+    _keys: tuple[str, ...] = ()
+    _arrow_bytes: int = 0
+
+    def __enter__(self) -> _ParquetFiles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            self._flush(self._step)
+            self._close()
+        elif self._file is not None:
+            self._file.__exit__(None, None, None)
+
+    def add(self, table: pa.Table, keys: tuple[str, ...]) -> None:
+        step = self._step
+        rows = max(1, len(table) * step // max(1, table.nbytes))
+        for offset in range(0, len(table), rows):
+            self._pending.append(table.slice(offset, rows))
+            self._pending_keys = keys
+            if sum(t.nbytes for t in self._pending) >= step:
+                self._flush(step)
+
+    @property
+    def _step(self) -> int:
+        """Arrow bytes per row group: at most a quarter of the target, so a file stops close to it."""
+        return min(self.spec.row_group_bytes, self.spec.target_bytes // 4)
+
+    def _flush(self, step: int) -> None:
+        if not self._pending:
+            return
+        keys = self._pending_keys
+        merged = pa.concat_tables(self._pending, promote_options="default")
+        self._pending = []
+        present = set(merged.column_names)
+        data = {
+            k: merged.column(f"{_DATA}{k}") if f"{_DATA}{k}" in present else pa.nulls(len(merged), STRING) for k in keys
+        }
+        table = _output_table(data, keys, {c: merged.column(c) for c in LINEAGE_COLUMNS})
+        if self._writer is not None and keys != self._keys:
+            self._close()
+        if self._writer is None:
+            self._open(table.schema, keys)
+        self._writer.write_table(table, row_group_size=max(1, len(table)))
+        self._arrow_bytes += table.nbytes
+        assert self._path is not None
+        written = self._path.stat().st_size
+        next_group = step * written / max(1, self._arrow_bytes)
+        if written + next_group / 2 >= self.spec.target_bytes:
+            self._close()
+
+    def _open(self, schema: pa.Schema, keys: tuple[str, ...]) -> None:
+        self._uri = f"{self.spec.data_dir}/part-{self.spec.index:05d}-{len(self.staged):03d}.parquet"
+        self._file = contextlib.ExitStack()
+        self._path = self._file.enter_context(self.stores(self._uri).writer(self._uri))
+        self._writer = pq.ParquetWriter(self._path, schema, **_PARQUET_OPTIONS)
+        self._keys = keys
+        self._arrow_bytes = 0
+
+    def _close(self) -> None:
+        if self._writer is None or self._file is None or self._path is None:
+            return
+        self._writer.close()
+        size = self._path.stat().st_size
+        self._file.close()
+        self.staged.append(Staged(self._uri, size, self._keys))
+        self._writer = self._file = self._path = None

@@ -1,0 +1,162 @@
+"""One batch task without Spark: objects in, staged Parquet and quarantine records out."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import random
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pyarrow.parquet as pq
+import pytest
+
+from glue_processor.ndjson import LINEAGE_COLUMNS
+from glue_processor.objects import LocalStore, ObjectMissing, S3Store, local_path, split_s3, store_for
+from glue_processor.tasks import FileTask, Staged, TaskSpec, conform, run_task
+
+NOW = datetime.now(UTC)
+
+
+def spec(files: list[FileTask], out: str, **overrides: Any) -> TaskSpec:
+    values: dict[str, Any] = {
+        "index": 3,
+        "files": tuple(files),
+        "known": ("a",),
+        "data_dir": f"{out}/data",
+        "quarantine_dir": f"{out}/quarantine",
+        "batch_id": 7,
+        "ingest_time": NOW,
+        "target_bytes": 128 * 1024 * 1024,
+    }
+    return TaskSpec(**{**values, **overrides})
+
+
+def file_task(uri: str, *, event_time: datetime | None = None, source: str | None = None) -> FileTask:
+    """An object listed by an event of now (the object was written just before)."""
+    return FileTask(uri, source or uri, "etag-1", event_time or datetime.now(UTC), "s3://m/manifest.json")
+
+
+def test_a_task_stages_rows_and_quarantines_bad_lines(tmp_path: Path) -> None:
+    # Given a plain file, a gzip file, a missing one, a corrupt gzip and one overwritten after its event
+    root = tmp_path / "src"
+    root.mkdir()
+    (root / "a b+%.json").write_bytes(b'{"a":1}\n{"a":2,"b":"x"}\nnope\n')
+    (root / "z.json.gz").write_bytes(gzip.compress(b'{"a":"3"}\n'))
+    (root / "bad.json.gz").write_bytes(b"not gzip")
+    (root / "late.json").write_bytes(b'{"a":4}\n')
+    out = f"file://{tmp_path}/out"
+    files = [
+        file_task(f"file://{root}/a b+%.json", source="s3://b/a b+%.json"),
+        file_task(f"file://{root}/z.json.gz"),
+        file_task(f"file://{root}/gone.json"),
+        file_task(f"file://{root}/bad.json.gz"),
+        file_task(f"file://{root}/late.json", event_time=datetime.now(UTC) - timedelta(hours=1)),
+    ]
+    # When one task runs over them
+    result = run_task(spec(files, out))
+    # Then each object has its outcome
+    assert [(f.status, f.good, f.bad, f.new_keys) for f in result.files] == [
+        ("ingested", 2, 1, ("b",)),
+        ("ingested", 1, 0, ()),
+        ("missing", 0, 0, ()),
+        ("unreadable", 0, 0, ()),
+        ("superseded", 0, 0, ()),
+    ]
+    # And the rows are in one staged Parquet file with the task's columns and lineage
+    (staged,) = result.data
+    assert staged.keys == ("a", "b")
+    table = pq.read_table(local_path(staged.uri))
+    assert table.column_names == ["a", "b", *LINEAGE_COLUMNS]
+    rows = sorted((r["a"], r["b"], r["_source_uri"], r["_line"], r["_batch_id"]) for r in table.to_pylist())
+    assert rows == [
+        ("1", None, "s3://b/a b+%.json", 1, 7),
+        ("2", "x", "s3://b/a b+%.json", 2, 7),
+        ("3", None, f"file://{root}/z.json.gz", 1, 7),
+    ]
+    assert staged.bytes == local_path(staged.uri).stat().st_size
+    # And the bad line is a quarantine record that says what and where
+    (q,) = result.quarantine
+    (record,) = [json.loads(line) for line in local_path(q.uri).read_text().splitlines()]
+    assert record == {
+        "kind": "line",
+        "source_uri": "s3://b/a b+%.json",
+        "line": 3,
+        "reason": "malformed JSON",
+        "raw": "nope",
+        "manifest_uri": "s3://m/manifest.json",
+        "batch_id": 7,
+    }
+
+
+def test_files_roll_at_the_target_size(tmp_path: Path) -> None:
+    # Given 3 MB of records and a 1 MB target
+    src = tmp_path / "big.json"
+    rng = random.Random(1)
+    src.write_bytes(b"".join(b'{"a":"%d","p":"%s"}\n' % (i, rng.randbytes(40).hex().encode()) for i in range(30_000)))
+    result = run_task(spec([file_task(src.as_uri())], f"file://{tmp_path}/out", target_bytes=1024 * 1024))
+    # Then the task writes several files near the target, and no row is lost
+    sizes = [s.bytes for s in result.data]
+    assert len(sizes) >= 2
+    assert all(s <= 1.3 * 1024 * 1024 for s in sizes), sizes
+    assert sum(pq.read_metadata(local_path(s.uri)).num_rows for s in result.data) == 30_000
+
+
+def test_conform_adds_the_columns_other_tasks_found(tmp_path: Path) -> None:
+    src = tmp_path / "in.json"
+    src.write_bytes(b'{"a":1,"_line":"data"}\n')
+    (staged,) = run_task(spec([file_task(src.as_uri())], f"file://{tmp_path}/out")).data
+    # When the batch's final keys have more than the task saw (and a case variant of "a")
+    fixed = conform(staged, ("A", "_line", "a", "b"))
+    # Then the file has every column, named as the batch names them, and the old file is gone
+    table = pq.read_table(local_path(fixed.uri))
+    assert table.column_names[:4] == ["_line__2", "A", "a__2", "b"]
+    (row,) = table.to_pylist()
+    assert (row["A"], row["_line__2"], row["a__2"], row["b"], row["_line"]) == (None, "data", "1", None, 1)
+    assert not local_path(staged.uri).exists()
+    assert fixed.bytes == local_path(fixed.uri).stat().st_size
+
+
+def test_a_failed_write_leaves_no_visible_file(tmp_path: Path) -> None:
+    target = f"file://{tmp_path}/d/x.parquet"
+
+    def killed_mid_write() -> None:
+        with LocalStore().writer(target) as path:
+            path.write_bytes(b"half")
+            raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError):
+        killed_mid_write()
+    assert list((tmp_path / "d").iterdir()) == []
+
+
+@pytest.mark.usefixtures("aws")
+def test_s3_objects_with_odd_keys_are_read_and_written_as_named() -> None:
+    # Given objects whose keys have spaces, '+', '%' and unicode
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="landing")
+    key = "in/ü +%20 name.json.gz"
+    s3.put_object(Bucket="landing", Key=key, Body=gzip.compress(b'{"a":"s3"}\n'))
+    stores = lambda uri: store_for(uri, s3_client=s3)  # noqa: E731
+    assert split_s3(f"s3://landing/{key}") == ("landing", key)
+    with pytest.raises(ObjectMissing):
+        S3Store(s3).read("s3://landing/in/none.json")
+    # When a task reads it from S3 and stages into S3
+    result = run_task(
+        spec(
+            [file_task(f"s3://landing/{key}", event_time=datetime.now(UTC) + timedelta(seconds=1))], "s3://landing/out"
+        ),
+        stores,
+    )
+    # Then the staged Parquet is an S3 object with the row
+    (staged,) = result.data
+    body = s3.get_object(Bucket="landing", Key=split_s3(staged.uri)[1])["Body"].read()
+    assert len(body) == staged.bytes
+    assert pq.read_table(io.BytesIO(body)).column("a").to_pylist() == ["s3"]
+    # And conform rewrites it in S3 and deletes the old object
+    fixed = conform(Staged(staged.uri, staged.bytes, staged.keys), ("a", "b"), stores)
+    names = {o["Key"] for o in s3.list_objects_v2(Bucket="landing", Prefix="out/")["Contents"]}
+    assert names == {split_s3(fixed.uri)[1]}
