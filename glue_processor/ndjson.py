@@ -50,6 +50,9 @@ _ERRORS = (msgspec.MsgspecError, RecursionError)
 # White space outside JSON strings: removed to give nested values their compact text.
 _TOKENS = re.compile(r'("(?:[^"\\]|\\.)*")|[ \t\r\n]+', re.DOTALL)
 STRING = pa.large_string()
+_QUOTE, _N, _BACKSLASH, _BRACE, _BRACKET = (ord(c) for c in '"n\\{[')
+_WHITE = np.zeros(256, dtype=bool)
+_WHITE[[ord(c) for c in " \t\r\n"]] = True
 
 
 @dataclass(frozen=True)
@@ -83,9 +86,19 @@ def parse_ndjson(data: bytes, known: Sequence[str] = ()) -> ParsedText:
     # msgspec cannot name a struct field with a quote, backslash or control character: rows with
     # such keys take the slower dict path.
     head = tuple(k for k in known if _fieldable(k))
+    others = tuple(k for k in known if not _fieldable(k))
+    decoder = _row_decoder(head)
+    if _is_utf8(data):
+        # The common case, every line one object of known keys: msgspec decodes all in one call.
+        fast = _decode_all(decoder, data)
+        if fast is not None:
+            columns = _columns(list(map(msgspec.structs.astuple, fast)), len(head))
+            columns += [pa.nulls(len(fast), STRING) for _ in others]
+            numbers_all = pa.array(np.arange(1, len(fast) + 1, dtype=np.int32))
+            return ParsedText(keys=head + others, columns=columns, lines=numbers_all, bad=[])
     lines = data.split(b"\n")
     invalid = _invalid_utf8_lines(data, lines)
-    decode = _row_decoder(head).decode
+    decode = decoder.decode
     rows: list[Any] = []
     numbers: list[int] = []
     failed: list[int] = []
@@ -113,8 +126,7 @@ def parse_ndjson(data: bytes, known: Sequence[str] = ()) -> ParsedText:
             bad.append(BadLine(number, reason, _text(line)))
         else:
             wider.append((number, obj))
-    tail = tuple(k for k in known if k not in set(head))
-    tail += tuple(sorted({k for _, obj in wider for k in obj} - set(known)))
+    tail = others + tuple(sorted({k for _, obj in wider for k in obj} - set(known)))
     keys = head + tail
     columns = _columns(list(map(msgspec.structs.astuple, rows)), len(head))
     columns += [pa.nulls(len(rows), STRING) for _ in tail]
@@ -158,6 +170,16 @@ def _row_decoder(keys: tuple[str, ...]) -> msgspec.json.Decoder[Any]:
     rename = {f"f{i}": key for i, key in enumerate(keys)}
     row = msgspec.defstruct("Row", fields, rename=rename, forbid_unknown_fields=True)
     return msgspec.json.Decoder(row)
+
+
+def _decode_all(decoder: msgspec.json.Decoder[Any], data: bytes) -> list[Any] | None:
+    """Every line as a row, or None when some line is not one (blank, bad, or with a new key)."""
+    try:
+        rows: list[Any] = decoder.decode_lines(data)
+    except _ERRORS:
+        return None
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    return rows if len(rows) == lines else None
 
 
 def _invalid_utf8_lines(data: bytes, lines: list[bytes]) -> set[int]:
@@ -215,33 +237,70 @@ def _fieldable(key: str) -> bool:
 
 
 def _strings(raw: tuple[msgspec.Raw, ...]) -> pa.Array:
-    """Raw JSON texts -> string values (one encode for the column, then Arrow kernels)."""
+    """Raw JSON texts -> string values: one encode for the column, then byte-level numpy.
+
+    The encoded column is ``[v1,v2,...]``; dropping the brackets, separators, the quotes of
+    strings and the ``null`` literals leaves the values back to back, which with their new
+    lengths is an Arrow string array as it stands.
+    """
     n = len(raw)
-    body = _ENCODER.encode(raw)  # b"[v1,v2,...]": each value followed by one separator byte
+    body = _ENCODER.encode(raw)
+    buf = np.frombuffer(body, dtype=np.uint8)
     lengths = np.fromiter(map(len, raw), dtype=np.int64, count=n)
-    offsets = np.empty(n + 1, dtype=np.int64)
-    offsets[0] = 1
-    np.cumsum(lengths + 1, out=offsets[1:])
-    offsets[1:] += 1
-    with_sep = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(body)])
-    raw_text = pc.binary_slice(with_sep, 0, -1)
-    text = raw_text.view(STRING)
-    quoted = pc.starts_with(text, '"')
-    values = pc.if_else(quoted, pc.binary_slice(raw_text, 1, -1).view(STRING), text)
-    escaped = pc.and_(quoted, pc.match_substring(text, "\\"))
-    if pc.any(escaped).as_py():
-        values = _fix(values, text, escaped, lambda s: _STRING.decode(s.encode()))
-    nested = pc.and_(
-        pc.or_(pc.starts_with(text, "{"), pc.starts_with(text, "[")),
-        pc.match_substring_regex(text, "[ \t\r\n]"),
+    starts = np.empty(n, dtype=np.int64)
+    starts[0] = 1
+    np.cumsum(lengths[:-1] + 1, out=starts[1:])
+    starts[1:] += 1
+    ends = starts + lengths  # the separator after each value
+    first = buf[starts]
+    quoted = first == _QUOTE
+    is_null = first == _N  # only the literal null starts with n
+    keep = np.ones(len(buf), dtype=bool)
+    keep[0] = False
+    keep[ends] = False
+    keep[starts[quoted]] = False
+    keep[ends[quoted] - 1] = False
+    null_starts = starts[is_null]
+    for k in range(4):
+        keep[null_starts + k] = False
+    sizes = np.where(is_null, 0, lengths - 2 * quoted)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    values = pa.LargeStringArray.from_buffers(
+        n,
+        pa.py_buffer(offsets),
+        pa.py_buffer(buf[keep]),
+        null_bitmap=pa.py_buffer(np.packbits(~is_null, bitorder="little")),
+        null_count=int(is_null.sum()),
     )
-    if pc.any(nested).as_py():
-        values = _fix(values, text, nested, lambda s: _TOKENS.sub(lambda m: m.group(1) or "", s))
-    is_null = pc.and_(pc.invert(quoted), pc.equal(text, "null"))
-    return pc.if_else(is_null, pa.scalar(None, STRING), values)
+    escaped = quoted & _values_with(buf == _BACKSLASH, starts, n)
+    if escaped.any():
+        values = _fix(values, escaped, _unescape, body=body, starts=starts, ends=ends)
+    nested = (first == _BRACE) | (first == _BRACKET)
+    if nested.any():
+        spaced = nested & _values_with(_WHITE[buf], starts, n)
+        if spaced.any():
+            values = _fix(values, spaced, _compact, body=body, starts=starts, ends=ends)
+    return values
 
 
-def _fix(values: pa.Array, text: pa.Array, mask: pa.Array, fn: Any) -> pa.Array:
-    """Replace the masked values by ``fn`` of their raw text (the rare, slow path)."""
-    fixed = [fn(s) for s in text.filter(mask).to_pylist()]
-    return pc.replace_with_mask(values, mask, pa.array(fixed, STRING))
+def _unescape(text: str) -> str:
+    return str(_STRING.decode(text.encode()))
+
+
+def _compact(text: str) -> str:
+    return _TOKENS.sub(lambda m: m.group(1) or "", text)
+
+
+def _values_with(hits: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:
+    """Per value: whether any of its bytes is a hit."""
+    owners = np.searchsorted(starts, np.flatnonzero(hits), side="right") - 1
+    found = np.zeros(n, dtype=bool)
+    found[owners[owners >= 0]] = True
+    return found
+
+
+def _fix(values: pa.Array, mask: np.ndarray, fn: Any, *, body: bytes, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """Replace the masked values by ``fn`` of their raw JSON text (the rare, slow path)."""
+    fixed = [fn(body[a:b].decode()) for a, b in zip(starts[mask].tolist(), ends[mask].tolist(), strict=True)]
+    return pc.replace_with_mask(values, pa.array(mask), pa.array(fixed, STRING))
