@@ -88,7 +88,8 @@ def parse_ndjson(data: bytes, known: Sequence[str] = ()) -> ParsedText:
     head = tuple(k for k in known if _fieldable(k))
     others = tuple(k for k in known if not _fieldable(k))
     decoder = _row_decoder(head)
-    if _is_utf8(data):
+    valid = _is_utf8(data)
+    if valid:
         # The common case, every line one object of known keys: msgspec decodes all in one call.
         fast = _decode_all(decoder, data)
         if fast is not None:
@@ -97,7 +98,7 @@ def parse_ndjson(data: bytes, known: Sequence[str] = ()) -> ParsedText:
             numbers_all = pa.array(np.arange(1, len(fast) + 1, dtype=np.int32))
             return ParsedText(keys=head + others, columns=columns, lines=numbers_all, bad=[])
     lines = data.split(b"\n")
-    invalid = _invalid_utf8_lines(data, lines)
+    invalid = set() if valid else {n for n, line in enumerate(lines, 1) if not _is_utf8(line)}
     decode = decoder.decode
     rows: list[Any] = []
     numbers: list[int] = []
@@ -180,14 +181,6 @@ def _decode_all(decoder: msgspec.json.Decoder[Any], data: bytes) -> list[Any] | 
         return None
     lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
     return rows if len(rows) == lines else None
-
-
-def _invalid_utf8_lines(data: bytes, lines: list[bytes]) -> set[int]:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return {n for n, line in enumerate(lines, 1) if not _is_utf8(line)}
-    return set()
 
 
 def _is_utf8(line: bytes) -> bool:

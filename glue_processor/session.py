@@ -12,15 +12,10 @@ from glue_processor.local.java import java_home
 
 # SQL settings the batch path relies on, applied on Glue and locally alike.
 JOB_SQL_CONF = {
-    # Duplicate keys in one JSON object: the last one wins, as in most JSON parsers.
-    "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.parquet.compression.codec": "snappy",
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.shuffle.partitions": "64",
-    # Small read partitions: the batch is cached, and coalescing many small partitions into the
-    # output files gives even file sizes (and even work across cores).
-    "spark.sql.files.maxPartitionBytes": str(32 * 1024 * 1024),
     # Keep the file source's metadata log compact (see README: bookkeeping at scale).
     "spark.sql.streaming.fileSource.log.compactInterval": "10",
     "spark.sql.streaming.minBatchesToRetain": "100",

@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -158,7 +159,7 @@ def _read_one(item: FileTask, keys: list[str], stores: Callable[[str], ObjectSto
 
 def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec) -> pa.Table:
     n = parsed.rows
-    zeros = pa.array([0] * n, pa.int32()) if n else pa.array([], pa.int32())
+    zeros = pa.array(np.zeros(n, dtype=np.int32))
 
     def constant(value: Any, type_: pa.DataType) -> pa.Array:
         return pa.array([value], type_).take(zeros)
