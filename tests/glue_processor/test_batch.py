@@ -42,7 +42,9 @@ class Env:
 
     def put(self, key: str, body: bytes) -> ManifestEntry:
         self.buckets.put(BUCKET, key, body, content_type="application/x-ndjson")
-        return ManifestEntry(bucket=BUCKET, key=key, size=len(body), etag=hashlib.md5(body).hexdigest(), event_time=T0)
+        # S3 sends the event after the write: an event time before the object's mtime means "overwritten".
+        now = datetime.now(UTC)
+        return ManifestEntry(bucket=BUCKET, key=key, size=len(body), etag=hashlib.md5(body).hexdigest(), event_time=now)
 
     def manifest(self, name: str, entries: list[ManifestEntry]) -> tuple[str, str]:
         return (f"file:///manifests/{name}.json", Manifest.of(entries).to_json().decode())
