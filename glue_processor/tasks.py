@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import logging
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,8 +28,11 @@ import pyarrow.parquet as pq
 from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, BadLine, ParsedText, column_names, parse_ndjson
 from glue_processor.objects import ObjectMissing, ObjectStore, store_for
 
+logger = logging.getLogger(__name__)
+
 REASON_MISSING = "object not found (deleted or never written)"
 REASON_UNREADABLE = "object could not be read or decompressed (corrupt or truncated)"
+REASON_UNPARSEABLE = "object could not be parsed"
 REASON_SUPERSEDED = "object overwritten after its event (a newer eTag)"
 # Clock slack between S3's Last-Modified and the event time of the same write.
 OVERWRITE_TOLERANCE_S = 2.0
@@ -149,7 +153,12 @@ def _read_one(item: FileTask, keys: list[str], stores: Callable[[str], ObjectSto
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error):
             return FileOutcome(item.read_uri, "unreadable", reason=REASON_UNREADABLE), None
-    parsed = parse_ndjson(data, keys)
+    try:
+        parsed = parse_ndjson(data, keys)
+    except Exception as exc:  # parsing is pure: a failure belongs to this object, which is quarantined
+        logger.exception("object could not be parsed", extra={"uri": item.read_uri})
+        reason = f"{REASON_UNPARSEABLE}: {type(exc).__name__}: {exc}"[:1000]
+        return FileOutcome(item.read_uri, "unreadable", reason=reason), None
     status = "ingested" if parsed.rows else "empty"
     seen = set(keys)
     new_keys = tuple(k for k in parsed.keys if k not in seen)

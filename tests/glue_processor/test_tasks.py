@@ -14,6 +14,7 @@ import boto3
 import pyarrow.parquet as pq
 import pytest
 
+from glue_processor import tasks
 from glue_processor.ndjson import LINEAGE_COLUMNS
 from glue_processor.objects import LocalStore, ObjectMissing, S3Store, local_path, split_s3, store_for
 from glue_processor.tasks import FileTask, Staged, TaskSpec, conform, run_task
@@ -160,3 +161,28 @@ def test_s3_objects_with_odd_keys_are_read_and_written_as_named() -> None:
     fixed = conform(Staged(staged.uri, staged.bytes, staged.keys), ("a", "b"), stores)
     names = {o["Key"] for o in s3.list_objects_v2(Bucket="landing", Prefix="out/")["Contents"]}
     assert names == {split_s3(fixed.uri)[1]}
+
+
+def test_a_file_the_parser_fails_on_is_quarantined_and_the_rest_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a parser that fails on one object (whatever the cause)
+    real = tasks.parse_ndjson
+
+    def parse(data: bytes, known: Any = ()) -> Any:
+        if b"boom" in data:
+            raise MemoryError("boom")
+        return real(data, known)
+
+    monkeypatch.setattr(tasks, "parse_ndjson", parse)
+    (tmp_path / "a.json").write_bytes(b'{"a":"boom"}\n')
+    (tmp_path / "b.json").write_bytes(b'{"a":"fine"}\n')
+    files = [file_task((tmp_path / n).as_uri()) for n in ("a.json", "b.json")]
+    # When the task runs
+    result = run_task(spec(files, f"file://{tmp_path}/out"))
+    # Then that object is unreadable with the error, and the other one is loaded
+    bad, good = result.files
+    assert bad.status == "unreadable" and bad.reason == "object could not be parsed: MemoryError: boom"
+    assert (good.status, good.good) == ("ingested", 1)
+    (staged,) = result.data
+    assert pq.read_table(local_path(staged.uri)).column("a").to_pylist() == ["fine"]
