@@ -50,8 +50,8 @@ class ManifestBatchJob:
         self.ratio = LearnedRatio(settings.parquet_bytes_per_input_byte)
         # Decompressed bytes per gzip byte, to size the tasks of a batch before reading it.
         self.gzip_expansion = LearnedRatio(GZIP_EXPANSION_PRIOR)
-        # Every JSON key seen so far, and so the columns of a batch (the schema only grows). Rows
-        # whose keys are all known skip the map rebuild and the search for new keys.
+        # Every JSON key seen so far, and so the columns of a batch (the schema only grows). The
+        # tasks decode known keys with one struct per key set; only new keys take the slow path.
         self.known_keys: set[str] = set()
         self._query_id = query_id
         self.committed: list[CommitRecord] = []
@@ -183,7 +183,7 @@ class ManifestBatchJob:
                 bad_records=outcome.bad_records,
                 output_files=len(data_files),
                 output_bytes=output_bytes,
-                columns=outcome.columns,
+                columns=len(outcome.final_keys),
                 duration_s=round(time.monotonic() - started, 3),
                 stage_s=stages.seconds,
                 max_latency_s=latencies[-1] if latencies else None,
@@ -300,10 +300,8 @@ class ManifestBatchJob:
                     keys.update(found.new_keys)
                     outcome.read(source, found)
         self.known_keys = keys
-        final = tuple(sorted(keys))
-        outcome.final_keys = final
+        outcome.final_keys = tuple(sorted(keys))
         outcome.misfits = [d for d in outcome.data_files if set(d.keys) != keys]
-        outcome.columns = len(final)
 
     def _conform(self, outcome: _Outcome) -> None:
         """Give the files written before another task found a new key the batch's final columns."""
@@ -364,7 +362,6 @@ class _Outcome:
         self.gzip_text_bytes = 0
         self.records_out = 0
         self.bad_records = 0
-        self.columns = 0
         for rejection in plan.rejections:
             if rejection.entry is not None:
                 self._record(rejection.entry, rejection.manifest_uri, "rejected", reason=rejection.reason)

@@ -5,7 +5,6 @@ The job talks to storage only through this adapter, so the same code runs on bot
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,30 +35,9 @@ class HadoopFS:
     def _fs(self, path: Any) -> Any:
         return path.getFileSystem(self._conf)
 
-    def spark_uri(self, uri: str) -> str:
-        """The form Spark reports in ``input_file_name()`` (the path's URI, percent-encoded)."""
-        return str(self._path(uri).toUri().toString())
-
     def exists(self, uri: str) -> bool:
         path = self._path(uri)
         return bool(self._fs(path).exists(path))
-
-    def stat(self, uri: str) -> FileInfo | None:
-        path = self._path(uri)
-        try:
-            status = self._fs(path).getFileStatus(path)
-        except Exception as exc:
-            if "FileNotFoundException" in str(exc):
-                return None
-            raise StorageError(f"stat {uri} failed: {exc}") from exc
-        return self._info(status)
-
-    def stat_many(self, uris: list[str], *, threads: int = 16) -> dict[str, FileInfo | None]:
-        """Stat many objects in parallel (S3 HEADs are latency-bound)."""
-        if not uris:
-            return {}
-        with ThreadPoolExecutor(max_workers=min(threads, len(uris))) as pool:
-            return dict(zip(uris, pool.map(self.stat, uris), strict=True))
 
     def list(self, uri: str) -> list[FileInfo]:
         """Direct children of a directory; [] when it does not exist."""

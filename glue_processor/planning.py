@@ -15,8 +15,6 @@ from contracts.layout import source_uri
 from contracts.manifest import Manifest, ManifestEntry
 from glue_processor.settings import JobSettings
 
-GLOB_CHARS = frozenset("\\*?[]{}")
-
 
 @dataclass(frozen=True)
 class SourceFile:
@@ -54,11 +52,6 @@ class BatchPlan:
     @property
     def input_bytes(self) -> int:
         return sum(f.entry.size for f in self.files)
-
-
-def escape_glob(uri: str) -> str:
-    """Escape Hadoop glob characters so a key like ``a[1].json`` names itself, not a pattern."""
-    return "".join(f"\\{ch}" if ch in GLOB_CHARS else ch for ch in uri)
 
 
 def plan_batch(
