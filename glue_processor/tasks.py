@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -138,7 +139,9 @@ def conform(staged: Staged, keys: tuple[str, ...], stores: Callable[[str], Objec
 _PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "store_schema": False}
 
 
-def _read_one(item: FileTask, keys: list[str], stores: Callable[[str], ObjectStore]) -> tuple[FileOutcome, Any]:
+def _read_one(
+    item: FileTask, keys: list[str], stores: Callable[[str], ObjectStore]
+) -> tuple[FileOutcome, ParsedText | None]:
     try:
         body = stores(item.read_uri).read(item.read_uri)
     except ObjectMissing:
@@ -226,28 +229,30 @@ class _ParquetFiles:
     def __enter__(self) -> _ParquetFiles:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        if exc[0] is None:
-            self._flush(self._step)
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            self._flush()
             self._close()
         elif self._file is not None:
-            self._file.__exit__(None, None, None)
+            # The task failed: the file being written is discarded, never put in place.
+            self._file.__exit__(exc_type, exc, tb)
 
     def add(self, table: pa.Table, keys: tuple[str, ...]) -> None:
-        step = self._step
-        rows = max(1, len(table) * step // max(1, table.nbytes))
+        rows = max(1, len(table) * self._step // max(1, table.nbytes))
         for offset in range(0, len(table), rows):
             self._pending.append(table.slice(offset, rows))
             self._pending_keys = keys
-            if sum(t.nbytes for t in self._pending) >= step:
-                self._flush(step)
+            if sum(t.nbytes for t in self._pending) >= self._step:
+                self._flush()
 
     @property
     def _step(self) -> int:
         """Arrow bytes per row group: at most a quarter of the target, so a file stops close to it."""
         return min(self.spec.row_group_bytes, self.spec.target_bytes // 4)
 
-    def _flush(self, step: int) -> None:
+    def _flush(self) -> None:
         if not self._pending:
             return
         keys = self._pending_keys
@@ -266,7 +271,7 @@ class _ParquetFiles:
         self._arrow_bytes += table.nbytes
         assert self._path is not None
         written = self._path.stat().st_size
-        next_group = step * written / max(1, self._arrow_bytes)
+        next_group = self._step * written / max(1, self._arrow_bytes)
         if written + next_group / 2 >= self.spec.target_bytes:
             self._close()
 
