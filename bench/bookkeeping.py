@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     args.out = args.out.resolve()
-    from glue_processor.session import local_session
+    from glue_processor.local.session import local_session
 
     shutil.rmtree(args.out, ignore_errors=True)
     manifests = args.out / "manifests"

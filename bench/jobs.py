@@ -43,7 +43,7 @@ def output_stats(out: Path) -> dict[str, Any]:
 
 
 def session() -> Any:
-    from glue_processor.session import local_session
+    from glue_processor.local.session import local_session
 
     return local_session("bench", cores="2", driver_memory="8g")
 

@@ -66,7 +66,7 @@ def make_files(root: Path, count: int, file_kb: int) -> list[Path]:
 
 def measure(work: Path, limits: list[int], file_kb: int, repeats: int) -> list[Point]:
     from bench.batch import batch_job, manifest_of
-    from glue_processor.session import local_session
+    from glue_processor.local.session import local_session
 
     spark = local_session("sizing", cores="1", driver_memory="6g")
     files = make_files(work / "data", max(limits), file_kb)

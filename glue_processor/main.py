@@ -63,42 +63,40 @@ def run_query(spark: SparkSession, settings: JobSettings) -> list[ManifestBatchJ
         logger.info("checkpoint generation full; continuing in a new one", extra={"after": generation.checkpoint_uri})
 
 
-def run(argv: Sequence[str]) -> int:
+def run(argv: Sequence[str], *, script: str = "main.py") -> int:
+    """Run the job on ``argv`` (the arguments after the script's name)."""
     settings = parse_settings(argv)
     try:
         from awsglue.context import GlueContext
         from awsglue.job import Job
         from awsglue.utils import getResolvedOptions
     except ImportError:
-        glue = None
-    else:
-        glue = (GlueContext, Job, getResolvedOptions)
+        # Not on Glue: the local runner's session (finds a JDK). Imported only here, so the job's
+        # zip, which leaves glue_processor/local/ out, never needs it on Glue.
+        from glue_processor.local.session import local_session
 
-    from glue_processor.session import apply_job_conf, local_session
+        run_query(local_session(), settings)
+        return 0
 
-    job = None
-    if glue is not None:
-        from pyspark.context import SparkContext
+    from pyspark.context import SparkContext
 
-        glue_context_cls, job_cls, resolve = glue
-        args = resolve(list(argv), ["JOB_NAME"])
-        glue_context = glue_context_cls(SparkContext.getOrCreate())
-        spark = glue_context.spark_session
-        apply_job_conf(spark)
-        job = job_cls(glue_context)
-        job.init(args["JOB_NAME"], args)
-    else:
-        spark = local_session()
+    from glue_processor.session import apply_job_conf
 
+    # getResolvedOptions parses args[1:]: it expects sys.argv whole, the script's name first.
+    args = getResolvedOptions([script, *argv], ["JOB_NAME"])
+    glue_context = GlueContext(SparkContext.getOrCreate())
+    spark = glue_context.spark_session
+    apply_job_conf(spark)
+    job = Job(glue_context)
+    job.init(args["JOB_NAME"], args)
     run_query(spark, settings)
-    if job is not None:
-        job.commit()
+    job.commit()
     return 0
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    sys.exit(run(sys.argv[1:]))
+    sys.exit(run(sys.argv[1:], script=sys.argv[0]))
 
 
 if __name__ == "__main__":

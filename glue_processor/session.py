@@ -1,14 +1,14 @@
-"""Building the SparkSession: Glue's when running on Glue, a local one otherwise."""
+"""The Spark settings the job relies on, applied to Glue's session and to a local one alike.
+
+Nothing here may import ``glue_processor.local``: this module ships in the job's zip, and the
+local runner (``glue_processor/local/``) does not.
+"""
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any
 
 from pyspark.sql import SparkSession
-
-from glue_processor.local.java import java_home
 
 # SQL settings the batch path relies on, applied on Glue and locally alike.
 JOB_SQL_CONF = {
@@ -25,38 +25,6 @@ JOB_SQL_CONF = {
 def apply_job_conf(spark: SparkSession) -> None:
     for key, value in JOB_SQL_CONF.items():
         spark.conf.set(key, value)
-
-
-def local_session(
-    app_name: str = "ndjson-ingest",
-    *,
-    cores: str = "*",
-    driver_memory: str = "4g",
-    extra: dict[str, Any] | None = None,
-) -> SparkSession:
-    """A local SparkSession configured as the job expects."""
-    os.environ["JAVA_HOME"] = java_home()
-    # The batch's tasks run Python (msgspec, pyarrow): the workers use this interpreter, not
-    # whichever python3 is first on PATH.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = (
-        SparkSession.builder.master(f"local[{cores}]")
-        .appName(app_name)
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.warehouse.dir", os.path.join(os.getcwd(), ".spark-warehouse"))
-        .config("spark.driver.extraJavaOptions", "-Dderby.system.home=/tmp/derby -XX:+UseG1GC")
-        # The local file system without .crc side files: its checksum layer cannot name the side file
-        # of an object whose name has a ':' (timestamps), and S3 has no such layer either.
-        .config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
-    )
-    for key, value in {**JOB_SQL_CONF, **(extra or {})}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    quiet_expected_warnings(spark)
-    return spark
 
 
 def quiet_expected_warnings(spark: SparkSession) -> None:

@@ -19,7 +19,7 @@ def load_event(name: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from glue_processor.session import local_session
+    from glue_processor.local.session import local_session
 
     session = local_session("tests", cores="2", driver_memory="2g", extra={"spark.sql.shuffle.partitions": "4"})
     yield session

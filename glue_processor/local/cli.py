@@ -152,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
+    from glue_processor.local.session import local_session
     from glue_processor.main import run_query
-    from glue_processor.session import local_session
 
     print(f"running the streaming job on local Spark ({settings.trigger}); workdir {layout.workdir}")
     spark = local_session()
