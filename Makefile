@@ -19,7 +19,7 @@ FILE_KB ?= 1024
 SLA_S ?= 600
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run status reconcile reliability bench sizing bookkeeping template package deploy destroy test test-fast lint format clean
+.PHONY: help setup parity run status reconcile reliability bench sizing bookkeeping template package deploy destroy test test-fast lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<d
 
 status: setup ## the control plane's status and dry-run against a local run: make status [WORKDIR=<dir>]
 	$(BIN)/python -m glue_processor.local.status --workdir "$(WORKDIR)"
+
+parity: setup ## environments like Glue 5.0/5.1's and Lambda's python3.11 runtime, for the shipped-artifact tests
+	$(BIN)/python -m infra.parity
 
 template: setup ## render infra/build/template.json (base template + generated dashboard and alarms)
 	$(BIN)/python -m infra.build
@@ -73,18 +76,18 @@ lint: setup template ## ruff, mypy --strict, cfn-lint and checkov
 	$(BIN)/ruff check contracts glue_processor lambdas infra bench tests
 	$(BIN)/ruff format --check contracts glue_processor lambdas infra bench tests
 	$(BIN)/mypy
-	$(BIN)/cfn-lint infra/build/template.json
+	$(BIN)/cfn-lint -c I -- infra/build/template.json
 	$(TOOLS)/bin/checkov -f infra/build/template.json --framework cloudformation --compact --quiet --skip-download
 
 format: setup ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix contracts glue_processor lambdas infra bench tests
 	$(BIN)/ruff format contracts glue_processor lambdas infra bench tests
 
-test: setup lint ## everything CI runs: lint, then the whole test suite
+test: setup lint parity ## everything CI runs: lint, then the whole test suite
 	$(BIN)/python -m pytest -q
 
 test-fast: setup ## the tests without Spark
 	$(BIN)/python -m pytest -q -m "not spark"
 
 clean: ## remove the venv, caches and the default WORKDIR
-	rm -rf $(VENV) $(TOOLS) dist infra/build .work .bench .work-chaos .pytest_cache .mypy_cache .ruff_cache .spark-warehouse
+	rm -rf $(VENV) $(TOOLS) .parity dist infra/build .work .bench .work-chaos .pytest_cache .mypy_cache .ruff_cache .spark-warehouse

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from infra.observability import alarm_resources, dashboard_resource
+from infra.runtime import DEFAULT_GLUE_VERSION, STREAMING_WORKER_TYPES, additional_python_modules, glue_runtimes
 
 HERE = Path(__file__).parent
 BASE = HERE / "template.yaml"
@@ -48,8 +49,19 @@ def tls_only_policies(resources: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def apply_runtime(template: dict[str, Any]) -> None:
+    """Glue versions, worker types and the job's extra modules, from their one definition."""
+    params = template["Parameters"]
+    params["GlueVersion"]["Default"] = DEFAULT_GLUE_VERSION
+    params["GlueVersion"]["AllowedValues"] = sorted(glue_runtimes())
+    params["WorkerType"]["AllowedValues"] = list(STREAMING_WORKER_TYPES)
+    args = template["Resources"]["GlueJob"]["Properties"]["DefaultArguments"]
+    args["--additional-python-modules"] = additional_python_modules()
+
+
 def render() -> dict[str, Any]:
     template: dict[str, Any] = yaml.safe_load(BASE.read_text(encoding="utf-8"))
+    apply_runtime(template)
     resources = template["Resources"]
     generated = {"Dashboard": dashboard_resource(), **alarm_resources(), **tls_only_policies(resources)}
     clash = set(generated) & set(resources)

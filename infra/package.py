@@ -2,8 +2,11 @@
 
 - ``lambdas.zip``: contracts + lambdas + their dependencies for the Lambda runtime (python3.11,
   x86_64); boto3 comes with the runtime. Both functions use it, with different handlers.
-- ``glue-job.zip``: contracts + glue_processor (without the local runner), the job's
-  ``--extra-py-files``; pydantic comes through ``--additional-python-modules``.
+- ``glue-job.zip``: contracts + glue_processor, the job's ``--extra-py-files``, without what
+  the job never imports: the local runner (``glue_processor/local/``) and the operators'
+  reconcile tool (run from a workstation with the wheel). pydantic and msgspec come through
+  ``--additional-python-modules``; tests/infra/test_shipped.py imports every module of this zip
+  in an environment like Glue's and runs a batch from it.
 - ``main.py``: the job script (Glue's ScriptLocation).
 - the project wheel, for users who install the package elsewhere.
 """
@@ -19,6 +22,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LAMBDA_DEPS = ["pydantic>=2.7,<3", "pydantic-settings>=2.3,<3", "aws-lambda-powertools>=3.0,<4"]
+
+
+# Paths (relative to the repository) that stay out of the job's zip.
+JOB_ZIP_EXCLUDE = ("glue_processor/local/", "glue_processor/reconcile.py")
 
 
 def _add_tree(zf: zipfile.ZipFile, package: str, *, exclude: tuple[str, ...] = ()) -> None:
@@ -71,7 +78,7 @@ def build(out: Path) -> dict[str, Path]:
     job_zip = out / "glue-job.zip"
     with zipfile.ZipFile(job_zip, "w") as zf:
         _add_tree(zf, "contracts")
-        _add_tree(zf, "glue_processor", exclude=("glue_processor/local/",))
+        _add_tree(zf, "glue_processor", exclude=JOB_ZIP_EXCLUDE)
     script = out / "main.py"
     shutil.copyfile(ROOT / "glue_processor" / "main.py", script)
     for old in out.glob("*.whl"):

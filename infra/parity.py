@@ -1,0 +1,93 @@
+"""Environments like the ones the artifacts run in, for testing what ships the way it ships.
+
+- ``glue_env("5.1")``: Python 3.11 with exactly the modules that Glue version provides
+  (``infra/runtimes/glue-<v>.txt``, installed without their dependencies, as Glue's image holds
+  them), then the job's ``--additional-python-modules`` value split the way Glue splits it and
+  installed with pip on top, dependencies and all, as Glue does at job start.
+- ``lambda_env()``: Python 3.11 with only what the Lambda runtime provides (boto3).
+
+Each environment is a venv under ``.parity/`` and is rebuilt when what it is built from changes.
+``python -m infra.parity`` builds them all (``make parity``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from infra.runtime import ROOT, RUNTIMES, additional_python_modules, glue_runtimes, split_as_glue_does
+
+PARITY = ROOT / ".parity"
+
+
+class ParityError(Exception):
+    """An environment could not be built; the message carries pip's output."""
+
+
+def _python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def _pip(venv: Path, *args: str) -> None:
+    out = subprocess.run(
+        [str(_python(venv)), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise ParityError(f"pip install {' '.join(args)} failed in {venv.name}:\n{out.stdout}\n{out.stderr}")
+
+
+def _fresh(venv: Path, recipe: str) -> bool:
+    """Create ``venv`` unless it exists and was built from the same recipe; True when (re)built."""
+    stamp = venv / ".recipe"
+    digest = hashlib.sha256(recipe.encode()).hexdigest()
+    if stamp.exists() and stamp.read_text() == digest and _python(venv).exists():
+        return False
+    shutil.rmtree(venv, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    return True
+
+
+def _stamp(venv: Path, recipe: str) -> None:
+    (venv / ".recipe").write_text(hashlib.sha256(recipe.encode()).hexdigest())
+
+
+def glue_env(version: str, *, modules: str | None = None, root: Path = PARITY) -> Path:
+    """The interpreter of an environment like Glue ``version``'s with ``modules`` (default: the
+    stack's ``--additional-python-modules``) installed as Glue installs them."""
+    runtime = glue_runtimes()[version]
+    value = additional_python_modules() if modules is None else modules
+    venv = root / f"glue-{version}"
+    recipe = runtime.requirements_file.read_text() + "\n--additional-python-modules " + value
+    if _fresh(venv, recipe):
+        _pip(venv, "--no-deps", "-r", str(runtime.requirements_file))
+        _pip(venv, *split_as_glue_does(value))
+        _stamp(venv, recipe)
+    return _python(venv)
+
+
+def lambda_env(*, root: Path = PARITY) -> Path:
+    """The interpreter of an environment like the Lambda python3.11 runtime's."""
+    pins = RUNTIMES / "lambda-python3.11.txt"
+    venv = root / "lambda-python3.11"
+    recipe = pins.read_text()
+    if _fresh(venv, recipe):
+        _pip(venv, "--no-deps", "-r", str(pins))
+        _stamp(venv, recipe)
+    return _python(venv)
+
+
+def main() -> int:
+    for version in glue_runtimes():
+        print(f"glue {version}: {glue_env(version)}")
+    print(f"lambda: {lambda_env()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

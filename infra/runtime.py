@@ -1,0 +1,100 @@
+"""What the artifacts run on: the Glue versions we support, their provided libraries, and the
+modules the job installs on top (``--additional-python-modules``), each defined once.
+
+- ``infra/runtimes/glue-<version>.txt``: the Python modules a Glue version provides, as AWS
+  documents them (the file names its source); the template's ``GlueVersion`` allows exactly these.
+- pyproject's ``glue`` extra: what the job installs on top, pinned with ``==`` only. Glue splits
+  ``--additional-python-modules`` on every comma, so a requirement holding a comma (``>=2.7,<3``)
+  would reach pip as two broken ones; :func:`additional_python_modules` refuses it.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNTIMES = ROOT / "infra" / "runtimes"
+DEFAULT_GLUE_VERSION = "5.1"
+# Worker types for a Glue 5 streaming job (AWS Glue Developer Guide, "AWS Glue worker types" and the
+# Job API's WorkerType): G.025X is for streaming jobs only; G.4X and G.8X are documented for Spark ETL
+# jobs (glueetl), not for streaming ones, and Standard is Glue 1.0's.
+STREAMING_WORKER_TYPES = ("G.025X", "G.1X", "G.2X")
+_PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!-]+$")
+
+
+@dataclass(frozen=True)
+class GlueRuntime:
+    version: str
+    provided: dict[str, str]  # normalised distribution name -> version
+
+    @property
+    def spark(self) -> str:
+        return self.provided["pyspark"]
+
+    @property
+    def requirements_file(self) -> Path:
+        return RUNTIMES / f"glue-{self.version}.txt"
+
+
+def normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read_pins(path: Path) -> dict[str, str]:
+    """``name==version`` lines of a runtime file (comments and blank lines skipped)."""
+    pins: dict[str, str] = {}
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if not _PIN.match(line):
+            raise ValueError(f"{path.name}: {line!r} is not an exact name==version pin")
+        name, version = line.split("==")
+        pins[normalise(name)] = version
+    return pins
+
+
+def glue_runtimes() -> dict[str, GlueRuntime]:
+    """Every Glue version we support, by version string."""
+    out = {}
+    for path in sorted(RUNTIMES.glob("glue-*.txt")):
+        version = path.stem.removeprefix("glue-")
+        out[version] = GlueRuntime(version, read_pins(path))
+    return out
+
+
+def extra(name: str) -> tuple[str, ...]:
+    """A pyproject optional-dependency list."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return tuple(project["optional-dependencies"][name])
+
+
+def job_python_modules() -> tuple[str, ...]:
+    """What the job installs on top of Glue's provided modules (pyproject's ``glue`` extra)."""
+    modules = extra("glue")
+    for req in modules:
+        if "," in req or not _PIN.match(req):
+            raise ValueError(
+                f"glue extra: {req!r} must be an exact name==version pin without commas "
+                "(Glue splits --additional-python-modules on every comma)"
+            )
+    return modules
+
+
+def additional_python_modules() -> str:
+    """The value of the job's ``--additional-python-modules`` argument."""
+    return ",".join(job_python_modules())
+
+
+def split_as_glue_does(value: str) -> list[str]:
+    """How Glue reads ``--additional-python-modules``: a comma-separated list of modules
+    (AWS Glue Developer Guide, "Using Python libraries with AWS Glue")."""
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def lambda_runtime_pins() -> dict[str, str]:
+    """What the Lambda python3.11 runtime provides (the AWS SDK for Python)."""
+    return read_pins(RUNTIMES / "lambda-python3.11.txt")

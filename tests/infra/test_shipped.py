@@ -1,0 +1,258 @@
+"""What ships, run the way it ships (issue: "Deployable as shipped").
+
+The job's zip and script run in an environment like Glue 5's: only the modules that Glue version
+provides (``infra/runtimes/glue-<v>.txt``, the list AWS publishes) plus the template's
+``--additional-python-modules`` split on commas, as Glue splits it, and installed with pip. The
+Lambda zip runs in an environment like the Lambda python3.11 runtime's (boto3 only). Every
+interpreter is started with ``-I``: nothing from this checkout or its editable install leaks in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import subprocess
+import tomllib
+import zipfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.requirements import Requirement
+
+from contracts.layout import manifest_key
+from contracts.manifest import Manifest, ManifestEntry
+from infra.build import render
+from infra.package import build
+from infra.parity import glue_env, lambda_env
+from infra.runtime import DEFAULT_GLUE_VERSION, ROOT, glue_runtimes, job_python_modules, split_as_glue_does
+
+STUB = Path(__file__).parent / "glue_stub"
+TEMPLATE = render()
+JOB_ARGS = TEMPLATE["Resources"]["GlueJob"]["Properties"]["DefaultArguments"]
+EVENTS = ROOT / "tests" / "events"
+
+
+def isolated(python: Path, code: str, *, env: dict[str, str] | None = None, timeout: int = 600) -> Any:
+    """``python -I -c code``: no PYTHONPATH, no user site, no current directory on sys.path."""
+    return subprocess.run(
+        [str(python), "-I", "-c", code], capture_output=True, text=True, check=False, env=env, timeout=timeout
+    )
+
+
+# ---------------------------------------------------------------- pins (fast, no environment)
+
+
+def test_additional_python_modules_survive_glues_comma_split() -> None:
+    # Given the value the stack passes to Glue
+    value = JOB_ARGS["--additional-python-modules"]
+    # When Glue splits it on commas, each part is one valid requirement, pinned exactly
+    parts = split_as_glue_does(value)
+    assert parts == list(job_python_modules())
+    for part in parts:
+        req = Requirement(part)
+        assert len(req.specifier) == 1 and next(iter(req.specifier)).operator == "=="
+
+
+def test_local_pins_are_the_default_glue_versions_libraries() -> None:
+    # pyspark, pyarrow and numpy as the stack's default GlueVersion provides them
+    runtime = glue_runtimes()[DEFAULT_GLUE_VERSION]
+    spark_extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["spark"]
+    pins = {Requirement(r).name: str(Requirement(r).specifier) for r in spark_extra}
+    assert pins["pyspark"] == f"=={runtime.spark}"
+    assert pins["pyarrow"] == f"=={runtime.provided['pyarrow']}"
+    assert pins["numpy"] == f"=={runtime.provided['numpy']}"
+    assert render()["Parameters"]["GlueVersion"]["Default"] == DEFAULT_GLUE_VERSION
+
+
+# ---------------------------------------------------------------- the job, on Glue-like environments
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return build(tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="module", params=sorted(glue_runtimes()))
+def glue_python(request: pytest.FixtureRequest) -> Path:
+    """An environment like the Glue version's, with the template's modules installed as Glue does."""
+    return glue_env(request.param, modules=JOB_ARGS["--additional-python-modules"])
+
+
+def zip_modules(path: Path) -> list[str]:
+    names = zipfile.ZipFile(path).namelist()
+    return sorted(n[:-3].replace("/", ".").removesuffix(".__init__") for n in names if n.endswith(".py"))
+
+
+@pytest.mark.slow
+def test_every_module_of_the_job_zip_imports_on_glue(glue_python: Path, artifacts: dict[str, Path]) -> None:
+    # Given the job's zip and nothing else of this checkout
+    modules = zip_modules(artifacts["job_package"])
+    assert "glue_processor.batch" in modules and "glue_processor.session" in modules
+    code = (
+        "import importlib, sys, traceback\n"
+        f"sys.path.insert(0, {str(artifacts['job_package'])!r})\n"
+        "bad = []\n"
+        f"for name in {modules!r}:\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except Exception as exc:\n"
+        "        bad.append(f'{name}: {exc!r}')\n"
+        "print('\\n'.join(bad)); sys.exit(1 if bad else 0)\n"
+    )
+    # When every module is imported on the Glue-like interpreter
+    out = isolated(glue_python, code)
+    # Then none fails (a local-only import, a pin that needs another numpy, ...)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _resolve(value: Any) -> str:
+    """A template value as CloudFormation would pass it with the parameters' defaults."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return str(TEMPLATE["Parameters"][value["Ref"]]["Default"])
+    if "Fn::If" in value:
+        return _resolve(value["Fn::If"][2])  # the default parameters take the "else" branch here
+    return "s3://unused/x"  # Fn::Sub of resource names: locations Glue uses, not the job
+
+
+def _glue_argv(tmp: Path, zip_path: Path) -> list[str]:
+    """The argv Glue gives the script: its own ids first, then every default argument of the
+    rendered job, our locations pointed at local directories."""
+    local = {
+        "--manifest_uri": (tmp / "manifests").as_uri(),
+        "--output_uri": (tmp / "out" / "data").as_uri(),
+        "--quarantine_uri": (tmp / "out" / "quarantine").as_uri(),
+        "--checkpoint_uri": (tmp / "checkpoint").as_uri(),
+        "--manifest_archive_uri": (tmp / "archive").as_uri(),
+        "--allowed_buckets": "landing",
+        "--extra-py-files": str(zip_path),
+    }
+    argv = ["--JOB_ID", "j_0123", "--JOB_RUN_ID", "jr_0123", "--job-bookmark-option", "job-bookmark-disable"]
+    for key, value in JOB_ARGS.items():
+        if key in local:
+            argv += [key, local[key]]
+        else:
+            argv += [key, _resolve(value)]
+    argv += ["--JOB_NAME", "ndjson-ingest-streaming"]  # not first: Glue promises no order
+    argv += ["--trigger", "available-now", "--metrics_sinks", "jsonl"]
+    argv += ["--metrics_jsonl_path", str(tmp / "metrics.jsonl")]
+    argv += ["--source_uri_template", (tmp / "buckets").as_uri() + "/{bucket}/{key}"]
+    return argv
+
+
+@pytest.mark.slow
+def test_the_job_script_runs_a_batch_from_the_zip(
+    glue_python: Path, artifacts: dict[str, Path], tmp_path: Path
+) -> None:
+    from glue_processor.local.java import java_home
+
+    # Given one landed object (two good lines, one bad) and its manifest
+    body = b'{"id":1,"name":"a"}\nnot json\n{"id":2,"name":"b"}\n'
+    obj = tmp_path / "buckets" / "landing" / "incoming" / "a.ndjson"
+    obj.parent.mkdir(parents=True)
+    obj.write_bytes(body)
+    entry = ManifestEntry(
+        bucket="landing",
+        key="incoming/a.ndjson",
+        size=len(body),
+        etag=hashlib.md5(body).hexdigest(),
+        event_time=datetime.now(UTC),
+    )
+    manifest = Manifest.of([entry])
+    (tmp_path / "manifests").mkdir()
+    (tmp_path / "manifests" / manifest_key("", manifest)).write_bytes(manifest.to_json())
+    script = artifacts["job_script"]
+    bootstrap = (
+        "import runpy, sys\n"
+        f"sys.path[:0] = [{str(artifacts['job_package'])!r}, {str(STUB)!r}]\n"
+        f"sys.argv = {[str(script), *_glue_argv(tmp_path, artifacts['job_package'])]!r}\n"
+        f"runpy.run_path({str(script)!r}, run_name='__main__')\n"
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "JAVA_HOME": java_home(),
+        "PYSPARK_PYTHON": str(glue_python),
+        # --extra-py-files reach the executors' Python workers as Glue ships them
+        "PYSPARK_SUBMIT_ARGS": f"--py-files {artifacts['job_package']} --driver-memory 1g pyspark-shell",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }
+    # When Glue would run the script: python script.py <argv>
+    out = isolated(glue_python, bootstrap, env=env, timeout=900)
+    # Then the job commits, and the rows and the bad line land where they should
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-6000:]
+    assert "awsglue-stub: job.init ndjson-ingest-streaming" in out.stdout
+    assert "awsglue-stub: job.commit" in out.stdout
+    import pyarrow.parquet as pq
+
+    files = [p for p in (tmp_path / "out" / "data").rglob("*.parquet") if "_staging" not in p.parts]
+    rows = [r for f in files for r in pq.read_table(f).to_pylist()]
+    assert sorted((r["id"], r["name"], r["_line"]) for r in rows) == [("1", "a", 1), ("2", "b", 3)]
+    bad = [json.loads(line) for f in (tmp_path / "out" / "quarantine").rglob("*.json*") for line in f.open()]
+    assert [(b["line"], b["kind"]) for b in bad] == [(2, "line")]
+
+
+# ---------------------------------------------------------------- the Lambda zip, on the Lambda runtime
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_lambda_zip_builds_a_manifest_on_the_lambda_runtime(artifacts: dict[str, Path], tmp_path: Path) -> None:
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    # Given the Lambda zip unpacked as the runtime does, and S3 (moto's server on loopback)
+    with zipfile.ZipFile(artifacts["lambdas"]) as zf:
+        zf.extractall(tmp_path / "task")
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        creds = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                          aws_secret_access_key="testing")  # fmt: skip
+        s3.create_bucket(Bucket="manifest-bucket")
+        notification = json.loads((EVENTS / "s3_object_created.json").read_text())
+        message = json.loads((EVENTS / "sqs_message.json").read_text())
+        event = {"Records": [{**message, "body": json.dumps(notification)}]}
+        code = (
+            "import json, sys\n"
+            f"sys.path.insert(0, {str(tmp_path / 'task')!r})\n"
+            "from lambdas.manifest_builder.handler import lambda_handler\n"
+            "class Context:\n"
+            "    function_name = 'manifest-builder'; memory_limit_in_mb = 512; aws_request_id = 'r-1'\n"
+            "    invoked_function_arn = 'arn:aws:lambda:us-east-1:123456789012:function:manifest-builder'\n"
+            f"print(json.dumps(lambda_handler(json.loads({json.dumps(event)!r}), Context())))\n"
+        )
+        env = {
+            **creds,
+            "PATH": "/usr/bin:/bin",
+            "AWS_ENDPOINT_URL": endpoint,
+            "MANIFEST_BUCKET": "manifest-bucket",
+            "POWERTOOLS_SERVICE_NAME": "manifest-builder",
+            "POWERTOOLS_METRICS_NAMESPACE": "NdjsonIngest",
+        }
+        # When the handler runs on the Lambda-like interpreter
+        out = isolated(lambda_env(), code, env=env, timeout=120)
+        # Then no record failed and the manifest names the object
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        response = json.loads(out.stdout.strip().splitlines()[-1])
+        assert response == {"batchItemFailures": []}
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket="manifest-bucket").get("Contents", [])]
+        assert len(keys) == 1 and keys[0].startswith("manifests/")
+        manifest = Manifest.from_json(s3.get_object(Bucket="manifest-bucket", Key=keys[0])["Body"].read())
+        assert [e.key for e in manifest.entries] == ["incoming/2026/11/22/my file+1 ü 100%.json"]
+    finally:
+        server.stop()
