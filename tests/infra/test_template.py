@@ -6,7 +6,6 @@ import json
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -106,19 +105,10 @@ def test_glue_job_arguments_and_settings_agree_with_the_job() -> None:
     ours = {k[2:] for k in job["DefaultArguments"] if re.match(r"^--[a-z][a-z0-9_]*$", k)}
     assert ours <= set(JobSettings.model_fields), ours - set(JobSettings.model_fields)
     assert job["Command"]["Name"] == "gluestreaming"
-    for flag in ("--enable-metrics", "--enable-continuous-cloudwatch-log", "--enable-spark-ui"):
+    for flag in ("--enable-metrics", "--enable-spark-ui"):
         assert job["DefaultArguments"][flag] == "true"
     assert job["DefaultArguments"]["--job_name"] == {"Fn::Sub": DIMENSION_VALUES["JobName"]}
     assert job["DefaultArguments"]["--query_name"] == {"Ref": "QueryName"}
-
-
-def test_glue_installs_the_python_modules_the_batch_tasks_import() -> None:
-    # Given the job's runtime dependencies, declared once in pyproject's "spark" extra
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    needed = {d for d in project["optional-dependencies"]["spark"] if not d.startswith("pyspark")}
-    # Then the Glue job installs each of them (pyspark is Glue's own), pinned the same way
-    listed = R["GlueJob"]["Properties"]["DefaultArguments"]["--additional-python-modules"]
-    assert needed <= set(re.split(r",(?=[a-z])", listed)), listed
 
 
 def _dashboard() -> dict[str, Any]:
@@ -187,7 +177,8 @@ def test_cfn_lint_reports_nothing(tmp_path: Path) -> None:
     path = tmp_path / "template.json"
     path.write_text(json.dumps(T))
     cfn_lint = Path(sys.executable).parent / "cfn-lint"
-    out = subprocess.run([str(cfn_lint), str(path)], capture_output=True, text=True, check=False)
+    # -c I: informational checks too (explicit deletion policies, retention periods)
+    out = subprocess.run([str(cfn_lint), "-c", "I", "--", str(path)], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
 
 
