@@ -15,13 +15,12 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from contracts.glue import STREAMING_WORKER_TYPES
+
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIMES = ROOT / "infra" / "runtimes"
 DEFAULT_GLUE_VERSION = "5.1"
-# Worker types for a Glue 5 streaming job (AWS Glue Developer Guide, "AWS Glue worker types" and the
-# Job API's WorkerType): G.025X is for streaming jobs only; G.4X and G.8X are documented for Spark ETL
-# jobs (glueetl), not for streaming ones, and Standard is Glue 1.0's.
-STREAMING_WORKER_TYPES = ("G.025X", "G.1X", "G.2X")
+__all__ = ["DEFAULT_GLUE_VERSION", "STREAMING_WORKER_TYPES", "GlueRuntime"]
 _PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!-]+$")
 
 

@@ -8,6 +8,7 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts.exceptions import ConfigError
+from contracts.glue import StreamingWorkerType
 from contracts.metrics import DEFAULT_NAMESPACE
 from contracts.validation import describe
 
@@ -20,7 +21,7 @@ class ControlSettings(BaseSettings):
     job_name: str = Field(min_length=1, description="the Glue streaming job to keep alive")
     query_name: str = Field(default="ndjson-to-parquet", description="QueryName dimension of the job's metrics")
     metrics_namespace: str = DEFAULT_NAMESPACE
-    worker_type: Literal["G.025X", "G.1X", "G.2X", "G.4X", "G.8X"] = "G.1X"
+    worker_type: StreamingWorkerType = "G.1X"
     min_workers: int = Field(default=2, ge=2, le=299, description="Glue needs at least 2 workers")
     max_workers: int = Field(default=10, ge=2, le=299)
     scaling_mode: Literal["control-plane", "glue-auto-scaling"] = "control-plane"
