@@ -15,6 +15,12 @@ STAGING_DIR = "_staging"
 NDJSON_SUFFIXES: tuple[str, ...] = (".json", ".ndjson", ".jsonl", ".json.gz", ".ndjson.gz", ".jsonl.gz")
 
 
+def is_commit_record(name: str) -> bool:
+    """A commit record's file name: ``<batch id>.json``. Hidden names (``.tmp-…`` left by a write
+    killed before its rename on a local file system) are not records."""
+    return name.endswith(".json") and not name.startswith((".", "_"))
+
+
 def manifest_key(prefix: str, manifest: Manifest) -> str:
     """The manifest's object key: a pure function of its content (earliest event time + hash).
 

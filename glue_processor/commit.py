@@ -22,7 +22,7 @@ import logging
 from datetime import datetime
 
 from contracts.exceptions import StorageError
-from contracts.layout import COMMITS_DIR, STAGING_DIR
+from contracts.layout import COMMITS_DIR, STAGING_DIR, is_commit_record
 from contracts.ledger import CommitRecord, PublishedFile
 from glue_processor import faults
 from glue_processor.hadoop_fs import HadoopFS
@@ -84,7 +84,7 @@ class BatchCommitter:
     def recent_records(self, *, since: datetime) -> list[CommitRecord]:
         """Commit records newer than ``since``, in batch order; reads back from the newest only as far
         as needed, so a restart does not read the whole ledger."""
-        names = sorted((i for i in self.fs.list(self.commits_dir()) if i.name.endswith(".json")), key=lambda i: i.name)
+        names = sorted((i for i in self.fs.list(self.commits_dir()) if is_commit_record(i.name)), key=lambda i: i.name)
         out: list[CommitRecord] = []
         for info in reversed(names):
             record = CommitRecord.model_validate_json(self.fs.read_bytes(info.uri))

@@ -172,6 +172,19 @@ def test_crash_between_commit_and_publish_is_finished_by_the_rerun(spark: Any, t
     assert sorted(r["a"] for r in read_rows(tmp_path / "output")) == ["1", "2"]
 
 
+def test_a_commit_record_write_killed_before_its_rename_does_not_stop_a_restart(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    job = env.job(spark)
+    job.run([env.manifest("m1", [env.put("in/x.json", b'{"a":1}\n')])], 0)
+    # Given the empty temporary file a kill -9 leaves when it lands between create and rename
+    commits = Path(job.committer().commits_dir().removeprefix("file://"))
+    (commits / ".tmp-000000000001.json").write_bytes(b"")
+    # When a restarted job resumes (it reads back its recent commit records) and runs the next batch
+    env.job(spark).run([env.manifest("m2", [env.put("in/y.json", b'{"a":2}\n')])], 1)
+    # Then both batches' rows are there
+    assert sorted(r["a"] for r in read_rows(tmp_path / "output")) == ["1", "2"]
+
+
 def test_bad_manifest_and_missing_object_are_quarantined_and_the_rest_loaded(spark: Any, tmp_path: Path) -> None:
     env = Env(tmp_path)
     good = env.put("in/good.json", b'{"a":1}\nnot json\n')
