@@ -19,7 +19,7 @@ FILE_KB ?= 1024
 SLA_S ?= 600
 
 .DEFAULT_GOAL := help
-.PHONY: help setup parity run status reconcile reliability bench sizing bookkeeping template package deploy destroy test test-fast lint format clean
+.PHONY: help setup parity run status reconcile reliability bench sizing intake bookkeeping template package deploy destroy test test-fast lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -65,6 +65,9 @@ bench: setup ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on 
 
 sizing: setup ## stress batches on one core, then a Glue sizing: make sizing [FILES_PER_HOUR=200000 FILE_KB=1024 SLA_S=600]
 	$(BIN)/python -m bench.sizing --files-per-hour $(FILES_PER_HOUR) --file-kb $(FILE_KB) --sla-s $(SLA_S)
+
+intake: setup ## replay the seed's manifest arrivals against the trigger policy (does intake keep up?)
+	$(BIN)/python -m bench.intake
 
 bookkeeping: setup ## checkpoint size and restart time over 100,000 simulated manifests
 	$(BIN)/python -m bench.bookkeeping --manifests 100000 --steps 10

@@ -36,7 +36,7 @@ def rotate_after_batches(settings: JobSettings) -> int | None:
     """Batches per generation, or None when rotation is off."""
     if not settings.checkpoint_rotate_manifests:
         return None
-    return max(1, settings.checkpoint_rotate_manifests // settings.max_files_per_trigger)
+    return max(1, settings.checkpoint_rotate_manifests // settings.files_per_trigger)
 
 
 def current_checkpoint(fs: HadoopFS, settings: JobSettings) -> str:

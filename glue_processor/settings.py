@@ -55,7 +55,17 @@ class JobSettings(BaseModel):
     query_name: str = Field(default="ndjson-to-parquet", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     trigger: Literal["processing-time", "available-now"] = "processing-time"
     trigger_interval_seconds: int = Field(default=30, ge=1, le=3600)
-    max_files_per_trigger: int = Field(default=1, ge=1, le=10_000)
+    max_files_per_trigger: int = Field(
+        default=100, ge=1, le=10_000, description="most manifests per micro-batch (an upper bound)"
+    )
+    max_bytes_per_trigger: int = Field(
+        default=16 * 1024 * MIB,
+        ge=0,
+        description="byte budget of a micro-batch: data bytes its manifests may reference (0: no budget)",
+    )
+    max_manifest_bytes: int = Field(
+        default=1024 * MIB, ge=1, description="the most data bytes one manifest references (the Lambda's bound)"
+    )
     target_file_mb: int = Field(default=128, ge=1, le=2048)
     parquet_bytes_per_input_byte: float = Field(
         default=0.3, gt=0, le=4, description="first guess of Parquet size / NDJSON size; learnt per batch"
@@ -106,6 +116,15 @@ class JobSettings(BaseModel):
     @property
     def metric_dimensions(self) -> dict[str, str]:
         return {"JobName": self.job_name, "QueryName": self.query_name}
+
+    @property
+    def files_per_trigger(self) -> int:
+        """Manifests per micro-batch. Spark 3.5's file source limits files, not bytes, so the byte
+        budget is enforced through the manifests' own bound: each references at most
+        ``max_manifest_bytes``, so this many reference at most ``max_bytes_per_trigger``."""
+        if not self.max_bytes_per_trigger:
+            return self.max_files_per_trigger
+        return max(1, min(self.max_files_per_trigger, self.max_bytes_per_trigger // self.max_manifest_bytes))
 
     @property
     def target_file_bytes(self) -> int:

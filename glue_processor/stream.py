@@ -23,7 +23,7 @@ def start_query(spark: SparkSession, settings: JobSettings, job: ManifestBatchJo
     reader = (
         spark.readStream.format("text")
         .option("wholetext", True)
-        .option("maxFilesPerTrigger", settings.max_files_per_trigger)
+        .option("maxFilesPerTrigger", settings.files_per_trigger)
         .option("pathGlobFilter", f"*{MANIFEST_SUFFIX}")
     )
     if settings.manifest_archive_uri:
