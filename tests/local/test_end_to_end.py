@@ -138,7 +138,9 @@ def test_checkpoint_generations_rotate_without_loss_or_duplicates(tmp_path: Path
     )
     assert out.returncode == 0, out.stderr[-3000:]
     generations = sorted(p.name for p in (work / "checkpoint").iterdir() if p.name.startswith("gen-"))
-    assert len(generations) >= 3, generations
+    # At least one rotation. How many depends on timing: available-now runs batches back to back and
+    # stops a full generation "soon" (2 s), so a fast run can fit more than 2 manifests in one.
+    assert len(generations) >= 2, generations
     rows = read_rows(work / "output")
     want = sorted((f"s3://local-landing/{rel}", n + 1) for rel, recs in files.items() for n in range(len(recs)))
     assert lineage(rows) == want  # each record once across generations
