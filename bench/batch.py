@@ -43,7 +43,7 @@ def batch_job(spark: Any, files: list[Path], out: Path, query_id: str, previous:
     )
     job = ManifestBatchJob(spark, settings, query_id=query_id)
     if previous is not None:
-        # a 24/7 job carries what it measured and learnt: the Parquet/NDJSON ratio and the keys
-        job.ratio = previous.ratio
+        # a 24/7 job carries what it learnt: the keys (and the gzip expansion it sizes tasks by)
+        job.gzip_expansion = previous.gzip_expansion
         job.known_keys = set(previous.known_keys)
     return job

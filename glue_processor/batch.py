@@ -1,4 +1,10 @@
-"""One micro-batch: manifests -> one parallel read -> Parquet, committed exactly once."""
+"""One micro-batch: manifests -> parse tasks by input -> write tasks by output -> one commit.
+
+Parse tasks are planned from the batch's input so that every core has work (see
+:func:`glue_processor.sizing.parse_unit_count`); each stages Parquet parts. The write stage
+(:mod:`glue_processor.merge`) turns the parts into files of about the target size. The commit
+protocol (:mod:`glue_processor.commit`) publishes the batch exactly once.
+"""
 
 from __future__ import annotations
 
@@ -18,17 +24,19 @@ from contracts.ledger import BatchStats, CommitRecord, PublishedFile, SourceReco
 from glue_processor import faults
 from glue_processor.commit import BatchCommitter
 from glue_processor.hadoop_fs import HadoopFS
+from glue_processor.merge import merge_parts, plan_merge
 from glue_processor.metrics.convert import record_datums
 from glue_processor.planning import BatchPlan, Rejection, SourceFile, latency_seconds, plan_batch, poison_plan
 from glue_processor.settings import JobSettings
-from glue_processor.sizing import LearnedRatio, output_file_count, plan_groups
-from glue_processor.tasks import FileOutcome, FileTask, Staged, TaskSpec, conform, run_task
+from glue_processor.sizing import LearnedRatio, parse_unit_count, plan_groups
+from glue_processor.tasks import FileOutcome, FileTask, Staged, TaskSpec, run_task
 
 if TYPE_CHECKING:
     from glue_processor.metrics.setup import JobMetrics
 
 logger = logging.getLogger(__name__)
 GZIP_EXPANSION_PRIOR = 5.0
+COMMITTED_KEPT = 1000
 
 
 class ManifestBatchJob:
@@ -47,14 +55,15 @@ class ManifestBatchJob:
         self.settings = settings
         self.fs = HadoopFS(spark)
         self.metrics = metrics
-        self.ratio = LearnedRatio(settings.parquet_bytes_per_input_byte)
         # Decompressed bytes per gzip byte, to size the tasks of a batch before reading it.
         self.gzip_expansion = LearnedRatio(GZIP_EXPANSION_PRIOR)
         # Every JSON key seen so far, and so the columns of a batch (the schema only grows). The
         # tasks decode known keys with one struct per key set; only new keys take the slow path.
         self.known_keys: set[str] = set()
         self._query_id = query_id
-        self.committed: list[CommitRecord] = []
+        # The latest commit records only (for the local runner's summary): a 24/7 driver must not
+        # grow with its history.
+        self.committed: deque[CommitRecord] = deque(maxlen=COMMITTED_KEPT)
         self.progress: list[dict[str, Any]] = []
         self.rotate_after = rotate_after
         self.rotate_requested = False
@@ -133,9 +142,8 @@ class ManifestBatchJob:
                     committed_at=committed_at,
                 )
             faults.hit("after-read")
-            if outcome.misfits:
-                with stages("conform"):
-                    self._conform(outcome)
+            with stages("write"):
+                self._write(outcome, out_dir=data_dir)
         with stages("write_quarantine"):
             self._write_rejections(outcome, quarantine_dir, batch_id)
         faults.hit("after-stage")
@@ -156,7 +164,6 @@ class ManifestBatchJob:
             attempt=attempt,
         )
         output_bytes = sum(f.bytes for f in data_files)
-        self.ratio.observe(output_bytes=output_bytes, input_bytes=outcome.text_bytes)
         self.gzip_expansion.observe(output_bytes=outcome.gzip_text_bytes, input_bytes=outcome.gzip_bytes)
         latencies = latency_seconds((s.event_time for s in outcome.sources if s.status == "ingested"), committed_at)
         record = CommitRecord(
@@ -203,7 +210,7 @@ class ManifestBatchJob:
         return record
 
     def resume(self) -> None:
-        """After a restart: learn from the recent batches (size ratio, dedupe index, backlog)."""
+        """After a restart: learn from the recent batches (keys, dedupe index, backlog)."""
         window = timedelta(hours=self.settings.dedupe_window_hours)
         # every generation's records: an object ingested before a checkpoint rotation is still known
         records = self.committer().recent_records_all(since=datetime.now(UTC) - window)
@@ -213,7 +220,6 @@ class ManifestBatchJob:
             return
         last = records[-1]
         self.known_keys.update(last.keys)
-        self.ratio.observe(output_bytes=last.stats.output_bytes, input_bytes=last.stats.text_bytes)
         if self.metrics is not None:
             self.metrics.probe.mark_processed(last.manifests)
 
@@ -266,17 +272,18 @@ class ManifestBatchJob:
         batch_id: int,
         committed_at: datetime,
     ) -> None:
-        """Read, parse and stage every object of the batch in parallel tasks of about one file each."""
+        """Read, parse and stage every object of the batch, in parse tasks planned by input: as many
+        as keep every core busy (and no task reads more than its cap), whatever the output size."""
         estimates = [f.entry.size * (self.gzip_expansion.value if _gzipped(f) else 1.0) for f in files]
         target = self.settings.target_file_bytes
-        n = output_file_count(round(sum(estimates)), ratio=self.ratio.value, target_bytes=target)
+        n = parse_unit_count(estimates, cores=self.spark.sparkContext.defaultParallelism)
         known = tuple(sorted(self.known_keys))
         specs = [
             TaskSpec(
                 index=i,
                 files=tuple(_file_task(files[j]) for j in group),
                 known=known,
-                data_dir=staging[0],
+                data_dir=f"{staging[0]}/parts",
                 quarantine_dir=staging[1],
                 batch_id=batch_id,
                 ingest_time=committed_at,
@@ -301,14 +308,14 @@ class ManifestBatchJob:
                     outcome.read(source, found)
         self.known_keys = keys
         outcome.final_keys = tuple(sorted(keys))
-        outcome.misfits = [d for d in outcome.data_files if set(d.keys) != keys]
 
-    def _conform(self, outcome: _Outcome) -> None:
-        """Give the files written before another task found a new key the batch's final columns."""
-        keys = outcome.final_keys
-        fixed = self._spark_map(lambda staged: conform(staged, keys), outcome.misfits)
-        replaced = {m.uri for m in outcome.misfits}
-        outcome.data_files = [d for d in outcome.data_files if d.uri not in replaced] + fixed
+    def _write(self, outcome: _Outcome, *, out_dir: str) -> None:
+        """Parts -> files of about the target size with the batch's final columns, one Spark task per
+        rewritten file; full parts that already have those columns are kept as they are."""
+        plan = plan_merge(
+            outcome.data_files, outcome.final_keys, target_bytes=self.settings.target_file_bytes, out_dir=out_dir
+        )
+        outcome.data_files = [*plan.keep, *self._spark_map(merge_parts, plan.merges)]
 
     def _spark_map(self, fn: Any, items: Sequence[Any]) -> list[Any]:
         """``fn`` over ``items``, one Spark task each (the tasks write; only small results return)."""
@@ -355,7 +362,6 @@ class _Outcome:
         self.sources: list[SourceRecord] = []
         self.data_files: list[Staged] = []
         self.quarantine_files: list[Staged] = []
-        self.misfits: list[Staged] = []
         self.final_keys: tuple[str, ...] = ()
         self.text_bytes = 0
         self.gzip_bytes = 0

@@ -67,9 +67,6 @@ class JobSettings(BaseModel):
         default=1024 * MIB, ge=1, description="the most data bytes one manifest references (the Lambda's bound)"
     )
     target_file_mb: int = Field(default=128, ge=1, le=2048)
-    parquet_bytes_per_input_byte: float = Field(
-        default=0.3, gt=0, le=4, description="first guess of Parquet size / NDJSON size; learnt per batch"
-    )
     max_file_mb: int = Field(default=1024, ge=1, le=1900, description="largest NDJSON object read whole")
     job_name: str = Field(default="local", min_length=1, description="JobName dimension of the metrics")
     metrics_namespace: str = Field(default=DEFAULT_NAMESPACE, pattern=r"^[^:][\x20-\x7e]{0,254}$")

@@ -1,4 +1,4 @@
-"""How many Parquet files a batch writes: derived from its input bytes, not guessed."""
+"""Sizing a batch's tasks: parse tasks by input (every core busy), groups of about equal size."""
 
 from __future__ import annotations
 
@@ -7,18 +7,8 @@ import math
 from collections.abc import Sequence
 
 
-def output_file_count(input_bytes: int, *, ratio: float, target_bytes: int) -> int:
-    """Files of about ``target_bytes``: estimated Parquet bytes / target, rounded, at least 1.
-
-    ``ratio`` is Parquet bytes per NDJSON byte, learnt from the batches already written.
-    Rounding (not ceiling) keeps every file within about +-1/(2n) of the target.
-    """
-    estimated = input_bytes * ratio
-    return max(1, round(estimated / target_bytes)) if math.isfinite(estimated) else 1
-
-
 class LearnedRatio:
-    """An exponentially weighted estimate of Parquet bytes per NDJSON byte."""
+    """An exponentially weighted estimate of a ratio of bytes (here: gzip text bytes per gzip byte)."""
 
     def __init__(self, initial: float, *, weight: float = 0.5) -> None:
         self.value = initial
@@ -39,7 +29,7 @@ def plan_groups(sizes: Sequence[float], groups: int) -> list[list[int]]:
     """Split items (by estimated size) into ``groups`` bins of about equal total size.
 
     Largest first, each into the lightest bin so far (LPT); returns the item indexes of each
-    non-empty bin, in input order within a bin. Each bin becomes one task and about one file.
+    non-empty bin, in input order within a bin (a parse task's objects, or a written file's parts).
     """
     bins: list[tuple[float, int]] = [(0.0, b) for b in range(max(1, min(groups, len(sizes))))]
     members: list[list[int]] = [[] for _ in bins]
@@ -49,3 +39,19 @@ def plan_groups(sizes: Sequence[float], groups: int) -> list[list[int]]:
         members[b].append(index)
         heapq.heappush(bins, (total + sizes[index], b))
     return [sorted(m) for m in members if m]
+
+
+# A parse task's input is capped, so a retried task redoes little and memory stays bounded.
+MAX_UNIT_BYTES = 256 * 1024 * 1024
+# Tasks per core: enough that a slow object does not leave the other cores idle at the end.
+UNITS_PER_CORE = 2
+
+
+def parse_unit_count(sizes: Sequence[float], *, cores: int, max_unit_bytes: int = MAX_UNIT_BYTES) -> int:
+    """How many parse tasks a batch runs: by input, never by output. Every core gets work
+    (``UNITS_PER_CORE`` tasks each) and no task reads more than ``max_unit_bytes``, but a task
+    is at least one object, so there are never more tasks than objects."""
+    if not sizes:
+        return 0
+    by_size = math.ceil(sum(sizes) / max_unit_bytes)
+    return max(1, min(len(sizes), max(UNITS_PER_CORE * max(1, cores), by_size)))

@@ -1,11 +1,12 @@
-"""The work of one Spark task of a batch: read a group of objects, parse them, write Parquet.
+"""One parse task of a batch: read a group of objects, parse them, stage Parquet parts.
 
-The driver splits a batch's objects into groups of about one output file each
-(:func:`glue_processor.sizing.plan_groups`); each group is one task. A task reads its objects
+The driver splits a batch's objects into groups by input, so every core has work
+(:func:`glue_processor.sizing.parse_unit_count`); each group is one task. A task reads its objects
 whole (gzip by the ``.gz`` suffix), parses them with :func:`glue_processor.ndjson.parse_ndjson`,
-and writes its rows into a staging directory as Parquet files of about the target size, and its
-bad lines as JSON quarantine records. It returns what it found per object and what it staged;
-the driver commits exactly that list, so a retried task's leftovers are never published.
+and stages its rows as Parquet parts of at most about the target size, and its bad lines as JSON
+quarantine records. It returns what it found per object and what it staged; the write stage
+(:mod:`glue_processor.merge`) makes the batch's files from the parts, and the driver commits
+exactly those, so a retried task's leftovers are never published.
 """
 
 from __future__ import annotations
@@ -118,21 +119,6 @@ def run_task(spec: TaskSpec, stores: Callable[[str], ObjectStore] = store_for) -
             path.write_bytes(body)
         quarantine.append(Staged(uri, len(body)))
     return TaskResult(spec.index, tuple(outcomes), tuple(out.staged), tuple(quarantine))
-
-
-def conform(staged: Staged, keys: tuple[str, ...], stores: Callable[[str], ObjectStore] = store_for) -> Staged:
-    """Rewrite a staged file with the batch's final columns (keys another task found)."""
-    store = stores(staged.uri)
-    table = pq.read_table(pa.BufferReader(store.read(staged.uri).data))
-    names = dict(column_names(staged.keys))
-    data = {key: table.column(names[key]) if key in names else pa.nulls(len(table), STRING) for key in keys}
-    final = _output_table(data, keys, {c: table.column(c) for c in LINEAGE_COLUMNS})
-    uri = staged.uri.replace(".parquet", "-c.parquet")
-    with store.writer(uri) as path:
-        pq.write_table(final, path, **_PARQUET_OPTIONS)
-        size = path.stat().st_size
-    store.delete(staged.uri)
-    return Staged(uri, size, keys)
 
 
 # -- internals -------------------------------------------------------------------------------

@@ -277,4 +277,4 @@ def test_a_key_found_by_one_task_is_a_column_of_every_file(spark: Any, tmp_path:
     assert schemas == {("blob", "extra", "id", *LINEAGE_COLUMNS)}
     rows = read_rows(tmp_path / "output")
     assert sum(1 for r in rows if r["extra"] is not None) == 9000 == record.stats.records_out - 9000
-    assert "conform" in record.stats.stage_s
+    assert "write" in record.stats.stage_s

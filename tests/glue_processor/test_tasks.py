@@ -15,9 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from glue_processor import tasks
+from glue_processor.merge import MergeSpec, merge_parts
 from glue_processor.ndjson import LINEAGE_COLUMNS
 from glue_processor.objects import LocalStore, ObjectMissing, S3Store, local_path, split_s3, store_for
-from glue_processor.tasks import FileTask, Staged, TaskSpec, conform, run_task
+from glue_processor.tasks import FileTask, Staged, TaskSpec, run_task
 
 NOW = datetime.now(UTC)
 
@@ -106,12 +107,13 @@ def test_files_roll_at_the_target_size(tmp_path: Path) -> None:
     assert sum(pq.read_metadata(local_path(s.uri)).num_rows for s in result.data) == 30_000
 
 
-def test_conform_adds_the_columns_other_tasks_found(tmp_path: Path) -> None:
+def test_the_write_stage_adds_the_columns_other_tasks_found(tmp_path: Path) -> None:
     src = tmp_path / "in.json"
     src.write_bytes(b'{"a":1,"_line":"data"}\n')
     (staged,) = run_task(spec([file_task(src.as_uri())], f"file://{tmp_path}/out")).data
     # When the batch's final keys have more than the task saw (and a case variant of "a")
-    fixed = conform(staged, ("A", "_line", "a", "b"))
+    keys = ("A", "_line", "a", "b")
+    fixed = merge_parts(MergeSpec(0, (staged,), keys, f"file://{tmp_path}/out/files/f0.parquet"))
     # Then the file has every column, named as the batch names them, and the old file is gone
     table = pq.read_table(local_path(fixed.uri))
     assert table.column_names[:4] == ["_line__2", "A", "a__2", "b"]
@@ -157,8 +159,9 @@ def test_s3_objects_with_odd_keys_are_read_and_written_as_named() -> None:
     body = s3.get_object(Bucket="landing", Key=split_s3(staged.uri)[1])["Body"].read()
     assert len(body) == staged.bytes
     assert pq.read_table(io.BytesIO(body)).column("a").to_pylist() == ["s3"]
-    # And conform rewrites it in S3 and deletes the old object
-    fixed = conform(Staged(staged.uri, staged.bytes, staged.keys), ("a", "b"), stores)
+    # And the write stage rewrites it in S3 and deletes the part
+    part = Staged(staged.uri, staged.bytes, staged.keys)
+    fixed = merge_parts(MergeSpec(0, (part,), ("a", "b"), "s3://landing/out/files/f0.parquet"), stores)
     names = {o["Key"] for o in s3.list_objects_v2(Bucket="landing", Prefix="out/")["Contents"]}
     assert names == {split_s3(fixed.uri)[1]}
 

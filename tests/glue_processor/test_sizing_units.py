@@ -1,0 +1,33 @@
+"""Parse tasks are planned by input: every core of the cluster has work, whatever the output size."""
+
+from __future__ import annotations
+
+from glue_processor.sizing import MAX_UNIT_BYTES, parse_unit_count, plan_groups
+
+MB = 1024 * 1024
+
+
+def executor_cores(worker_type: str, workers: int) -> int:
+    """Glue: one executor per worker but the driver's; G.1X has 4 vCPUs, G.2X 8, G.025X 2."""
+    vcpus = {"G.025X": 2, "G.1X": 4, "G.2X": 8}[worker_type]
+    return (workers - 1) * vcpus
+
+
+def test_a_1_gb_manifest_on_16_g1x_workers_keeps_every_core_busy() -> None:
+    # Given a 1 GB manifest of 1,000 objects of 1 MB (one output file of ~300 MB Parquet, 2-3 files)
+    sizes = [1.0 * MB] * 1000
+    cores = executor_cores("G.1X", 16)
+    # When the batch is planned
+    units = plan_groups(sizes, parse_unit_count(sizes, cores=cores))
+    # Then there are at least as many parallel units as executor cores, of even size
+    assert cores == 60
+    assert len(units) >= cores
+    totals = [sum(sizes[i] for i in u) for u in units]
+    assert max(totals) - min(totals) <= 1 * MB
+
+
+def test_units_never_outnumber_objects_and_cap_their_input() -> None:
+    assert parse_unit_count([5.0 * MB] * 3, cores=60) == 3
+    assert parse_unit_count([], cores=8) == 0
+    big = [MAX_UNIT_BYTES / 4] * 400  # 100 x the cap in all
+    assert parse_unit_count(big, cores=4) == 100
