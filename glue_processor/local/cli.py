@@ -32,6 +32,12 @@ from lambdas.manifest_builder.settings import load_settings
 logger = logging.getLogger("ingest-local")
 
 
+def _cores(value: str) -> str:
+    if value == "*" or (value.isdigit() and int(value) >= 1):
+        return value
+    raise argparse.ArgumentTypeError(f"--cores takes a number of cores (1 or more) or *, not {value!r}")
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="ingest-local", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument(
@@ -39,6 +45,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--workdir", type=Path, default=Path(".work"), help="local stand-ins for the buckets (default .work)"
+    )
+    p.add_argument(
+        "--cores",
+        default="*",
+        type=_cores,
+        help="local Spark cores: a number, or * for all (default)",
     )
     p.add_argument("--sample-files", type=int, default=48, help="files in the generated sample (default 48)")
     p.add_argument("--sample-records", type=int, default=400, help="records per sample file (default 400)")
@@ -156,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     from glue_processor.main import run_query
 
     print(f"running the streaming job on local Spark ({settings.trigger}); workdir {layout.workdir}")
-    spark = local_session()
+    spark = local_session(cores=args.cores)
     mark_run(layout, finished=False)
     try:
         jobs = run_query(spark, settings)
