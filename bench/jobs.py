@@ -42,10 +42,10 @@ def output_stats(out: Path) -> dict[str, Any]:
     }
 
 
-def session() -> Any:
+def session(cores: str = "2") -> Any:
     from glue_processor.local.session import local_session
 
-    return local_session("bench", cores="2", driver_memory="8g")
+    return local_session("bench", cores=cores, driver_memory="8g")
 
 
 def run_ours(spark: Any, files: list[Path], out: Path, run: int) -> dict[str, Any]:
@@ -95,15 +95,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--cores", default="2", help="local Spark cores (default 2)")
+    p.add_argument("--files", type=int, default=0, help="only the first N files (default all)")
     args = p.parse_args(argv)
     args.data, args.out = args.data.resolve(), args.out.resolve()
-    files = sorted(args.data.glob("*.json"))
+    files = sorted(args.data.glob("*.json"))[: args.files or None]
     input_bytes = sum(f.stat().st_size for f in files)
     spark = None
     with PeakRss() as rss:
         started = time.monotonic()
         if args.engine != "duckdb":
-            spark = session()
+            spark = session(args.cores)
         startup_s = time.monotonic() - started
         for run in range(args.repeat):
             out = args.out / f"{args.engine}-{run}"
@@ -120,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                 json.dumps(
                     {
                         "engine": args.engine,
+                        "cores": args.cores,
                         "run": run,
                         "phase": "cold" if run == 0 else "warm",
                         "input_bytes": input_bytes,
@@ -131,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                 ),
                 flush=True,
             )
-        if args.engine == "ours":
+        if args.engine == "ours" and not args.files:
             print(json.dumps({"engine": "ours", "overhead": fixed_overhead(spark, files, args.out)}), flush=True)
     return 0
 

@@ -24,9 +24,15 @@ RSS_BOUND_GB = 2.0
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_engine(engine: str, data: Path, out: Path, repeat: int) -> list[dict[str, Any]]:
+# Scale-out: a batch that writes one file (~180 MB of this data set's NDJSON, 0.7 Parquet/NDJSON),
+# on local[1] and local[2]. Planned by output, it would be one task whatever the cores.
+SCALE_FILES = 18
+
+
+def run_engine(engine: str, data: Path, out: Path, repeat: int, *extra: str) -> list[dict[str, Any]]:
+    cmd = [sys.executable, "-m", "bench.jobs", engine, "--data", str(data), "--out", str(out), "--repeat", str(repeat)]
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.jobs", engine, "--data", str(data), "--out", str(out), "--repeat", str(repeat)],
+        [*cmd, *extra],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -106,12 +112,35 @@ def main(argv: list[str] | None = None) -> int:
             targets["share_of_bytes_within_15pct>=0.9"] = warm["share_within_15pct"] >= 0.9
     if "ours_cold_vs_seed_cold" in ratios:
         targets["cold_vs_seed>=1.5"] = ratios["ours_cold_vs_seed_cold"] >= 1.5
+    scale: dict[str, Any] = {}
+    if "ours" in args.engines.split(","):
+        for cores in ("1", "2"):
+            runs = run_engine("ours", data, args.out / "scale", 2, "--cores", cores, "--files", str(SCALE_FILES))
+            warm = runs[-1]
+            mb = warm["input_bytes"] / MB
+            scale[f"local[{cores}]"] = {"seconds": warm["seconds"], "files_out": warm["files"], "mb": mb}
+        speedup = round(scale["local[1]"]["seconds"] / scale["local[2]"]["seconds"], 2)
+        scale["speedup"] = speedup
+        targets["local2_vs_local1>=1.8"] = speedup >= 1.8
     print(table(rows))
+    if scale:
+        one, two = scale["local[1]"], scale["local[2]"]
+        print(
+            f"scale-out, one batch of {one['mb']:.0f} MB writing {two['files_out']} file(s), warm: "
+            f"local[1] {one['seconds']} s, local[2] {two['seconds']} s, speed-up {scale['speedup']}x"
+        )
     print(f"fixed overhead (warm): {overhead}")
     print(f"ratios (speed-up, >1 means ours is faster): {ratios}")
     print("targets: " + ", ".join(f"{k} {'PASS' if v else 'FAIL'}" for k, v in targets.items()))
     args.out.mkdir(parents=True, exist_ok=True)
-    result = {"cores": CORES, "rows": rows, "overhead": overhead, "ratios": ratios, "targets": targets}
+    result = {
+        "cores": CORES,
+        "rows": rows,
+        "overhead": overhead,
+        "ratios": ratios,
+        "scale": scale,
+        "targets": targets,
+    }
     (args.out / "results.json").write_text(json.dumps(result, indent=1))
     print(f"written {args.out / 'results.json'}")
     return 0
