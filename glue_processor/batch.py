@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from contracts.ledger import BatchStats, CommitRecord, PublishedFile, SourceRecord
 from glue_processor import faults
 from glue_processor.commit import BatchCommitter
+from glue_processor.dedupe import DedupeIndex, load_snapshot, save_snapshot
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.merge import merge_parts, plan_merge
 from glue_processor.metrics.convert import record_datums
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 GZIP_EXPANSION_PRIOR = 5.0
 COMMITTED_KEPT = 1000
+# The dedupe index is saved every this many batches; a restart replays at most that many records.
+DEDUPE_SNAPSHOT_BATCHES = 60
 
 
 class ManifestBatchJob:
@@ -68,8 +71,9 @@ class ManifestBatchJob:
         self.rotate_after = rotate_after
         self.rotate_requested = False
         self.on_rotate: Any = None
-        self.ingested: dict[tuple[str, str, str], int] = {}
-        self._ingested_at: deque[tuple[datetime, list[tuple[str, str, str]]]] = deque()
+        # Object versions ingested within the dedupe window, compactly (see glue_processor/dedupe.py).
+        self.ingested = DedupeIndex()
+        self._batches_since_snapshot = 0
         self._resumed = False
 
     # -- streaming entry point -------------------------------------------------------------
@@ -201,6 +205,10 @@ class ManifestBatchJob:
         faults.hit("after-batch")
         self.committed.append(record)
         self._remember(record)
+        self._batches_since_snapshot += 1
+        if self._batches_since_snapshot >= DEDUPE_SNAPSHOT_BATCHES:
+            self._batches_since_snapshot = 0
+            save_snapshot(self.settings.output_uri, self.ingested, self.known_keys, at=record.committed_at)
         self._report(record)
         if self.rotate_after is not None and batch_id + 1 >= self.rotate_after and not self.rotate_requested:
             self.rotate_requested = True
@@ -210,10 +218,17 @@ class ManifestBatchJob:
         return record
 
     def resume(self) -> None:
-        """After a restart: learn from the recent batches (keys, dedupe index, backlog)."""
-        window = timedelta(hours=self.settings.dedupe_window_hours)
+        """After a restart: learn from the recent batches (keys, dedupe index, backlog). The dedupe
+        index comes from its latest snapshot plus the commit records written after it, so a
+        restart reads a bounded number of records whatever the history's length."""
+        since = datetime.now(UTC) - timedelta(hours=self.settings.dedupe_window_hours)
+        snapshot = load_snapshot(self.settings.output_uri)
+        if snapshot is not None:
+            self.ingested, self.known_keys, taken_at = snapshot
+            self.ingested.expire(since)
+            since = max(since, taken_at + timedelta(microseconds=1))
         # every generation's records: an object ingested before a checkpoint rotation is still known
-        records = self.committer().recent_records_all(since=datetime.now(UTC) - window)
+        records = self.committer().recent_records_all(since=since)
         for record in records:
             self._remember(record)
         if not records:
@@ -225,14 +240,9 @@ class ManifestBatchJob:
 
     def _remember(self, record: CommitRecord) -> None:
         """Index the object versions a batch ingested, for the dedupe window."""
-        for source in record.sources:
-            if source.status in ("ingested", "empty"):
-                self.ingested[(source.bucket, source.key, source.etag)] = record.batch_id
-        horizon = datetime.now(UTC) - timedelta(hours=self.settings.dedupe_window_hours)
-        self._ingested_at.append((record.committed_at, [(s.bucket, s.key, s.etag) for s in record.sources]))
-        while self._ingested_at and self._ingested_at[0][0] < horizon:
-            for identity in self._ingested_at.popleft()[1]:
-                self.ingested.pop(identity, None)
+        loaded = [(s.bucket, s.key, s.etag) for s in record.sources if s.status in ("ingested", "empty")]
+        self.ingested.add_batch(record.batch_id, record.committed_at, loaded)
+        self.ingested.expire(datetime.now(UTC) - timedelta(hours=self.settings.dedupe_window_hours))
 
     def _failures_uri(self, batch_id: int) -> str:
         return f"{self.settings.output_uri}/_failures/{self.query_id}/{batch_id:012d}.json"

@@ -6,9 +6,10 @@ manifest never fails the batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from contracts.exceptions import ManifestError
 from contracts.layout import source_uri
@@ -58,7 +59,7 @@ def plan_batch(
     manifests: Iterable[tuple[str, str]],
     settings: JobSettings,
     *,
-    ingested: Mapping[tuple[str, str, str], int] | None = None,
+    ingested: IngestedLookup | None = None,
 ) -> BatchPlan:
     """Parse the batch's manifests (uri, text) and decide what to read.
 
@@ -66,11 +67,11 @@ def plan_batch(
     - an entry outside ``allowed_buckets`` is quarantined;
     - an entry larger than ``max_file_mb`` is quarantined (it cannot be read as one record);
     - an object version listed again in this batch is read once;
-    - an object version already ingested by an earlier batch (``ingested``: identity -> batch id,
-      within the dedupe window) is not read again.
+    - an object version already ingested by an earlier batch (``ingested``: which batch, within the
+      dedupe window; one lookup for the whole batch) is not read again.
     """
-    ingested = ingested or {}
     plan = BatchPlan()
+    candidates: list[SourceFile] = []
     seen: set[tuple[str, str, str]] = set()
     for manifest_uri, text in sorted(manifests):
         plan.manifests.append(manifest_uri)
@@ -91,12 +92,21 @@ def plan_batch(
             if entry.identity in seen:
                 plan.duplicates.append((item, "listed again in this batch"))
                 continue
-            if entry.identity in ingested:
-                plan.duplicates.append((item, f"already ingested by batch {ingested[entry.identity]}"))
-                continue
             seen.add(entry.identity)
+            candidates.append(item)
+    earlier = ingested.lookup([c.entry.identity for c in candidates]) if ingested else [None] * len(candidates)
+    for item, batch in zip(candidates, earlier, strict=True):
+        if batch is None:
             plan.files.append(item)
+        else:
+            plan.duplicates.append((item, f"already ingested by batch {batch}"))
     return plan
+
+
+class IngestedLookup(Protocol):
+    """Which earlier batch ingested each object version (None: none within the dedupe window)."""
+
+    def lookup(self, identities: Sequence[Sequence[str]]) -> list[int | None]: ...
 
 
 def _entry_problem(entry: ManifestEntry, settings: JobSettings) -> str | None:

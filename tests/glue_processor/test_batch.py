@@ -185,6 +185,29 @@ def test_a_commit_record_write_killed_before_its_rename_does_not_stop_a_restart(
     assert sorted(r["a"] for r in read_rows(tmp_path / "output")) == ["1", "2"]
 
 
+def test_a_restart_rebuilds_the_dedupe_index_from_its_snapshot_not_from_the_history(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from glue_processor import batch as batch_module
+
+    monkeypatch.setattr(batch_module, "DEDUPE_SNAPSHOT_BATCHES", 2)
+    env = Env(tmp_path)
+    job = env.job(spark)
+    first = env.put("in/a.json", b'{"a":1}\n')
+    job.run([env.manifest("m0", [first])], 0)
+    job.run([env.manifest("m1", [env.put("in/b.json", b'{"b":2}\n')])], 1)  # the snapshot covers 0-1
+    job.run([env.manifest("m2", [env.put("in/c.json", b'{"c":3}\n')])], 2)
+    # Given the commit records the snapshot covers are gone (a restart must not need them)
+    commits = Path(job.committer().commits_dir().removeprefix("file://"))
+    for name in ("000000000000.json", "000000000001.json"):
+        (commits / name).unlink()
+    # When a restarted job is handed the first object again
+    record = env.job(spark).run([env.manifest("m3", [first])], 3)
+    # Then it knows it was ingested, and the keys learnt before the restart are still columns
+    assert [(s.key, s.status) for s in record.sources] == [("in/a.json", "duplicate")]
+    assert set(record.keys) >= {"a", "b", "c"}
+
+
 def test_bad_manifest_and_missing_object_are_quarantined_and_the_rest_loaded(spark: Any, tmp_path: Path) -> None:
     env = Env(tmp_path)
     good = env.put("in/good.json", b'{"a":1}\nnot json\n')
