@@ -70,8 +70,9 @@ sizing: setup ## stress batches on one core, then a Glue sizing: make sizing [FI
 intake: setup ## replay the seed's manifest arrivals against the trigger policy (does intake keep up?)
 	$(BIN)/python -m bench.intake
 
-bookkeeping: setup ## checkpoint size and restart time over 100,000 simulated manifests
+bookkeeping: setup ## checkpoint size and restart time over 100,000 simulated manifests; driver memory over 100,000 batches
 	$(BIN)/python -m bench.bookkeeping --manifests 100000 --steps 10
+	$(BIN)/python -m bench.driver_state --batches 100000
 
 reliability: setup ## fault injection: 20 SIGKILLs at random moments and fail points, then an exactly-once check
 	$(BIN)/python -m glue_processor.local.chaos --kills 20 --json reliability.json
