@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.data import generate
+from bench.shapes import SHAPES
+from bench.shapes import generate as generate_shape
 
 MB = 1024 * 1024
 CORES = os.cpu_count() or 1
@@ -55,6 +57,42 @@ def derive(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def shape_rows(shapes: list[str], mb: int, out: Path) -> list[dict[str, Any]]:
+    """Per shape: ours cold and warm, the seed-style job cold, on the same files."""
+    rows = []
+    for shape in shapes:
+        data = out / "shapes" / shape
+        generate_shape(data, shape, total_mb=mb)
+        ours = [derive(r) for r in run_engine("ours", data, out / "shape-runs", 2) if "overhead" not in r]
+        seed = [derive(r) for r in run_engine("seed", data, out / "shape-runs", 1)]
+        cold, warm = ours[0], ours[-1]
+        rows.append(
+            {
+                "shape": shape,
+                "mb": cold["input_mb"],
+                "records": warm["records"],
+                "ours_warm_mb_s_core": warm["mb_per_s_per_core"],
+                "ours_cold_s": cold["seconds"],
+                "seed_cold_s": seed[0]["seconds"],
+                "vs_seed_cold": round(seed[0]["seconds"] / cold["seconds"], 2),
+                "warm_files": warm["files"],
+            }
+        )
+    return sorted(rows, key=lambda r: r["ours_warm_mb_s_core"])
+
+
+def shape_table(rows: list[dict[str, Any]]) -> str:
+    head = f"{'shape (slowest first)':24} {'MB':>6} {'warm MB/s/core':>15} {'ours cold s':>12} "
+    head += f"{'seed cold s':>12} {'x seed':>7}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r['shape']:24} {r['mb']:6.0f} {r['ours_warm_mb_s_core']:15.1f} {r['ours_cold_s']:12.2f} "
+            f"{r['seed_cold_s']:12.2f} {r['vs_seed_cold']:7.2f}"
+        )
+    return "\n".join(lines)
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     cols = [
         ("engine", "engine"),
@@ -81,13 +119,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mb", type=int, default=1024, help="size of the synthetic data set (default 1024)")
     p.add_argument("--out", type=Path, default=ROOT / ".bench")
     p.add_argument("--engines", default="ours,seed,duckdb")
+    p.add_argument("--shapes", default=",".join(SHAPES), help="data shapes to measure (empty: none)")
+    p.add_argument("--shapes-mb", type=int, default=64, help="MB of each shape (default 64)")
     args = p.parse_args(argv)
     data = args.out / f"data-{args.mb}"
     files = generate(data, total_mb=args.mb)
     print(f"data: {len(files)} files, {sum(f.stat().st_size for f in files) / MB:.0f} MB in {data}; {CORES} cores")
     rows: list[dict[str, Any]] = []
     overhead: dict[str, float] = {}
-    for engine in args.engines.split(","):
+    for engine in filter(None, args.engines.split(",")):
         for r in run_engine(engine, data, args.out / "runs", 1 if engine == "duckdb" else 2):
             if "overhead" in r:
                 overhead = r["overhead"]
@@ -122,7 +162,14 @@ def main(argv: list[str] | None = None) -> int:
         speedup = round(scale["local[1]"]["seconds"] / scale["local[2]"]["seconds"], 2)
         scale["speedup"] = speedup
         targets["local2_vs_local1>=1.8"] = speedup >= 1.8
+    shapes = [s for s in args.shapes.split(",") if s]
+    per_shape = shape_rows(shapes, args.shapes_mb, args.out) if shapes else []
+    if per_shape:
+        targets["every_shape_warm_mb_s_core>=40"] = all(r["ours_warm_mb_s_core"] >= 40 for r in per_shape)
+        targets["every_shape_vs_seed_cold>=3"] = all(r["vs_seed_cold"] >= 3 for r in per_shape)
     print(table(rows))
+    if per_shape:
+        print(shape_table(per_shape))
     if scale:
         one, two = scale["local[1]"], scale["local[2]"]
         print(
@@ -139,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         "overhead": overhead,
         "ratios": ratios,
         "scale": scale,
+        "shapes": per_shape,
         "targets": targets,
     }
     (args.out / "results.json").write_text(json.dumps(result, indent=1))

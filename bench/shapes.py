@@ -1,0 +1,125 @@
+"""Many shapes of NDJSON for ``make bench``: the same job measured on data written differently.
+
+Producers differ: compact or ``json.dumps`` defaults, escaped non-ASCII, strings full of quotes,
+tiny or very wide records, keys that vary per record, deep nesting with white space. Each shape is
+a generator of one line; :func:`generate` writes a reproducible data set of it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.data import record
+
+MB = 1024 * 1024
+_WORDS = ("Zürich", "São Paulo", "Kraków", "東京", "Москва", "القاهرة", "Ελλάδα", "naïve café", "😀 ok", "plain")
+_POOL = [f"attr_{i:03d}" for i in range(500)]
+
+
+def compact(rng: random.Random, seq: int) -> str:
+    return json.dumps(record(rng, seq), separators=(",", ":"))
+
+
+def dumps_defaults(rng: random.Random, seq: int) -> str:
+    # Python's defaults: ", " and ": " separators, non-ASCII escaped
+    rec = record(rng, seq)
+    rec["city"] = rng.choice(_WORDS)
+    return json.dumps(rec)
+
+
+def ascii_escaped(rng: random.Random, seq: int) -> str:
+    rec = {
+        "id": seq,
+        "name": " ".join(rng.choice(_WORDS) for _ in range(6)),
+        "city": rng.choice(_WORDS),
+        "bio": " ".join(rng.choice(_WORDS) for _ in range(30)),
+        "tags": [rng.choice(_WORDS) for _ in range(5)],
+    }
+    return json.dumps(rec, ensure_ascii=True, separators=(",", ":"))
+
+
+def quotes_backslashes(rng: random.Random, seq: int) -> str:
+    def noisy(n: int) -> str:
+        return "".join(rng.choice('ab"\\/\t\n' + string.ascii_letters) for _ in range(n))
+
+    rec = {"id": seq, "path": "C:\\Users\\" + noisy(20), "quote": noisy(200), "sql": f'SELECT "{noisy(40)}"'}
+    rec["json"] = json.dumps({"inner": noisy(60)})
+    return json.dumps(rec, separators=(",", ":"))
+
+
+def small(rng: random.Random, seq: int) -> str:
+    rec = {"id": seq, "k": rng.choice(("a", "b", "c")), "v": rng.randint(0, 10**6), "ok": rng.random() < 0.5}
+    rec["ts"] = f"2026-11-22T{seq % 24:02d}:00:00Z"
+    return json.dumps(rec, separators=(",", ":"))
+
+
+def wide(rng: random.Random, seq: int) -> str:
+    rec: dict[str, Any] = {"id": seq}
+    for i in range(160):
+        kind = i % 4
+        rec[f"c{i:03d}"] = (
+            rng.randint(0, 10**9)
+            if kind == 0
+            else f"v{rng.randint(0, 10**6)}"
+            if kind == 1
+            else rng.random()
+            if kind == 2
+            else None
+        )
+    return json.dumps(rec, separators=(",", ":"))
+
+
+def sparse(rng: random.Random, seq: int) -> str:
+    rec: dict[str, Any] = {"id": seq}
+    for key in rng.sample(_POOL, rng.randint(8, 20)):
+        rec[key] = rng.choice((rng.randint(0, 999), f"s{rng.randint(0, 99)}", [1, 2], {"x": 1}))
+    return json.dumps(rec, separators=(",", ":"))
+
+
+def deep_spaced(rng: random.Random, seq: int) -> str:
+    node: Any = {"leaf": rng.randint(0, 10**6), "s": rng.choice(_WORDS)}
+    for depth in range(rng.randint(8, 12)):
+        node = {"level": depth, "child": node, "list": [depth, {"k": str(depth)}]}
+    return json.dumps({"id": seq, "tree": node, "meta": {"a": [1, 2, 3], "b": {"c": None}}})
+
+
+SHAPES: dict[str, Callable[[random.Random, int], str]] = {
+    "compact": compact,
+    "dumps-defaults": dumps_defaults,
+    "ascii-escaped": ascii_escaped,
+    "quotes-backslashes": quotes_backslashes,
+    "small-records": small,
+    "wide-180-keys": wide,
+    "sparse-keys": sparse,
+    "deep-spaced": deep_spaced,
+}
+
+
+def generate(root: Path, shape: str, *, total_mb: int, file_mb: int = 8, seed: int = 11) -> list[Path]:
+    """About ``total_mb`` MB of one shape in files of ``file_mb`` MB (cached by a stamp)."""
+    stamp = root / f".done-{shape}-{total_mb}-{file_mb}-{seed}"
+    if stamp.exists():
+        return sorted(root.glob("*.json"))
+    root.mkdir(parents=True, exist_ok=True)
+    for old in [*root.glob("*.json"), *root.glob(".done-*")]:
+        old.unlink()
+    rng = random.Random(seed)  # noqa: S311 - reproducible data
+    line_of = SHAPES[shape]
+    paths, seq = [], 0
+    for f in range(max(1, total_mb // file_mb)):
+        path = root / f"part-{f:05d}.json"
+        size = 0
+        with path.open("w", encoding="utf-8") as out:
+            while size < file_mb * MB:
+                line = line_of(rng, seq) + "\n"
+                out.write(line)
+                size += len(line.encode())
+                seq += 1
+        paths.append(path)
+    stamp.touch()
+    return paths
