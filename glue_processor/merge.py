@@ -6,23 +6,28 @@ and writes the batch's output files from those parts, one Spark task per output 
 
 - a part of about the target size whose columns are already the batch's final ones is kept as
   it is (no rewrite);
-- every other part (small ones, or ones written before another task found a new key) is packed
-  with others into outputs of about the target size and rewritten once, row group by row group,
-  with the batch's final columns.
+- every other part is packed with others into outputs of about the target size. Parts that have
+  the final columns are concatenated by bytes (:mod:`glue_processor.parquet_concat`: no decoding,
+  so one output file costs I/O, not a core's worth of re-encoding); a group holding a part written
+  before another task found a new key is rewritten once, row group by row group, with the final
+  columns.
 
 Sizes are exact here (the parts exist), so the output sizes do not depend on an estimate.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, column_names
 from glue_processor.objects import ObjectStore, store_for
+from glue_processor.parquet_concat import concat
 from glue_processor.sizing import plan_groups
 from glue_processor.tasks import _PARQUET_OPTIONS, Staged, _output_table
 
@@ -59,8 +64,36 @@ def plan_merge(parts: Sequence[Staged], keys: tuple[str, ...], *, target_bytes: 
 
 
 def merge_parts(spec: MergeSpec, stores: Callable[[str], ObjectStore] = store_for) -> Staged:
-    """Rewrite a group of parts as one Parquet file with the final columns, one row group at a
-    time (memory: one part's bytes and one row group), then delete the parts."""
+    """Make one Parquet file of a group of parts, then delete the parts: by concatenating their
+    bytes when they all have the final columns, else by rewriting them with those columns."""
+    if all(set(p.keys) == set(spec.keys) for p in spec.parts):
+        staged = _concatenate(spec, stores)
+    else:
+        staged = _rewrite(spec, stores)
+    for part in spec.parts:
+        stores(part.uri).delete(part.uri)
+    return staged
+
+
+def _concatenate(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
+    with tempfile.TemporaryDirectory(prefix="parts-") as tmp:
+        local = []
+        for n, part in enumerate(spec.parts):
+            path = Path(tmp) / f"{n:05d}.parquet"
+            path.write_bytes(stores(part.uri).read(part.uri).data)
+            local.append(path)
+        with stores(spec.uri).writer(spec.uri) as path:
+            rows = concat(local, path)
+            # the footer was written here: read it back before the file can be published
+            if pq.read_metadata(path).num_rows != rows:
+                raise ValueError(f"{spec.uri}: concatenated file does not read back {rows} rows")
+            size = path.stat().st_size
+    return Staged(spec.uri, size, spec.keys)
+
+
+def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
+    """Rewrite parts with the final columns, one row group at a time (memory: one part's bytes and
+    one row group)."""
     out = stores(spec.uri)
     final_names = column_names(spec.keys)
     with out.writer(spec.uri) as path:
@@ -83,6 +116,4 @@ def merge_parts(spec: MergeSpec, stores: Callable[[str], ObjectStore] = store_fo
             if writer is not None:
                 writer.close()
         size = path.stat().st_size
-    for part in spec.parts:
-        stores(part.uri).delete(part.uri)
     return Staged(spec.uri, size, spec.keys)
