@@ -225,8 +225,13 @@ def destroy_stack(
     try:
         cfn_stack.delete(clients.cfn, stack)
     except DeployError as exc:
-        hint = "" if empty else "\n(non-empty buckets? run make destroy EMPTY=1)"
-        raise DeployError(f"{exc}{hint}") from exc
+        if not empty:
+            raise DeployError(f"{exc}\n(non-empty buckets? run make destroy EMPTY=1)") from exc
+        # S3 delivers access logs late (best effort): logs of requests made before logging was
+        # turned off can land in the log bucket after it was emptied. Empty what is left, once more.
+        print(f"{exc}\nemptying the remaining buckets again and retrying the delete")
+        teardown.empty_buckets(clients.s3, teardown.buckets_of(cfn_stack.physical_ids(clients.cfn, stack)))
+        cfn_stack.delete(clients.cfn, stack)
     print(f"stack {stack} deleted; the deployment bucket is kept")
     return 0
 

@@ -448,6 +448,56 @@ def test_destroy_empty_quiets_the_stack_then_empties_versioned_buckets_logs_last
     world.cfn_stub.assert_no_pending_responses()
 
 
+def test_destroy_empties_late_access_logs_and_retries_the_delete(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a stack with a log bucket, where a late access log lands after it was emptied
+    s3 = world.clients["s3"]
+    s3.create_bucket(Bucket="ingest-logs")
+    s3.put_bucket_versioning(Bucket="ingest-logs", VersioningConfiguration={"Status": "Enabled"})
+    late = iter([1])
+    world.cfn.meta.events.register(
+        "after-call.cloudformation.DeleteStack",
+        lambda **_: next(late, None) and s3.put_object(Bucket="ingest-logs", Key="late-log", Body=b"x"),
+    )
+    logs = {
+        "StackResourceSummaries": [
+            {
+                "LogicalResourceId": "AccessLogsBucket",
+                "PhysicalResourceId": "ingest-logs",
+                "ResourceType": "AWS::S3::Bucket",
+                "LastUpdatedTimestamp": NOW,
+                "ResourceStatus": "DELETE_FAILED",
+            }
+        ]
+    }
+    stub = world.cfn_stub
+    stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE"), {"StackName": STACK})
+    stub.add_response("list_stack_resources", logs, {"StackName": STACK})
+    stub.add_response("delete_stack", {}, {"StackName": STACK})
+    stub.add_response("describe_stacks", world.stack("DELETE_FAILED"), {"StackName": STACK})
+    events = failed_events()
+    events["StackEvents"][1].update(
+        LogicalResourceId="AccessLogsBucket",
+        ResourceType="AWS::S3::Bucket",
+        ResourceStatus="DELETE_FAILED",
+        ResourceStatusReason="The bucket you tried to delete is not empty",
+    )
+    stub.add_response("describe_stack_events", events, {"StackName": STACK})
+    stub.add_response("list_stack_resources", logs, {"StackName": STACK})
+    stub.add_response("delete_stack", {}, {"StackName": STACK})
+    stub.add_response("describe_stacks", world.stack("DELETE_COMPLETE"), {"StackName": STACK})
+    # When make destroy EMPTY=1 runs
+    assert run("destroy", "--empty") == 0
+    # Then the first delete's failure is shown with its reason, the late log is removed, and the
+    # second delete finishes
+    out = capsys.readouterr().out
+    assert "AccessLogsBucket (AWS::S3::Bucket): The bucket you tried to delete is not empty" in out
+    assert world.calls.count("DeleteStack") == 2
+    assert not s3.list_object_versions(Bucket="ingest-logs").get("Versions")
+    stub.assert_no_pending_responses()
+
+
 def test_waiting_for_job_runs_is_bounded() -> None:
     # Given a run that never leaves STOPPING
     glue = boto3.client("glue", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
