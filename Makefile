@@ -14,6 +14,8 @@ CHECKOV := checkov==3.3.30
 STACK ?= ndjson-ingest
 REGION ?=
 EMPTY ?=
+PARAMS ?=
+REPLACE_FAILED ?=
 BENCH_MB ?= 1024
 FILES_PER_HOUR ?= 200000
 FILE_KB ?= 1024
@@ -52,8 +54,8 @@ template: setup ## render infra/build/template.json (base template + generated d
 package: setup ## build the Lambda zip, the job's zip and script, and the wheel into dist/
 	$(BIN)/python -m infra.package
 
-deploy: setup ## deploy to AWS: make deploy [STACK=ndjson-ingest] [REGION=eu-west-1]
-	$(BIN)/python -m infra.deploy deploy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)")
+deploy: setup ## deploy to AWS: make deploy [STACK=ndjson-ingest] [REGION=eu-west-1] [PARAMS="Key=Value ..."] [REPLACE_FAILED=1]
+	$(BIN)/python -m infra.deploy deploy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(foreach p,$(PARAMS),--param "$(p)") $(if $(REPLACE_FAILED),--replace-failed)
 
 destroy: setup ## delete the stack: make destroy [STACK=...] [REGION=...] [EMPTY=1 to empty its buckets first]
 	$(BIN)/python -m infra.deploy destroy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(if $(EMPTY),--empty)

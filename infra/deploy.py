@@ -1,7 +1,8 @@
 """``make deploy`` / ``make destroy``: package, upload, create or update the stack, print outputs.
 
 Both say what they are about to do first, and stop with a clear message when credentials or
-permissions are missing.
+permissions are missing. CloudFormation lives in :mod:`infra.stack`, the concurrency check in
+:mod:`infra.concurrency`, emptying before a delete in :mod:`infra.teardown`.
 """
 
 from __future__ import annotations
@@ -9,17 +10,42 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
+from infra import concurrency, teardown
+from infra import stack as cfn_stack
 from infra.build import render
+from infra.exceptions import DeployError, StackNotFound
 from infra.package import ROOT, build, content_key
 
+# The Glue job's code: when one of these changes, the running job must restart to pick it up.
+JOB_CODE_PARAMETERS = ("JobScriptKey", "JobPackageKey")
+CONTROL_PLANE = "ControlPlane"
 
-class DeployError(Exception):
-    """A deployment step failed; the message says which and why."""
+
+@dataclass(frozen=True)
+class Clients:
+    cfn: Any
+    s3: Any
+    lambda_: Any
+    glue: Any
+    events: Any
+
+    @classmethod
+    def of(cls, s: Any) -> Clients:
+        return cls(
+            cfn=s.client("cloudformation"),
+            s3=s.client("s3"),
+            lambda_=s.client("lambda"),
+            glue=s.client("glue"),
+            events=s.client("events"),
+        )
 
 
 def session(region: str | None) -> Any:
@@ -71,82 +97,141 @@ def ensure_bucket(s3: Any, name: str, region: str) -> None:
     )
 
 
-def deploy(stack: str, region: str | None, params: dict[str, str]) -> int:
+def deploy(stack: str, region: str | None, params: dict[str, str], *, replace_failed: bool = False) -> int:
     s = session(region)
+    clients = Clients.of(s)
     account = s.client("sts").get_caller_identity()["Account"]
     bucket = deploy_bucket_name(stack, account, s.region_name)
     print(f"about to: build artifacts, upload them to s3://{bucket}/, and create or update stack {stack!r}")
+    existing = _ready_stack(clients.cfn, stack, replace_failed=replace_failed, confirm=_prompt())
+    template = render()
     artifacts = build(ROOT / "dist")
-    s3 = s.client("s3")
-    ensure_bucket(s3, bucket, s.region_name)
+    ensure_bucket(clients.s3, bucket, s.region_name)
     keys = {name: content_key(path) for name, path in artifacts.items()}
     for name, path in artifacts.items():
         print(f"  upload {path.name} -> s3://{bucket}/{keys[name]}")
-        s3.upload_file(str(path), bucket, keys[name])
-    parameters = {
+        clients.s3.upload_file(str(path), bucket, keys[name])
+    given = {
+        **params,
         "ProjectName": stack,
         "CodeBucket": bucket,
         "ManifestLambdaKey": keys["lambdas"],
         "ControlPlaneKey": keys["lambdas"],
         "JobScriptKey": keys["job_script"],
         "JobPackageKey": keys["job_package"],
-        **params,
     }
-    template = json.dumps(render())
     template_key = f"templates/{stack}.json"
-    s3.put_object(Bucket=bucket, Key=template_key, Body=template.encode())
-    cfn = s.client("cloudformation")
+    clients.s3.put_object(Bucket=bucket, Key=template_key, Body=json.dumps(template).encode())
     url = f"https://{bucket}.s3.{s.region_name}.amazonaws.com/{template_key}"
-    args = {
-        "StackName": stack,
-        "TemplateURL": url,
-        "Parameters": [{"ParameterKey": k, "ParameterValue": str(v)} for k, v in parameters.items()],
-        "Capabilities": ["CAPABILITY_IAM"],
-    }
-    try:
-        cfn.describe_stacks(StackName=stack)
-        exists = True
-    except ClientError:
-        exists = False
-    try:
-        if exists:
-            print(f"updating stack {stack}")
-            try:
-                cfn.update_stack(**args)
-            except ClientError as exc:
-                if "No updates are to be performed" not in str(exc):
-                    raise
-                print("no changes")
-            cfn.get_waiter("stack_update_complete").wait(StackName=stack)
-        else:
-            print(f"creating stack {stack}")
-            cfn.create_stack(**args, OnFailure="ROLLBACK")
-            cfn.get_waiter("stack_create_complete").wait(StackName=stack)
-    except ClientError as exc:
-        raise DeployError(f"CloudFormation refused: {exc} (check the IAM permissions of this identity)") from exc
-    except BotoCoreError as exc:
-        raise DeployError(f"stack {stack} did not finish: {exc}; see its events in the console") from exc
-    outputs = cfn.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
-    for o in outputs:
-        print(f"{o['OutputKey']:24} {o['OutputValue']}")
+    apply(clients, stack=stack, template=template, template_url=url, given=given, existing=existing)
     return 0
 
 
-def destroy(stack: str, region: str | None, *, empty: bool) -> int:
-    s = session(region)
-    cfn = s.client("cloudformation")
-    print(f"about to delete stack {stack!r}" + (" after emptying its buckets" if empty else ""))
-    if empty:
-        s3 = s.resource("s3")
-        for res in cfn.describe_stack_resources(StackName=stack)["StackResources"]:
-            if res["ResourceType"] == "AWS::S3::Bucket":
-                print(f"  emptying s3://{res['PhysicalResourceId']}")
-                s3.Bucket(res["PhysicalResourceId"]).object_versions.delete()
+def apply(
+    clients: Clients,
+    *,
+    stack: str,
+    template: dict[str, Any],
+    template_url: str,
+    given: dict[str, str],
+    existing: dict[str, Any] | None,
+) -> cfn_stack.Outcome:
+    """Check, create or update, print the outputs, and restart the job if its code changed."""
+    declared = template.get("Parameters", {})
+    previous = cfn_stack.previous_values(existing)
+    defaults = {k: v.get("Default") for k, v in declared.items()}
+    values = cfn_stack.effective_values(defaults=defaults, previous=previous, given=given)
+    concurrency.check(clients.lambda_, values, previous)
+    args = {
+        "StackName": stack,
+        "TemplateURL": template_url,
+        "Parameters": cfn_stack.merge_parameters(declared=set(declared), previous=previous, given=given),
+        "Capabilities": ["CAPABILITY_IAM"],
+    }
+    outcome = cfn_stack.create_or_update(clients.cfn, args, exists=existing is not None)
+    if outcome == "no changes":
+        return outcome
+    done = cfn_stack.describe(clients.cfn, stack) or {}
+    for o in done.get("Outputs", []):
+        print(f"{o['OutputKey']:24} {o['OutputValue']}")
+    changed = [k for k in JOB_CODE_PARAMETERS if k in given and previous.get(k) not in (None, given[k])]
+    if outcome == "updated" and changed:
+        restart_job(clients, stack, reason=", ".join(changed))
+    return outcome
+
+
+def restart_job(clients: Clients, stack: str, *, reason: str) -> None:
+    """Ask the control plane for a graceful restart, so the running job picks up the new code."""
     try:
-        cfn.delete_stack(StackName=stack)
-        cfn.get_waiter("stack_delete_complete").wait(StackName=stack)
+        function = clients.cfn.describe_stack_resource(StackName=stack, LogicalResourceId=CONTROL_PLANE)[
+            "StackResourceDetail"
+        ]["PhysicalResourceId"]
+        print(f"job code changed ({reason}): asking {function} to restart the job")
+        out = clients.lambda_.invoke(FunctionName=function, Payload=json.dumps({"command": "restart"}).encode())
     except (ClientError, BotoCoreError) as exc:
-        raise DeployError(f"delete of {stack} failed: {exc} (non-empty buckets? run make destroy EMPTY=1)") from exc
+        raise DeployError(f"stack updated, but the restart through the control plane failed: {exc}") from exc
+    body = out["Payload"].read().decode()
+    if out.get("FunctionError"):
+        raise DeployError(f"stack updated, but the control plane's restart failed: {body}")
+    print(f"  control plane: {body}")
+
+
+def _ready_stack(
+    cfn: Any, stack: str, *, replace_failed: bool, confirm: Callable[[str], bool] | None
+) -> dict[str, Any] | None:
+    """The existing stack if it can be updated, ``None`` if it must be created."""
+    existing = cfn_stack.describe(cfn, stack)
+    if existing is None:
+        return None
+    status = existing["StackStatus"]
+    if status == cfn_stack.FAILED_CREATE:
+        cfn_stack.handle_failed_create(cfn, stack, replace_failed=replace_failed, confirm=confirm)
+        return None
+    if status not in cfn_stack.UPDATABLE:
+        reasons = cfn_stack.failure_reasons(cfn, stack) if status.endswith("FAILED") else []
+        raise DeployError(
+            "\n".join([f"stack {stack} is {status}; wait for it to settle, or fix it in the console", *reasons])
+        )
+    return existing
+
+
+def _prompt() -> Callable[[str], bool] | None:
+    if not sys.stdin.isatty():
+        return None
+    return lambda question: input(question).strip().lower() in {"y", "yes"}
+
+
+def destroy(stack: str, region: str | None, *, empty: bool) -> int:
+    clients = Clients.of(session(region))
+    print(f"about to delete stack {stack!r}" + (" after quieting and emptying it" if empty else ""))
+    return destroy_stack(clients, stack, empty=empty)
+
+
+def destroy_stack(
+    clients: Clients, stack: str, *, empty: bool, wait_s: float = 900, sleep: Callable[[float], None] = time.sleep
+) -> int:
+    """Delete the stack; with ``empty``, first quiet it and empty its buckets."""
+    if cfn_stack.describe(clients.cfn, stack) is None:
+        raise StackNotFound(f"stack {stack} does not exist in this account and region; nothing to delete")
+    if empty:
+        resources = cfn_stack.physical_ids(clients.cfn, stack)
+        teardown.quiet(
+            teardown.Clients(events=clients.events, lambda_=clients.lambda_, glue=clients.glue, s3=clients.s3),
+            resources,
+            wait_s=wait_s,
+            sleep=sleep,
+        )
+        teardown.empty_buckets(clients.s3, teardown.buckets_of(resources))
+    try:
+        cfn_stack.delete(clients.cfn, stack)
+    except DeployError as exc:
+        if not empty:
+            raise DeployError(f"{exc}\n(non-empty buckets? run make destroy EMPTY=1)") from exc
+        # S3 delivers access logs late (best effort): logs of requests made before logging was
+        # turned off can land in the log bucket after it was emptied. Empty what is left, once more.
+        print(f"{exc}\nemptying the remaining buckets again and retrying the delete")
+        teardown.empty_buckets(clients.s3, teardown.buckets_of(cfn_stack.physical_ids(clients.cfn, stack)))
+        cfn_stack.delete(clients.cfn, stack)
     print(f"stack {stack} deleted; the deployment bucket is kept")
     return 0
 
@@ -157,16 +242,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stack", default="ndjson-ingest")
     p.add_argument("--region")
     p.add_argument("--param", action="append", default=[], help="Key=Value stack parameter (repeatable)")
-    p.add_argument("--empty", action="store_true", help="destroy: empty the stack's buckets first")
+    p.add_argument(
+        "--replace-failed",
+        action="store_true",
+        help="deploy: delete a stack left in ROLLBACK_COMPLETE by a failed first create, then create it again",
+    )
+    p.add_argument("--empty", action="store_true", help="destroy: quiet the stack and empty its buckets first")
     args = p.parse_args(argv)
     try:
         if args.action == "deploy":
-            params = dict(item.split("=", 1) for item in args.param)
-            return deploy(args.stack, args.region, params)
+            params = dict(_param(item) for item in args.param)
+            return deploy(args.stack, args.region, params, replace_failed=args.replace_failed)
         return destroy(args.stack, args.region, empty=args.empty)
     except DeployError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _param(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise DeployError(f"--param {item!r}: expected Key=Value")
+    return key, value
 
 
 if __name__ == "__main__":

@@ -12,7 +12,16 @@ from lambdas.control_plane.settings import ControlSettings
 
 Action = Literal["none", "start", "restart", "scale", "wait", "alarm"]
 ACTIVE = {"STARTING", "RUNNING", "WAITING"}
-FAILED = {"FAILED", "ERROR", "TIMEOUT"}
+FAILED = {"FAILED", "ERROR"}
+# Runs that ended for a routine reason: not failures, no back-off, no count toward max_restarts.
+# TIMEOUT: the job's Timeout ended the run. STOPPED: a graceful BatchStopJobRun (ours: scale,
+# restart, stop). EXPIRED: Glue's maintenance restart of a streaming job; per "Maintenance windows
+# for AWS Glue Streaming" (docs.aws.amazon.com/glue/latest/dg/glue-streaming-maintenance.html) the
+# original run gets the "EXPIRED" status and Glue itself starts a new run with the id
+# "<original id>_restart_<n>".
+ROUTINE_END = {"TIMEOUT", "STOPPED", "EXPIRED", "SUCCEEDED"}
+# How long to leave Glue to start its own maintenance restart before the control plane starts one.
+MAINTENANCE_RESTART_GRACE_S = 900
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,7 @@ class JobView:
     last_failure_at: datetime | None = None
     paused: bool = False
     desired_workers: int | None = None  # remembered across a scale's stop -> start
+    ended_at: datetime | None = None  # when the latest run ended, if it has
 
 
 @dataclass(frozen=True)
@@ -91,6 +101,8 @@ def decide(obs: Observation, job: JobView, s: ControlSettings, now: datetime) ->
                 "wait", keep, f"back-off after failure {job.consecutive_failures}: restart at {until}", inputs
             )
         return Decision("restart", keep, f"run failed ({job.state}); restart {job.consecutive_failures}", inputs)
+    if job.state == "EXPIRED" and job.ended_at and now < job.ended_at + timedelta(seconds=MAINTENANCE_RESTART_GRACE_S):
+        return Decision("wait", keep, "Glue maintenance restart (run EXPIRED): Glue starts the next run", inputs)
     if job.state not in ACTIVE:
         return Decision("start", keep, f"no active run (latest: {job.state}); starting", inputs)
 

@@ -70,7 +70,7 @@ def view_of(runs: list[dict[str, Any]], *, paused: bool, desired_workers: int | 
     if not runs:
         return JobView("NONE", paused=paused, desired_workers=desired_workers)
     latest = runs[0]
-    failures = 0
+    failures = 0  # consecutive FAILED/ERROR runs; a routine end (ROUTINE_END) resets the count
     for run in runs:
         if run["JobRunState"] not in FAILED:
             break
@@ -84,4 +84,5 @@ def view_of(runs: list[dict[str, Any]], *, paused: bool, desired_workers: int | 
         last_failure_at=last_failure,
         paused=paused,
         desired_workers=desired_workers,
+        ended_at=latest.get("CompletedOn"),
     )

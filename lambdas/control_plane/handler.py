@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import cache
-from typing import Any, Literal
+from typing import Any
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics
@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lambdas.control_plane.glue_gateway import GlueJobGateway
 from lambdas.control_plane.metrics_reader import CloudWatchReader
-from lambdas.control_plane.service import ControlPlane
+from lambdas.control_plane.service import Command, ControlPlane
 from lambdas.control_plane.settings import load_settings
 from lambdas.control_plane.state import S3StateStore
 
@@ -24,11 +24,11 @@ metrics = Metrics()
 
 
 class CommandEvent(BaseModel):
-    """``{"command": "status"}``, ``{"command": "scale", "workers": 6}``; a scheduled event
-    (no ``command``) is a tick."""
+    """``{"command": "status"}``, ``{"command": "restart"}``, ``{"command": "scale", "workers": 6}``;
+    a scheduled event (no ``command``) is a tick."""
 
     model_config = ConfigDict(extra="ignore")
-    command: Literal["tick", "status", "start", "stop", "scale", "dry-run"] = "tick"
+    command: Command = "tick"
     workers: int | None = Field(default=None, ge=1)
 
 

@@ -1,4 +1,4 @@
-"""The control plane's commands: tick (scheduled), status, start, stop, scale, dry-run."""
+"""The control plane's commands: tick (scheduled), status, start, stop, restart, scale, dry-run."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from lambdas.control_plane.settings import ControlSettings
 from lambdas.control_plane.state import KEEP_DECISIONS, StateStore
 
 logger = Logger(service="control-plane", child=True)
-Command = Literal["tick", "status", "start", "stop", "scale", "dry-run"]
+Command = Literal["tick", "status", "start", "stop", "restart", "scale", "dry-run"]
 BATCH_FIGURES = (
     "BatchDuration",
     "RecordsIn",
@@ -63,6 +63,8 @@ class ControlPlane:
             return self._operator_start()
         if command == "stop":
             return self._operator_stop()
+        if command == "restart":
+            return self._operator_restart()
         if command == "scale":
             if workers is None:
                 raise ControlPlaneError("scale needs 'workers'")
@@ -122,6 +124,38 @@ class ControlPlane:
         self.jobs.stop(ids)
         self._record(Decision("none", 0, f"operator stop of {len(ids)} run(s); paused"))
         return Outcome({"command": "stop", "stopped": ids})
+
+    def _operator_restart(self) -> Outcome:
+        """Graceful stop of the active run; the next tick starts it again with the same workers.
+
+        Used after a deploy so the job runs the new code. Glue allows one run at a time
+        (MaxConcurrentRuns 1), so the start waits until the stopped run has ended.
+        """
+        st = self.state.load()
+        view = self.jobs.view(paused=bool(st["paused"]), desired_workers=st.get("desired_workers"))
+        ids = self.jobs.active_run_ids()
+        if not ids:
+            if view.paused:
+                refusal = "refused: no active run and paused by an operator; 'start' resumes"
+                return Outcome({"command": "restart", "result": refusal})
+            if view.state == "STOPPING":
+                return Outcome(
+                    {"command": "restart", "result": "refused: a run is stopping; the next tick starts the job"}
+                )
+            workers = view.desired_workers or view.workers or self.s.min_workers
+            self._start(workers)
+            decision = Decision("start", workers, f"restart: no active run (latest: {view.state}); started one")
+            self._record(decision)
+            result = "no active run to restart; started one"
+            return Outcome({"command": "restart", "result": result, "decision": decision.as_json()})
+        workers = view.workers or view.desired_workers or self.s.min_workers
+        self._remember(desired_workers=workers)
+        self.jobs.stop(ids)
+        decision = Decision(
+            "restart", workers, f"operator restart of {len(ids)} run(s): stopped gracefully; the next tick starts it"
+        )
+        self._record(decision)
+        return Outcome({"command": "restart", "decision": decision.as_json(), "stopped": ids})
 
     def _operator_scale(self, workers: int) -> Outcome:
         if not self.s.min_workers <= workers <= self.s.max_workers:

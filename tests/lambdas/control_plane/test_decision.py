@@ -103,3 +103,11 @@ def test_paused_job_is_left_alone() -> None:
 def test_glue_auto_scaling_mode_does_not_resize() -> None:
     auto = load_settings(job_name="ingest", scaling_mode="glue-auto-scaling")
     assert decide(Observation([1.5, 1.5]), RUNNING, auto, NOW).action == "none"
+
+
+@pytest.mark.parametrize("state", ["TIMEOUT", "EXPIRED"])
+def test_routine_ends_are_not_failures(state: str) -> None:
+    # TIMEOUT and a maintenance restart (EXPIRED, long enough ago) start at once, no back-off
+    job = JobView(state, workers=4, ended_at=NOW - timedelta(hours=1))
+    d = decide(Observation(), job, S, NOW)
+    assert (d.action, d.desired_workers) == ("start", 4)

@@ -197,3 +197,88 @@ def test_bad_scale_request_is_refused(plane: Any) -> None:
 
     with pytest.raises(ControlPlaneError, match=r"\[2, 10\]"):
         invoke({"command": "scale", "workers": 50})
+
+
+# -- routine ends (issue 11 item 5) --------------------------------------------------------------
+# Glue ends a streaming run for routine reasons: the job's Timeout (TIMEOUT), our own graceful
+# BatchStopJobRun (STOPPED) and a maintenance-window restart, where the original run gets the
+# "EXPIRED" status and Glue starts "<id>_restart_<n>" itself (docs.aws.amazon.com/glue/latest/dg/
+# glue-streaming-maintenance.html, "Job monitoring"). None of them is a failure.
+
+
+def fail_runs(glue: Any, n: int) -> None:
+    for _ in range(n):
+        glue.start_job_run(JobName=JOB)
+        script(runs(glue)[0]["Id"], "FAILED", ago_s=9999)
+
+
+@pytest.mark.parametrize("routine", ["TIMEOUT", "STOPPED"])
+def test_a_routine_end_starts_at_once_without_back_off(plane: Any, routine: str) -> None:
+    # Given a run that just ended for a routine reason
+    invoke()
+    script(runs(plane)[0]["Id"], routine, ago_s=5)
+    # When the schedule ticks
+    body = invoke()
+    # Then the job starts again now: no back-off wait, no restart counted
+    assert body["decision"]["action"] == "start"
+    assert [r["JobRunState"] for r in runs(plane)] == ["STARTING", routine]
+
+
+def test_timeouts_do_not_count_toward_max_restarts(plane: Any) -> None:
+    # Given five failed runs (max_restarts 5 allows them), then a run that ran until its timeout,
+    # then one more failure
+    fail_runs(plane, 5)
+    plane.start_job_run(JobName=JOB)
+    script(runs(plane)[0]["Id"], "TIMEOUT", ago_s=9999)
+    fail_runs(plane, 1)
+    # When the schedule ticks
+    body = invoke()
+    # Then the failure count starts again after the timeout: a restart, not the alarm
+    assert body["decision"]["action"] == "restart"
+    assert body["decision"]["inputs"]["consecutive_failures"] == 1
+
+
+def test_a_maintenance_restart_is_left_to_glue_then_taken_over(plane: Any) -> None:
+    # Given a run Glue just expired for its maintenance window (after five earlier failures)
+    fail_runs(plane, 5)
+    plane.start_job_run(JobName=JOB)
+    script(runs(plane)[0]["Id"], "EXPIRED", ago_s=30)
+    # When the schedule ticks
+    body = invoke()
+    # Then it waits for Glue's own "_restart_1" run instead of starting a second one
+    assert body["decision"]["action"] == "wait" and "maintenance" in body["decision"]["reason"]
+    assert len(runs(plane)) == 6
+    # And when Glue has not started one within the grace period, it starts one, with no back-off
+    script(runs(plane)[0]["Id"], "EXPIRED", ago_s=3600)
+    assert invoke()["decision"]["action"] == "start"
+    assert runs(plane)[0]["JobRunState"] == "STARTING"
+
+
+def test_restart_stops_gracefully_then_the_tick_starts_the_same_size(plane: Any) -> None:
+    # Given a running job with 7 workers
+    invoke({"command": "scale", "workers": 7})
+    invoke()
+    first = runs(plane)[0]["Id"]
+    script(first, "RUNNING")
+    # When an operator (or make deploy) sends restart
+    body = invoke({"command": "restart"})
+    # Then the run is stopped through BatchStopJobRun, and the next tick starts 7 workers again
+    assert body["stopped"] == [first] and body["decision"]["action"] == "restart"
+    assert runs(plane)[0]["JobRunState"] == "STOPPED"
+    assert invoke()["decision"]["action"] == "start"
+    assert runs(plane)[0]["NumberOfWorkers"] == 7 and runs(plane)[0]["Id"] != first
+
+
+def test_restart_without_an_active_run_says_so_and_starts(plane: Any) -> None:
+    body = invoke({"command": "restart"})
+    assert body["result"] == "no active run to restart; started one"
+    assert [r["JobRunState"] for r in runs(plane)] == ["STARTING"]
+
+
+def test_restart_of_a_paused_job_is_refused(plane: Any) -> None:
+    invoke({"command": "start"})
+    script(runs(plane)[0]["Id"], "RUNNING")
+    invoke({"command": "stop"})
+    body = invoke({"command": "restart"})
+    assert body["result"].startswith("refused: no active run and paused")
+    assert len(runs(plane)) == 1

@@ -1,0 +1,514 @@
+"""``make deploy`` / ``make destroy`` against moto (S3, STS, Glue, EventBridge, Lambda, SQS) and
+Stubber-scripted CloudFormation answers moto cannot give (ROLLBACK_COMPLETE, "No updates are to be
+performed", describe errors). The tests drive ``infra.deploy.main`` with a fake session, so they run
+the same path ``make deploy`` runs; nothing reaches AWS (fake credentials from the ``aws`` fixture).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.response import StreamingBody
+from botocore.stub import ANY, Stubber
+
+from infra import concurrency, deploy, teardown
+from infra.exceptions import DeployError
+from infra.package import content_key
+
+STACK = "ingest"
+REGION = "us-east-1"
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+TEMPLATE: dict[str, Any] = {
+    "Parameters": {
+        name: {"Type": "String", "Default": default}
+        for name, default in {
+            "ProjectName": "ndjson-ingest",
+            "CodeBucket": "",
+            "ManifestLambdaKey": "",
+            "ControlPlaneKey": "",
+            "JobScriptKey": "",
+            "JobPackageKey": "",
+            "MaxWorkers": "10",
+            "AlarmEmail": "",
+            "ManifestLambdaReservedConcurrency": "0",
+            "ControlPlaneReservedConcurrency": "0",
+            "ManifestLambdaMaxConcurrency": "5",
+        }.items()
+    },
+    "Resources": {},
+}
+ACCOUNT = {"AccountLimit": {"ConcurrentExecutions": 1000, "UnreservedConcurrentExecutions": 1000}}
+
+
+class FakeSession:
+    """What ``infra.deploy.session`` returns: a region and clients; here moto or stubbed ones."""
+
+    region_name = REGION
+
+    def __init__(self, clients: dict[str, Any]) -> None:
+        self.clients = clients
+
+    def client(self, name: str, **_: Any) -> Any:
+        return self.clients[name]
+
+    def resource(self, name: str, **_: Any) -> Any:  # the pre-issue-11 destroy used s3 resources
+        factory: Any = boto3.resource
+        return factory(name, region_name=REGION)
+
+
+class World:
+    def __init__(self, tmp: Path) -> None:
+        self.cfn = boto3.client("cloudformation", region_name=REGION)
+        self.lambda_ = boto3.client("lambda", region_name=REGION)
+        self.cfn_stub = Stubber(self.cfn)
+        self.lambda_stub = Stubber(self.lambda_)
+        self.calls: list[str] = []
+        self.requests: dict[str, dict[str, Any]] = {}
+        self.deleted: list[tuple[str, int]] = []  # DeleteObjects: bucket, keys
+        self.moto_lambda = boto3.client("lambda", region_name=REGION)
+        self.clients = {
+            "sts": boto3.client("sts", region_name=REGION),
+            "s3": boto3.client("s3", region_name=REGION),
+            "cloudformation": self.cfn,
+            "lambda": self.lambda_,
+            "glue": boto3.client("glue", region_name=REGION),
+            "events": boto3.client("events", region_name=REGION),
+        }
+        for client in self.clients.values():
+            client.meta.events.register("provide-client-params.*.*", self._record)
+        self.artifacts = {}
+        for name in ("lambdas", "job_script", "job_package"):
+            path = tmp / f"{name}.zip"
+            path.write_bytes(name.encode())
+            self.artifacts[name] = path
+        self.keys = {name: content_key(path) for name, path in self.artifacts.items()}
+
+    def _record(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        self.calls.append(model.name)
+        if model.name == "DeleteObjects":
+            self.deleted.append((params["Bucket"], len(params["Delete"]["Objects"])))
+        self.requests[model.name] = dict(params)
+
+    def stack(self, status: str, parameters: dict[str, str] | None = None) -> dict[str, Any]:
+        params = [{"ParameterKey": k, "ParameterValue": v} for k, v in (parameters or {}).items()]
+        return {
+            "Stacks": [
+                {"StackName": STACK, "StackStatus": status, "CreationTime": NOW, "Parameters": params, "Outputs": []}
+            ]
+        }
+
+    def previous(self, **overrides: str) -> dict[str, str]:
+        """The parameters a stack deployed from this very build has."""
+        return {
+            "ProjectName": STACK,
+            "CodeBucket": deploy.deploy_bucket_name(STACK, "123456789012", REGION),
+            "ManifestLambdaKey": self.keys["lambdas"],
+            "ControlPlaneKey": self.keys["lambdas"],
+            "JobScriptKey": self.keys["job_script"],
+            "JobPackageKey": self.keys["job_package"],
+            **overrides,
+        }
+
+
+@pytest.fixture
+def world(aws: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    w = World(tmp_path)
+    monkeypatch.setattr(deploy, "session", lambda region: FakeSession(w.clients))
+    monkeypatch.setattr(deploy, "build", lambda out: w.artifacts)
+    monkeypatch.setattr(deploy, "render", lambda: TEMPLATE)
+    monkeypatch.setattr("sys.stdin", io.StringIO())  # not a TTY: never prompts
+    with w.cfn_stub, w.lambda_stub:
+        yield w
+
+
+def not_found(stub: Stubber, method: str = "describe_stacks") -> None:
+    stub.add_client_error(
+        method, "ValidationError", f"Stack with id {STACK} does not exist", 400, expected_params={"StackName": STACK}
+    )
+
+
+def failed_events() -> dict[str, Any]:
+    def event(logical: str, status: str, reason: str, kind: str = "AWS::Lambda::Function") -> dict[str, Any]:
+        return {
+            "StackId": "id",
+            "EventId": logical + status,
+            "StackName": STACK,
+            "LogicalResourceId": logical,
+            "ResourceType": kind,
+            "ResourceStatus": status,
+            "ResourceStatusReason": reason,
+            "Timestamp": NOW,
+        }
+
+    # newest first, as CloudFormation lists them
+    return {
+        "StackEvents": [
+            event(STACK, "ROLLBACK_COMPLETE", "", "AWS::CloudFormation::Stack"),
+            event("LandingQueue", "CREATE_FAILED", "Resource creation cancelled", "AWS::SQS::Queue"),
+            event(
+                "ControlPlane",
+                "CREATE_FAILED",
+                "The provided execution role does not have permissions to call SendMessage on SQS",
+            ),
+            event("ControlPlane", "CREATE_IN_PROGRESS", ""),
+        ]
+    }
+
+
+def run(*argv: str) -> int:
+    return deploy.main([*argv, "--stack", STACK, "--region", REGION])
+
+
+# -- deploy -------------------------------------------------------------------------------------
+
+
+def test_rollback_complete_is_reported_with_its_reasons_not_as_iam(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a stack left in ROLLBACK_COMPLETE by a failed first create
+    world.cfn_stub.add_response("describe_stacks", world.stack("ROLLBACK_COMPLETE"), {"StackName": STACK})
+    world.cfn_stub.add_response("describe_stack_events", failed_events(), {"StackName": STACK})
+    # When make deploy runs without --replace-failed (and stdin is no TTY)
+    code = run("deploy")
+    # Then it says so, with the first failure first, offers the flag, and touches nothing
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "is in ROLLBACK_COMPLETE" in out
+    assert out.index("ControlPlane (AWS::Lambda::Function): The provided execution role") < out.index("LandingQueue")
+    assert "REPLACE_FAILED=1" in err and "IAM" not in err
+    assert "DeleteStack" not in world.calls and "CreateStack" not in world.calls
+    world.cfn_stub.assert_no_pending_responses()
+
+
+def test_replace_failed_deletes_the_rolled_back_stack_then_creates_it(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world.cfn_stub.add_response("describe_stacks", world.stack("ROLLBACK_COMPLETE"), {"StackName": STACK})
+    world.cfn_stub.add_response("describe_stack_events", failed_events(), {"StackName": STACK})
+    world.cfn_stub.add_response("delete_stack", {}, {"StackName": STACK})
+    not_found(world.cfn_stub)  # the delete waiter: gone
+    world.lambda_stub.add_response("get_account_settings", ACCOUNT, {})
+    world.cfn_stub.add_response("create_stack", {"StackId": "id"}, None)
+    world.cfn_stub.add_response("describe_stacks", world.stack("CREATE_COMPLETE"), {"StackName": STACK})
+    world.cfn_stub.add_response("describe_stacks", world.stack("CREATE_COMPLETE"), {"StackName": STACK})
+
+    assert run("deploy", "--replace-failed") == 0
+
+    assert world.calls.index("DeleteStack") < world.calls.index("CreateStack")
+    world.cfn_stub.assert_no_pending_responses()
+
+
+def test_a_no_op_update_says_no_changes_and_does_not_wait(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    # Given a stack deployed from this very build
+    world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", world.previous()), None)
+    world.lambda_stub.add_response("get_account_settings", ACCOUNT, {})
+    world.cfn_stub.add_client_error("update_stack", "ValidationError", "No updates are to be performed.", 400)
+    # When make deploy runs again
+    code = run("deploy")
+    # Then it prints "no changes" and returns: no waiter polls describe_stacks (the Stubber would
+    # reject any call beyond the ones scripted above)
+    assert code == 0 and "no changes" in capsys.readouterr().out
+    assert world.calls.count("DescribeStacks") == 1
+    world.cfn_stub.assert_no_pending_responses()
+
+
+def test_parameters_not_given_keep_their_previous_values(world: World) -> None:
+    # Given a stack deployed once with an alarm e-mail and 8 max workers, and a parameter the
+    # template no longer declares
+    previous = world.previous(AlarmEmail="ops@example.com", MaxWorkers="8", Retired="x")
+    world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", previous), None)
+    world.lambda_stub.add_response("get_account_settings", ACCOUNT, {})
+    world.cfn_stub.add_response("update_stack", {"StackId": "id"}, None)
+    world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", previous), None)
+    world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", previous), None)
+    # When make deploy runs with one new parameter only
+    assert run("deploy", "--param", "ManifestLambdaMaxConcurrency=10") == 0
+    # Then the update keeps AlarmEmail and MaxWorkers, sets the given and the artifact keys, and
+    # does not pass what the template no longer declares
+    sent = {p["ParameterKey"]: p for p in world.requests["UpdateStack"]["Parameters"]}
+    assert sent["AlarmEmail"] == {"ParameterKey": "AlarmEmail", "UsePreviousValue": True}
+    assert sent["MaxWorkers"] == {"ParameterKey": "MaxWorkers", "UsePreviousValue": True}
+    assert sent["ManifestLambdaMaxConcurrency"]["ParameterValue"] == "10"
+    assert sent["JobScriptKey"]["ParameterValue"] == world.keys["job_script"]
+    assert "Retired" not in sent
+    # And, the job's code being the same, no restart is asked for
+    assert "Invoke" not in world.calls
+
+
+def test_a_describe_error_is_reported_as_itself_not_as_no_stack(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world.cfn_stub.add_client_error(
+        "describe_stacks", "AccessDenied", "User is not authorized to perform: cloudformation:DescribeStacks", 403
+    )
+    assert run("deploy") == 2
+    err = capsys.readouterr().err
+    assert "AccessDenied" in err and "not authorized" in err
+    assert "CreateStack" not in world.calls
+
+
+def test_a_code_update_restarts_the_job_through_the_control_plane(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a stack whose job runs an older build
+    previous = world.previous(JobPackageKey="artifacts/job_package-0000.zip")
+    world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", previous), None)
+    world.lambda_stub.add_response("get_account_settings", ACCOUNT, {})
+    world.cfn_stub.add_response("update_stack", {"StackId": "id"}, None)
+    world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", previous), None)
+    world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", previous), None)
+    world.cfn_stub.add_response(
+        "describe_stack_resource",
+        {
+            "StackResourceDetail": {
+                "LogicalResourceId": "ControlPlane",
+                "PhysicalResourceId": "ingest-control-plane",
+                "ResourceType": "AWS::Lambda::Function",
+                "LastUpdatedTimestamp": NOW,
+                "ResourceStatus": "UPDATE_COMPLETE",
+            }
+        },
+        {"StackName": STACK, "LogicalResourceId": "ControlPlane"},
+    )
+    body = json.dumps({"command": "restart", "stopped": ["jr_1"]}).encode()
+    world.lambda_stub.add_response(
+        "invoke",
+        {"StatusCode": 200, "Payload": StreamingBody(io.BytesIO(body), len(body))},
+        {"FunctionName": "ingest-control-plane", "Payload": ANY},
+    )
+    # When make deploy updates the stack with new job code
+    assert run("deploy") == 0
+    # Then, after the update finished, the control plane is asked to restart the job
+    assert world.calls.index("UpdateStack") < world.calls.index("Invoke")
+    assert json.loads(world.requests["Invoke"]["Payload"]) == {"command": "restart"}
+    assert "JobPackageKey" in capsys.readouterr().out
+    world.lambda_stub.assert_no_pending_responses()
+
+
+# -- the concurrency check ----------------------------------------------------------------------
+
+
+def account(limit: int, unreserved: int) -> Any:
+    client = boto3.client("lambda", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    stub.add_response(
+        "get_account_settings",
+        {"AccountLimit": {"ConcurrentExecutions": limit, "UnreservedConcurrentExecutions": unreserved}},
+    )
+    stub.activate()
+    return client
+
+
+def test_reservations_must_leave_the_unreserved_minimum() -> None:
+    # Given a small account (limit 120): at most 20 can be reserved
+    wanted = {"ManifestLambdaReservedConcurrency": "20", "ControlPlaneReservedConcurrency": "1"}
+    with pytest.raises(DeployError, match=r"ManifestLambdaReservedConcurrency=20.*ConcurrentExecutions=120"):
+        concurrency.check(account(120, 120), wanted, {})
+    # And on an update the stack's own current reservations count as available: 121 - 21 held
+    # leaves 100 unreserved, and the same 21 can be reserved again
+    concurrency.check(account(121, 100), wanted, wanted)
+    # And unreserved (0) always fits
+    concurrency.check(account(10, 10), {"ManifestLambdaReservedConcurrency": "0"}, {})
+
+
+def test_maximum_concurrency_above_the_account_limit_is_refused() -> None:
+    with pytest.raises(DeployError, match=r"ManifestLambdaMaxConcurrency=50 .*ConcurrentExecutions=10"):
+        concurrency.check(account(10, 10), {"ManifestLambdaMaxConcurrency": "50"}, {})
+
+
+# -- destroy ------------------------------------------------------------------------------------
+
+
+def test_destroy_of_a_missing_stack_is_a_clear_message(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    not_found(world.cfn_stub)
+    assert run("destroy", "--empty") == 2
+    err = capsys.readouterr().err
+    assert f"stack {STACK} does not exist" in err and "Traceback" not in err
+
+
+@pytest.fixture
+def running_stack(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """Moto resources of a live stack: versioned buckets with logs, a schedule, a mapping, a run."""
+    from moto.core.responses import ActionResult
+    from moto.glue.responses import GlueResponse
+    from moto.moto_api import state_manager
+
+    def batch_stop_job_run(self: GlueResponse) -> ActionResult:  # moto has no BatchStopJobRun
+        name = self._get_param("JobName")
+        for run_id in self._get_param("JobRunIds"):
+            self.glue_backend.get_job_run(name, run_id).status = "STOPPED"
+        return ActionResult({"SuccessfulSubmissions": [], "Errors": []})
+
+    monkeypatch.setattr(GlueResponse, "batch_stop_job_run", batch_stop_job_run, raising=False)
+    state_manager.set_transition(model_name="glue::job_run", transition={"progression": "manual", "times": 10**9})
+    s3, glue, events = world.clients["s3"], world.clients["glue"], world.clients["events"]
+    ids = {"logs": "ingest-logs", "data": "ingest-data", "rule": "ingest-schedule", "job": "ingest-streaming"}
+    for bucket in (ids["logs"], ids["data"]):
+        s3.create_bucket(Bucket=bucket)
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    s3.put_bucket_acl(Bucket=ids["logs"], ACL="log-delivery-write")
+    s3.put_bucket_logging(
+        Bucket=ids["data"],
+        BucketLoggingStatus={"LoggingEnabled": {"TargetBucket": ids["logs"], "TargetPrefix": "data/"}},
+    )
+    for i in range(600):  # two versions and a delete marker each: 1,800 entries, two DeleteObjects
+        s3.put_object(Bucket=ids["data"], Key=f"k{i}", Body=b"1")
+        s3.put_object(Bucket=ids["data"], Key=f"k{i}", Body=b"2")
+        s3.delete_object(Bucket=ids["data"], Key=f"k{i}")
+    s3.put_object(Bucket=ids["logs"], Key="data/log", Body=b"log")
+    events.put_rule(Name=ids["rule"], ScheduleExpression="rate(2 minutes)", State="ENABLED")
+    queue = boto3.client("sqs", region_name=REGION).create_queue(QueueName="landing")["QueueUrl"]
+    queue_arn = boto3.client("sqs", region_name=REGION).get_queue_attributes(
+        QueueUrl=queue, AttributeNames=["QueueArn"]
+    )["Attributes"]["QueueArn"]
+    role = boto3.client("iam", region_name=REGION).create_role(
+        RoleName="fn", AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []})
+    )["Role"]["Arn"]
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as z:
+        z.writestr("h.py", "def h(e, c): pass\n")
+    world.moto_lambda.create_function(
+        FunctionName="manifest", Runtime="python3.11", Role=role, Handler="h.h", Code={"ZipFile": code.getvalue()}
+    )
+    ids["esm"] = world.moto_lambda.create_event_source_mapping(
+        EventSourceArn=queue_arn, FunctionName="manifest", BatchSize=10
+    )["UUID"]
+    glue.create_job(Name=ids["job"], Role=role, Command={"Name": "gluestreaming", "ScriptLocation": "s3://a/m.py"})
+    ids["run"] = glue.start_job_run(JobName=ids["job"])["JobRunId"]
+    yield ids
+    state_manager.unset_transition("glue::job_run")
+
+
+def test_destroy_empty_quiets_the_stack_then_empties_versioned_buckets_logs_last(
+    world: World, running_stack: dict[str, str]
+) -> None:
+    ids = running_stack
+    # The ESM lives in moto; the rest of the Lambda API (none needed here) stays stubbed.
+    world.clients["lambda"] = world.moto_lambda
+    world.moto_lambda.meta.events.register("provide-client-params.*.*", world._record)
+    resources = [
+        ("AccessLogsBucket", ids["logs"], "AWS::S3::Bucket"),
+        ("OutputBucket", ids["data"], "AWS::S3::Bucket"),
+        ("ControlPlaneSchedule", ids["rule"], "AWS::Events::Rule"),
+        ("ManifestLambdaEvents", ids["esm"], "AWS::Lambda::EventSourceMapping"),
+        ("GlueJob", ids["job"], "AWS::Glue::Job"),
+    ]
+    world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE"), {"StackName": STACK})
+    world.cfn_stub.add_response(
+        "list_stack_resources",
+        {
+            "StackResourceSummaries": [
+                {
+                    "LogicalResourceId": logical,
+                    "PhysicalResourceId": physical,
+                    "ResourceType": kind,
+                    "LastUpdatedTimestamp": NOW,
+                    "ResourceStatus": "CREATE_COMPLETE",
+                }
+                for logical, physical, kind in resources
+            ]
+        },
+        {"StackName": STACK},
+    )
+    world.cfn_stub.add_response("delete_stack", {}, {"StackName": STACK})
+    world.cfn_stub.add_response("describe_stacks", world.stack("DELETE_COMPLETE"), {"StackName": STACK})
+
+    # When make destroy EMPTY=1 runs
+    assert run("destroy", "--empty") == 0
+
+    # Then the schedule, the mapping and the job run are stopped before any object is deleted,
+    # the log bucket is emptied last, and the stack is deleted after that
+    calls = world.calls
+    first_delete = calls.index("DeleteObjects")
+    for quieting in ("DisableRule", "UpdateEventSourceMapping", "BatchStopJobRun", "PutBucketLogging"):
+        assert calls.index(quieting) < first_delete
+    assert calls.index("DeleteStack") > max(i for i, c in enumerate(calls) if c == "DeleteObjects")
+    # 1,800 data entries in batches of at most 1,000, then the logs (moto writes access logs too)
+    buckets = [b for b, _ in world.deleted]
+    assert buckets[:2] == [ids["data"], ids["data"]] and set(buckets[2:]) == {ids["logs"]}
+    assert sum(n for b, n in world.deleted if b == ids["data"]) == 1800
+    assert max(n for _, n in world.deleted) <= 1000
+    # And the state is what a delete needs
+    s3 = world.clients["s3"]
+    for bucket in (ids["logs"], ids["data"]):
+        listing = s3.list_object_versions(Bucket=bucket)
+        assert not listing.get("Versions") and not listing.get("DeleteMarkers")
+    assert world.clients["events"].describe_rule(Name=ids["rule"])["State"] == "DISABLED"
+    assert world.moto_lambda.get_event_source_mapping(UUID=ids["esm"])["State"] in {"Disabled", "Disabling"}
+    job_run = world.clients["glue"].get_job_run(JobName=ids["job"], RunId=ids["run"])["JobRun"]
+    assert job_run["JobRunState"] == "STOPPED"
+    world.cfn_stub.assert_no_pending_responses()
+
+
+def test_destroy_empties_late_access_logs_and_retries_the_delete(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a stack with a log bucket, where a late access log lands after it was emptied
+    s3 = world.clients["s3"]
+    s3.create_bucket(Bucket="ingest-logs")
+    s3.put_bucket_versioning(Bucket="ingest-logs", VersioningConfiguration={"Status": "Enabled"})
+    late = iter([1])
+    world.cfn.meta.events.register(
+        "after-call.cloudformation.DeleteStack",
+        lambda **_: next(late, None) and s3.put_object(Bucket="ingest-logs", Key="late-log", Body=b"x"),
+    )
+    logs = {
+        "StackResourceSummaries": [
+            {
+                "LogicalResourceId": "AccessLogsBucket",
+                "PhysicalResourceId": "ingest-logs",
+                "ResourceType": "AWS::S3::Bucket",
+                "LastUpdatedTimestamp": NOW,
+                "ResourceStatus": "DELETE_FAILED",
+            }
+        ]
+    }
+    stub = world.cfn_stub
+    stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE"), {"StackName": STACK})
+    stub.add_response("list_stack_resources", logs, {"StackName": STACK})
+    stub.add_response("delete_stack", {}, {"StackName": STACK})
+    stub.add_response("describe_stacks", world.stack("DELETE_FAILED"), {"StackName": STACK})
+    events = failed_events()
+    events["StackEvents"][1].update(
+        LogicalResourceId="AccessLogsBucket",
+        ResourceType="AWS::S3::Bucket",
+        ResourceStatus="DELETE_FAILED",
+        ResourceStatusReason="The bucket you tried to delete is not empty",
+    )
+    stub.add_response("describe_stack_events", events, {"StackName": STACK})
+    stub.add_response("list_stack_resources", logs, {"StackName": STACK})
+    stub.add_response("delete_stack", {}, {"StackName": STACK})
+    stub.add_response("describe_stacks", world.stack("DELETE_COMPLETE"), {"StackName": STACK})
+    # When make destroy EMPTY=1 runs
+    assert run("destroy", "--empty") == 0
+    # Then the first delete's failure is shown with its reason, the late log is removed, and the
+    # second delete finishes
+    out = capsys.readouterr().out
+    assert "AccessLogsBucket (AWS::S3::Bucket): The bucket you tried to delete is not empty" in out
+    assert world.calls.count("DeleteStack") == 2
+    assert not s3.list_object_versions(Bucket="ingest-logs").get("Versions")
+    stub.assert_no_pending_responses()
+
+
+def test_waiting_for_job_runs_is_bounded() -> None:
+    # Given a run that never leaves STOPPING
+    glue = boto3.client("glue", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(glue)
+    stopping = {"JobRuns": [{"Id": "jr_1", "JobRunState": "STOPPING"}]}
+    stub.add_response("get_job_runs", stopping)
+    stub.add_response("batch_stop_job_run", {"SuccessfulSubmissions": [], "Errors": []})
+    for _ in range(4):
+        stub.add_response("get_job_runs", stopping)
+    slept: list[float] = []
+    # When destroy waits for it, Then it gives up after the bound with a message naming the run
+    with stub, pytest.raises(DeployError, match=r"still has active runs after 45s: jr_1"):
+        teardown.stop_runs(glue, "job", wait_s=45, poll_s=15, sleep=slept.append)
+    assert slept == [15, 15, 15]
