@@ -15,6 +15,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ from glue_processor import faults
 from glue_processor.commit import BatchCommitter
 from glue_processor.dedupe import DedupeIndex, load_snapshot, save_snapshot
 from glue_processor.hadoop_fs import HadoopFS
-from glue_processor.merge import merge_parts, plan_merge
+from glue_processor.merge import concatenable, merge_parts, plan_merge
 from glue_processor.metrics.convert import record_datums
 from glue_processor.planning import BatchPlan, Rejection, SourceFile, latency_seconds, plan_batch, poison_plan
 from glue_processor.settings import JobSettings
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 GZIP_EXPANSION_PRIOR = 5.0
 COMMITTED_KEPT = 1000
+# A batch writing at most this many files by concatenation does it on the driver.
+DRIVER_CONCATS = 4
 # The dedupe index is saved every this many batches; a restart replays at most that many records.
 DEDUPE_SNAPSHOT_BATCHES = 60
 
@@ -320,12 +323,18 @@ class ManifestBatchJob:
         outcome.final_keys = tuple(sorted(keys))
 
     def _write(self, outcome: _Outcome, *, out_dir: str) -> None:
-        """Parts -> files of about the target size with the batch's final columns, one Spark task per
-        rewritten file; full parts that already have those columns are kept as they are."""
+        """Parts -> files of about the target size with the batch's final columns; full parts that
+        already have those columns are kept as they are. Rewrites (CPU) are Spark tasks; byte
+        concatenations (I/O only) run on the driver when there are few, which saves scheduling a
+        Spark job, and as Spark tasks when there are many, so the driver's network is not the limit."""
         plan = plan_merge(
             outcome.data_files, outcome.final_keys, target_bytes=self.settings.target_file_bytes, out_dir=out_dir
         )
-        outcome.data_files = [*plan.keep, *self._spark_map(merge_parts, plan.merges)]
+        on_driver = [m for m in plan.merges if concatenable(m)] if len(plan.merges) <= DRIVER_CONCATS else []
+        tasks = [m for m in plan.merges if m not in on_driver]
+        with ThreadPoolExecutor(max_workers=DRIVER_CONCATS) as pool:
+            local = list(pool.map(merge_parts, on_driver))
+        outcome.data_files = [*plan.keep, *local, *self._spark_map(merge_parts, tasks)]
 
     def _spark_map(self, fn: Any, items: Sequence[Any]) -> list[Any]:
         """``fn`` over ``items``, one Spark task each (the tasks write; only small results return)."""

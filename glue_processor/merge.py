@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, column_names
-from glue_processor.objects import ObjectStore, store_for
+from glue_processor.objects import ObjectStore, local_path, store_for
 from glue_processor.parquet_concat import concat
 from glue_processor.sizing import plan_groups
 from glue_processor.tasks import _PARQUET_OPTIONS, Staged, _output_table
@@ -63,13 +63,15 @@ def plan_merge(parts: Sequence[Staged], keys: tuple[str, ...], *, target_bytes: 
     return MergePlan(tuple(keep), merges)
 
 
+def concatenable(spec: MergeSpec) -> bool:
+    """Every part has the final columns: the file is their bytes, concatenated."""
+    return all(set(p.keys) == set(spec.keys) for p in spec.parts)
+
+
 def merge_parts(spec: MergeSpec, stores: Callable[[str], ObjectStore] = store_for) -> Staged:
     """Make one Parquet file of a group of parts, then delete the parts: by concatenating their
     bytes when they all have the final columns, else by rewriting them with those columns."""
-    if all(set(p.keys) == set(spec.keys) for p in spec.parts):
-        staged = _concatenate(spec, stores)
-    else:
-        staged = _rewrite(spec, stores)
+    staged = _concatenate(spec, stores) if concatenable(spec) else _rewrite(spec, stores)
     for part in spec.parts:
         stores(part.uri).delete(part.uri)
     return staged
@@ -79,6 +81,9 @@ def _concatenate(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Stage
     with tempfile.TemporaryDirectory(prefix="parts-") as tmp:
         local = []
         for n, part in enumerate(spec.parts):
+            if part.uri.startswith("file:"):
+                local.append(local_path(part.uri))  # already a file: no copy
+                continue
             path = Path(tmp) / f"{n:05d}.parquet"
             path.write_bytes(stores(part.uri).read(part.uri).data)
             local.append(path)
