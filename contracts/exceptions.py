@@ -15,3 +15,7 @@ class ManifestError(IngestError):
 
 class StorageError(IngestError):
     """An object store (S3 or a local stand-in) call failed."""
+
+
+class FencedOut(IngestError):
+    """Another run of the job committed this batch first: this run must stop without publishing."""

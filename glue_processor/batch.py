@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from contracts.exceptions import FencedOut
 from contracts.ledger import BatchStats, CommitRecord, PublishedFile, SourceRecord
 from glue_processor import faults
 from glue_processor.commit import BatchCommitter
@@ -78,6 +79,7 @@ class ManifestBatchJob:
         self.ingested = DedupeIndex()
         self._batches_since_snapshot = 0
         self._resumed = False
+        self.fenced = False  # set when another run committed a batch first: this run stops
 
     # -- streaming entry point -------------------------------------------------------------
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -124,13 +126,17 @@ class ManifestBatchJob:
             return self._run(poison_plan(manifests, reason), batch_id, committer)
         try:
             return self._run(plan_batch(manifests, self.settings, ingested=self.ingested), batch_id, committer)
+        except FencedOut:
+            # another run committed this batch: not a failure of the batch, and this run must stop
+            self.fenced = True
+            logger.error("fenced out by another run; stopping without publishing", extra={"batch_id": batch_id})
+            raise
         except Exception as exc:
             self._record_failure(batch_id, failures["count"] + 1, exc)
             raise
 
     def _run(self, plan: BatchPlan, batch_id: int, committer: BatchCommitter) -> CommitRecord:
         started = time.monotonic()
-        committer.discard_staging(batch_id)
         attempt = uuid.uuid4().hex[:12]
         committed_at = datetime.now(UTC)
         partition = f"dt={committed_at:%Y-%m-%d}"

@@ -4,12 +4,15 @@ Protocol, per batch id of a streaming query:
 
 1. If a commit record exists for (query id, batch id), the batch was committed by an earlier
    attempt: publish what the record lists (idempotent) and do nothing else.
-2. Otherwise delete the batch's staging directory (left-overs of killed attempts), compute, and
-   write every file under ``<root>/_staging/<query>/<batch>/<attempt>/``. Readers skip names
-   starting with ``_``, so staged files are invisible.
-3. Write the commit record atomically: this is the commit point.
+2. Otherwise compute, and write every file under ``<root>/_staging/<query>/<batch>/<attempt>/``
+   (a fresh attempt id: another run's attempt of the same batch is never touched). Readers skip
+   names starting with ``_``, so staged files are invisible.
+3. Create the commit record if none exists, atomically and exclusively (``If-None-Match: *`` on
+   S3, ``link(2)`` locally): this is the commit point, and the fence. When another run created it
+   first, this run has lost: it publishes nothing and stops (:class:`FencedOut`).
 4. Publish: move each listed file to its final, deterministic name (a move whose target exists
-   was done before a crash and is skipped), then delete the staging directory.
+   was done before a crash and is skipped), then delete the batch's staging directory (the
+   attempts of killed or fenced runs included).
 
 Spark's own checkpoint commit happens only after ``foreachBatch`` returns, so a crash anywhere
 leads to a re-run of the same batch id with the same manifests: before step 3 it recomputes
@@ -19,13 +22,15 @@ from scratch, after it only finishes publishing. A reader never sees a killed at
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
 
-from contracts.exceptions import StorageError
+from contracts.exceptions import FencedOut, StorageError
 from contracts.layout import COMMITS_DIR, STAGING_DIR, is_commit_record
 from contracts.ledger import CommitRecord, PublishedFile
 from glue_processor import faults
 from glue_processor.hadoop_fs import HadoopFS
+from glue_processor.objects import ObjectStore, store_for
 
 logger = logging.getLogger(__name__)
 
@@ -33,8 +38,17 @@ logger = logging.getLogger(__name__)
 class BatchCommitter:
     """Staging, commit records and publication for one streaming query."""
 
-    def __init__(self, fs: HadoopFS, *, output_uri: str, quarantine_uri: str, query_id: str) -> None:
+    def __init__(
+        self,
+        fs: HadoopFS,
+        *,
+        output_uri: str,
+        quarantine_uri: str,
+        query_id: str,
+        stores: Callable[[str], ObjectStore] = store_for,
+    ) -> None:
         self.fs = fs
+        self.stores = stores
         self.output_uri = output_uri
         self.quarantine_uri = quarantine_uri
         self.query_id = query_id
@@ -60,8 +74,16 @@ class BatchCommitter:
             self.fs.delete(f"{root}/{STAGING_DIR}/{self.query_id}/{batch_id:012d}")
 
     def commit(self, record: CommitRecord) -> None:
-        """Write the commit record (the commit point), then publish."""
-        self.fs.write_bytes(self.record_uri(record.batch_id), record.model_dump_json(indent=1).encode())
+        """Create the commit record (the commit point) unless another run did, then publish."""
+        uri = self.record_uri(record.batch_id)
+        if not self.stores(uri).create_exclusive(uri, record.model_dump_json(indent=1).encode()):
+            existing = self.load(record.batch_id)
+            if existing is None or existing.attempt != record.attempt:
+                winner = existing.attempt if existing else "unknown"
+                raise FencedOut(
+                    f"batch {record.batch_id} of query {self.query_id} was committed by another run "
+                    f"(attempt {winner}); attempt {record.attempt} publishes nothing and stops"
+                )
         faults.hit("after-commit-record")
         logger.info("batch committed", extra={"batch_id": record.batch_id, "record": self.record_uri(record.batch_id)})
         self.publish(record)

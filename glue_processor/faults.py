@@ -4,6 +4,9 @@
 does); unset, ``hit`` is a dictionary lookup that does nothing. Points: ``after-read``,
 ``after-stage`` (Parquet staged, not committed), ``after-commit-record`` (committed, not published),
 ``mid-publish``, ``after-batch`` (published; Spark's checkpoint commit not yet written).
+
+``INGEST_PAUSE=<point>:<seconds>`` makes the first hit of a point sleep instead (a slow run, for
+races between two runs), touching ``INGEST_PAUSE_MARKER`` when it starts sleeping, if set.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import os
 import random
 import signal
+import time
+from pathlib import Path
 
 # Read once at import: test instrumentation, not configuration.
 _ARMED: dict[str, float] = {}
@@ -19,8 +24,20 @@ for _item in filter(None, os.environ.get("INGEST_FAULT", "").split(",")):
     _ARMED[_name.strip()] = float(_p or 1.0)
 
 
+_PAUSE: dict[str, float] = {}
+for _item in filter(None, os.environ.get("INGEST_PAUSE", "").split(",")):
+    _name, _, _s = _item.partition(":")
+    _PAUSE[_name.strip()] = float(_s or 1.0)
+
+
 def hit(point: str) -> None:
     """SIGKILL this process group (Python driver and JVM) if ``point`` is armed and the dice say so."""
+    seconds = _PAUSE.pop(point, None)
+    if seconds is not None:
+        marker = os.environ.get("INGEST_PAUSE_MARKER")
+        if marker:
+            Path(marker).touch()
+        time.sleep(seconds)
     probability = _ARMED.get(point)
     if probability is not None and random.random() < probability:  # noqa: S311 - not cryptography
         os.killpg(os.getpgrp(), signal.SIGKILL)

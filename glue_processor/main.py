@@ -53,7 +53,14 @@ def run_query(spark: SparkSession, settings: JobSettings) -> list[ManifestBatchJ
                 target=stop_gracefully, args=(q,), kwargs={"timeout_seconds": w}, daemon=True
             ).start()
             stopped = stop_on_signal(query)
-            query.awaitTermination()
+            try:
+                query.awaitTermination()
+            except Exception:
+                if not batch_job.fenced:
+                    raise
+                # Another run of the job committed a batch first: that run carries on, this one ends.
+                logger.warning("another run of this job owns the checkpoint; this run ends without publishing")
+                return [*jobs, batch_job]
             batch_job.progress = [dict(p) for p in query.recentProgress]
         finally:
             metrics.close(spark)

@@ -41,6 +41,10 @@ class ObjectStore(Protocol):
 
     def delete(self, uri: str) -> None: ...
 
+    def create_exclusive(self, uri: str, body: bytes) -> bool:
+        """Write ``uri`` whole if no object has that name; False when one already has."""
+        ...
+
 
 class LocalStore:
     """``file://`` URIs (also ``file:/``, Hadoop's spelling)."""
@@ -66,6 +70,21 @@ class LocalStore:
 
     def delete(self, uri: str) -> None:
         local_path(uri).unlink(missing_ok=True)
+
+    def create_exclusive(self, uri: str, body: bytes) -> bool:
+        # write a temporary file, then link(2) it to the name: atomic, and it fails if the name exists
+        path = local_path(uri)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".tmp-{path.name}-", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(body)
+            os.link(name, path)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(name)
 
 
 class S3Store:
@@ -98,6 +117,23 @@ class S3Store:
         bucket, key = split_s3(uri)
         self.client.delete_object(Bucket=bucket, Key=key)
 
+    def create_exclusive(self, uri: str, body: bytes) -> bool:
+        """An S3 conditional write (``If-None-Match: *``): 412 when the key exists. The header is added
+        at signing time, so it works with Glue 5.0's boto3 too, which predates the parameter (S3 User
+        Guide, "How to prevent object overwrites with conditional writes")."""
+        bucket, key = split_s3(uri)
+        client = _exclusive_client(self.client)
+        try:
+            client.put_object(Bucket=bucket, Key=key, Body=body)
+        except client.exceptions.ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            if code in ("PreconditionFailed", "ConditionalRequestConflict") or exc.response.get(
+                "ResponseMetadata", {}
+            ).get("HTTPStatusCode") in (409, 412):
+                return False
+            raise
+        return True
+
 
 def local_path(uri: str) -> Path:
     if not uri.startswith("file:"):
@@ -122,6 +158,29 @@ def store_for(uri: str, *, s3_client: Any = None) -> ObjectStore:
     if scheme in S3_SCHEMES:
         return S3Store(s3_client if s3_client is not None else _default_s3_client())
     raise StorageError(f"unsupported URI scheme {scheme!r} in {uri} (expected s3:// or file://)")
+
+
+_EXCLUSIVE: dict[int, Any] = {}
+
+
+def _exclusive_client(client: Any) -> Any:
+    """A client like ``client`` whose PutObject carries ``If-None-Match: *`` (one per client)."""
+    if id(client) not in _EXCLUSIVE:
+        import boto3
+
+        twin = boto3.client(
+            "s3",
+            region_name=client.meta.region_name,
+            endpoint_url=client.meta.endpoint_url,
+            config=client.meta.config,
+        )
+
+        def if_none_match(request: Any, **_: Any) -> None:
+            request.headers["If-None-Match"] = "*"
+
+        twin.meta.events.register_first("before-sign.s3.PutObject", if_none_match)
+        _EXCLUSIVE[id(client)] = twin
+    return _EXCLUSIVE[id(client)]
 
 
 @functools.cache

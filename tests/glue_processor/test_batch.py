@@ -208,6 +208,36 @@ def test_a_restart_rebuilds_the_dedupe_index_from_its_snapshot_not_from_the_hist
     assert set(record.keys) >= {"a", "b", "c"}
 
 
+def test_two_runs_racing_on_a_batch_publish_it_once(spark: Any, tmp_path: Path) -> None:
+    from contracts.exceptions import FencedOut
+
+    env = Env(tmp_path)
+    manifest = env.manifest("m1", [env.put("in/x.json", b'{"a":1}\n{"a":2}\n')])
+    slow, fast = env.job(spark), env.job(spark)  # two job runs on one checkpoint (same query id)
+    # Given the slow run started (resumed, found no commit record for the batch) before the fast one
+    slow.resume()
+    slow._resumed = True
+    slow.committer = lambda real=slow.committer: _not_committed_yet(real())  # type: ignore[method-assign]
+    # ...and the fast run committed the batch meanwhile
+    fast.run([manifest], 4)
+    published = sorted(p.name for p in visible_parquet(tmp_path / "output"))
+    # When the slow run, having computed the same batch, reaches its commit point
+    with pytest.raises(FencedOut, match="committed by another run"):
+        slow.run([manifest], 4)
+    # Then it published nothing and deleted nothing: each record is there once, in the winner's files
+    assert sorted(p.name for p in visible_parquet(tmp_path / "output")) == published
+    assert sorted(r["a"] for r in read_rows(tmp_path / "output")) == ["1", "2"]
+    staged = list((tmp_path / "output" / "_staging").rglob("*.parquet"))
+    assert staged, "the loser staged its own attempt (left for the lifecycle rule)"
+    # And losing is not a failure of the batch (no poison count)
+    assert slow.fenced and not (tmp_path / "output" / "_failures").exists()
+
+
+def _not_committed_yet(committer: Any) -> Any:
+    committer.load = lambda batch_id: None
+    return committer
+
+
 def test_bad_manifest_and_missing_object_are_quarantined_and_the_rest_loaded(spark: Any, tmp_path: Path) -> None:
     env = Env(tmp_path)
     good = env.put("in/good.json", b'{"a":1}\nnot json\n')

@@ -146,3 +146,36 @@ def test_checkpoint_generations_rotate_without_loss_or_duplicates(tmp_path: Path
     assert lineage(rows) == want  # each record once across generations
     archived = list((work / "buckets" / "local-manifests" / "archive").rglob("*.json"))
     assert archived, "processed manifests are archived out of the listed prefix"
+
+
+def test_two_job_processes_on_one_checkpoint_publish_every_record_once(tmp_path: Path) -> None:
+    # Given two runs of the job on one workdir (one checkpoint, one output), as when an operator
+    # starts a run while another is still stopping: the first is slow, it has staged its batch and
+    # not committed it yet when the second starts
+    data, work = tmp_path / "data", tmp_path / "work"
+    files = {f"f{i}.json": [{"id": i * 100 + j} for j in range(20)] for i in range(3)}
+    write_tree(data, files)
+    marker = tmp_path / "slow-run-paused"
+    args = [sys.executable, "-m", "glue_processor.local.cli", "--data", str(data), "--workdir", str(work)]
+    args += ["--sqs-batch-size", "3", "--cores", "1"]
+
+    def start(**extra: str) -> subprocess.Popen[str]:
+        env = {**os.environ, **extra}
+        return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+    slow = start(INGEST_PAUSE="after-stage:20", INGEST_PAUSE_MARKER=str(marker))
+    deadline = time.monotonic() + 300
+    while not marker.exists() and slow.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert marker.exists(), slow.communicate()[1][-3000:]
+    # When the second run re-runs the same batch and commits it while the first is still staging
+    fast = start()
+    _fast_out, fast_err = fast.communicate(timeout=300)
+    slow_out, slow_err = slow.communicate(timeout=300)
+    # Then the second run published, the first was fenced out and ended without publishing
+    assert fast.returncode == 0, fast_err[-3000:]
+    assert slow.returncode == 0, slow_err[-3000:]
+    assert "fenced out by another run" in slow_err + slow_out
+    # And every record is in the output exactly once
+    want = sorted((f"s3://local-landing/{rel}", n + 1) for rel, recs in files.items() for n in range(len(recs)))
+    assert lineage(read_rows(work / "output")) == want
