@@ -12,7 +12,6 @@ MANIFEST_SUFFIX = ".json"
 # Directories whose names start with "_" or "." are skipped by Spark, Athena, Trino and Hive.
 COMMITS_DIR = "_commits"
 STAGING_DIR = "_staging"
-NDJSON_SUFFIXES: tuple[str, ...] = (".json", ".ndjson", ".jsonl", ".json.gz", ".ndjson.gz", ".jsonl.gz")
 
 
 def is_commit_record(name: str) -> bool:

@@ -94,6 +94,7 @@ OBJECTS_PER_MANIFEST = _m("ObjectsPerManifest", "Count", L, "objects listed in a
 BYTES_PER_MANIFEST = _m("BytesPerManifest", "Bytes", L, "object bytes listed in a manifest")
 DUPLICATES_DROPPED = _m("DuplicatesDropped", "Count", L, "duplicate notifications dropped")
 RECORDS_REJECTED = _m("RecordsRejected", "Count", L, "SQS messages failed back to the queue")
+OBJECTS_IGNORED = _m("ObjectsIgnored", "Count", L, "notified objects outside the prefix/suffix filter (logged)")
 
 # -- the control plane ------------------------------------------------------------------------
 CURRENT_WORKERS = _m("CurrentWorkers", "Count", C, "workers of the running job run")

@@ -23,8 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from contracts.layout import COMMITS_DIR, NDJSON_SUFFIXES
+from contracts.layout import COMMITS_DIR, is_commit_record
 from contracts.ledger import CommitRecord
+from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
 from glue_processor.local.layout import LANDING_BUCKET, MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout
 
 if TYPE_CHECKING:
@@ -101,6 +102,8 @@ def local_landing(workdir: Path) -> Iterator[LandedObject]:
 
 def local_records(workdir: Path) -> Iterator[CommitRecord]:
     for path in sorted((workdir / "output" / COMMITS_DIR).glob("*/*.json")):
+        if not is_commit_record(path.name):
+            continue
         yield CommitRecord.model_validate_json(path.read_bytes())
 
 
@@ -121,11 +124,13 @@ def _split(uri: str) -> tuple[str, str]:
     return bucket, prefix
 
 
-def s3_landing(s3: Any, uri: str) -> Iterator[LandedObject]:
+def s3_landing(s3: Any, uri: str, *, suffixes: tuple[str, ...] = DEFAULT_SUFFIXES) -> Iterator[LandedObject]:
+    """The landed objects the pipeline takes: the same filter as the stack's notification and the Lambda."""
     bucket, prefix = _split(uri)
+    taken = ObjectFilter(prefix, suffixes)
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for obj in page.get("Contents", []):
-            if obj["Key"].lower().endswith(NDJSON_SUFFIXES):
+            if taken.admits(obj["Key"]):
                 yield LandedObject(bucket, obj["Key"], obj["ETag"].strip('"'), obj["Size"])
 
 
@@ -133,7 +138,7 @@ def s3_records(s3: Any, output_uri: str) -> Iterator[CommitRecord]:
     bucket, prefix = _split(output_uri.rstrip("/") + f"/{COMMITS_DIR}/")
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for obj in page.get("Contents", []):
-            if obj["Key"].endswith(".json"):
+            if is_commit_record(obj["Key"].rsplit("/", 1)[-1]):
                 body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
                 yield CommitRecord.model_validate_json(body)
 
@@ -157,6 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workdir", type=Path, help="a local run's WORKDIR")
     p.add_argument("--landing", help="s3://bucket/prefix of the landing objects")
     p.add_argument("--output", help="the job's output_uri (s3://...), where the ledger lives")
+    p.add_argument(
+        "--suffixes",
+        default=",".join(DEFAULT_SUFFIXES),
+        help="the manifest Lambda's SOURCE_SUFFIXES (default: the stack's)",
+    )
     p.add_argument("--queue-url", help="the landing SQS queue, for --requeue on AWS")
     p.add_argument("--requeue", action="store_true", help="send the never-ingested objects through again")
     args = p.parse_args(argv)
@@ -167,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     elif args.landing and args.output:
         import boto3
 
-        report = reconcile(s3_landing(boto3.client("s3"), args.landing), s3_records(boto3.client("s3"), args.output))
+        suffixes = tuple(x for x in args.suffixes.split(",") if x)
+        landed = s3_landing(boto3.client("s3"), args.landing, suffixes=suffixes)
+        report = reconcile(landed, s3_records(boto3.client("s3"), args.output))
         if args.requeue and report.never_ingested:
             if not args.queue_url:
                 p.error("--requeue on AWS needs --queue-url")

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
 from infra.observability import alarm_resources, dashboard_resource
 from infra.runtime import DEFAULT_GLUE_VERSION, STREAMING_WORKER_TYPES, additional_python_modules, glue_runtimes
 
@@ -59,9 +60,27 @@ def apply_runtime(template: dict[str, Any]) -> None:
     args["--additional-python-modules"] = additional_python_modules()
 
 
+def apply_object_filter(template: dict[str, Any]) -> None:
+    """The landing bucket's notifications and the manifest Lambda's filter, from one definition
+    (contracts.object_filter): one notification per suffix under the LandingPrefix parameter."""
+    taken = ObjectFilter("incoming/", DEFAULT_SUFFIXES)  # the prefix value is the stack's parameter
+    resources = template["Resources"]
+    queue = {"Fn::GetAtt": ["LandingQueue", "Arn"]}
+    configs = []
+    for rendered in taken.s3_filter_rules():
+        rules = [
+            {"Name": "prefix", "Value": {"Ref": "LandingPrefix"}} if r["Name"] == "prefix" else r for r in rendered
+        ]
+        configs.append({"Event": "s3:ObjectCreated:*", "Queue": queue, "Filter": {"S3Key": {"Rules": rules}}})
+    resources["LandingBucket"]["Properties"]["NotificationConfiguration"] = {"QueueConfigurations": configs}
+    env = resources["ManifestLambda"]["Properties"]["Environment"]["Variables"]
+    env["SOURCE_SUFFIXES"] = ",".join(DEFAULT_SUFFIXES)
+
+
 def render() -> dict[str, Any]:
     template: dict[str, Any] = yaml.safe_load(BASE.read_text(encoding="utf-8"))
     apply_runtime(template)
+    apply_object_filter(template)
     resources = template["Resources"]
     generated = {"Dashboard": dashboard_resource(), **alarm_resources(), **tls_only_policies(resources)}
     clash = set(generated) & set(resources)

@@ -1,25 +1,41 @@
-"""Reading S3 event notifications out of SQS message bodies (pure functions, no I/O)."""
+"""Reading S3 object-created events out of SQS message bodies (pure functions, no I/O).
+
+A body arrives in one of the shapes AWS delivers to SQS:
+
+- an S3 event notification (S3 -> SQS, and S3 -> SNS -> SQS with raw message delivery): ``Records``
+  with ``s3.object.key`` URL-encoded (S3 User Guide, "Event message structure");
+- an SNS notification envelope (S3 -> SNS -> SQS without raw delivery): ``Type: Notification`` and
+  the S3 event notification as the JSON string ``Message`` (SNS Developer Guide, "Amazon SNS message
+  and JSON formats");
+- an EventBridge event (S3 -> EventBridge -> SQS): ``source: aws.s3``, ``detail-type: Object
+  Created``, ``detail.object.key`` not encoded (S3 User Guide, "EventBridge message structure").
+
+``s3:TestEvent`` (S3's check when a notification is configured) is skipped however it is wrapped.
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from urllib.parse import unquote_plus
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from contracts.manifest import ManifestEntry
 from lambdas.manifest_builder.exceptions import NotificationError
 
 
 class _Lenient(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
 
 class S3ObjectRef(_Lenient):
     key: str
     size: int = 0
     eTag: str | None = None
+    versionId: str | None = None
     sequencer: str | None = None
 
 
@@ -39,42 +55,124 @@ class S3EventRecord(_Lenient):
 
 
 class S3Notification(_Lenient):
-    """The JSON S3 puts in an SQS message body (only the fields this pipeline needs)."""
+    """The JSON S3 sends (only the fields this pipeline needs)."""
 
     Records: list[S3EventRecord] = Field(default_factory=list)
 
 
-def parse_body(body: str) -> list[S3EventRecord]:
-    """Return the ObjectCreated records of one SQS body; [] for ``s3:TestEvent``.
+class _EBObject(_Lenient):
+    key: str
+    size: int = 0
+    etag: str | None = Field(default=None, validation_alias=AliasChoices("etag", "eTag"))
+    version_id: str | None = Field(default=None, alias="version-id")
+    sequencer: str | None = None
 
-    Raises :class:`NotificationError` for a body that is not an S3 notification, so the
-    message fails alone and, after its retries, lands on the dead-letter queue.
+
+class _EBDetail(_Lenient):
+    bucket: S3BucketRef
+    object: _EBObject
+
+
+class EventBridgeS3Event(_Lenient):
+    source: str
+    detail_type: str = Field(alias="detail-type")
+    time: datetime
+    detail: _EBDetail
+
+
+@dataclass(frozen=True)
+class CreatedObject:
+    """One object-created event, whatever envelope it came in; ``key`` is decoded."""
+
+    bucket: str
+    key: str
+    size: int
+    etag: str | None
+    version_id: str | None
+    sequencer: str | None
+    event_time: datetime
+
+
+def parse_body(body: str) -> list[CreatedObject]:
+    """The object-created events of one SQS body ([] for a test event or another event type).
+
+    Raises :class:`NotificationError` for a body that is none of the shapes above, so the message
+    fails alone and, after its retries, lands on the dead-letter queue.
     """
     try:
         raw = json.loads(body)
     except json.JSONDecodeError as exc:
         raise NotificationError(f"message body is not JSON: {exc}") from exc
-    if isinstance(raw, dict) and raw.get("Event") == "s3:TestEvent":
+    if not isinstance(raw, dict):
+        raise NotificationError("message body is not a JSON object")
+    if "Message" in raw and (raw.get("Type") == "Notification" or "TopicArn" in raw):  # SNS, raw delivery off
+        try:
+            raw = json.loads(raw["Message"])
+        except (TypeError, json.JSONDecodeError) as exc:
+            raise NotificationError(f"SNS notification whose Message is not JSON: {exc}") from exc
+        if not isinstance(raw, dict):
+            raise NotificationError("SNS notification whose Message is not a JSON object")
+    if raw.get("Event") == "s3:TestEvent":
         return []
-    if not isinstance(raw, dict) or "Records" not in raw:
-        raise NotificationError("message body is not an S3 event notification (no 'Records')")
+    if raw.get("source") == "aws.s3" and "detail-type" in raw:
+        return _from_eventbridge(raw)
+    if "Records" in raw:
+        return _from_notification(raw)
+    raise NotificationError(
+        "message body is not an S3 event notification, an SNS envelope of one, or an EventBridge S3 event"
+    )
+
+
+def _from_notification(raw: dict[str, Any]) -> list[CreatedObject]:
     try:
         notification = S3Notification.model_validate(raw)
     except ValidationError as exc:
         raise NotificationError(f"malformed S3 event notification: {exc.errors()[0]['msg']}") from exc
-    return [r for r in notification.Records if r.eventName.startswith("ObjectCreated:")]
+    return [
+        CreatedObject(
+            bucket=r.s3.bucket.name,
+            key=unquote_plus(r.s3.object.key),  # notifications form-encode keys ('+' is a space)
+            size=r.s3.object.size,
+            etag=r.s3.object.eTag,
+            version_id=r.s3.object.versionId,
+            sequencer=r.s3.object.sequencer,
+            event_time=r.eventTime,
+        )
+        for r in notification.Records
+        if r.eventName.startswith("ObjectCreated:")
+    ]
 
 
-def to_entry(record: S3EventRecord) -> ManifestEntry:
-    """A manifest entry for one record; keys arrive form-encoded ('+' is a space)."""
-    obj = record.s3.object
-    if not obj.eTag:
-        raise NotificationError(f"ObjectCreated event without eTag for s3://{record.s3.bucket.name}/{obj.key}")
+def _from_eventbridge(raw: dict[str, Any]) -> list[CreatedObject]:
+    try:
+        event = EventBridgeS3Event.model_validate(raw)
+    except ValidationError as exc:
+        raise NotificationError(f"malformed EventBridge S3 event: {exc.errors()[0]['msg']}") from exc
+    if event.detail_type != "Object Created":
+        return []
+    obj = event.detail.object
+    return [
+        CreatedObject(
+            bucket=event.detail.bucket.name,
+            key=obj.key,  # EventBridge events carry the key as it is
+            size=obj.size,
+            etag=obj.etag,
+            version_id=obj.version_id,
+            sequencer=obj.sequencer,
+            event_time=event.time,
+        )
+    ]
+
+
+def to_entry(created: CreatedObject) -> ManifestEntry:
+    """A manifest entry for one event."""
+    if not created.etag:
+        raise NotificationError(f"object-created event without eTag for s3://{created.bucket}/{created.key}")
     return ManifestEntry(
-        bucket=record.s3.bucket.name,
-        key=unquote_plus(obj.key),
-        size=obj.size,
-        etag=obj.eTag.strip('"'),
-        event_time=record.eventTime,
-        sequencer=obj.sequencer,
+        bucket=created.bucket,
+        key=created.key,
+        size=created.size,
+        etag=created.etag.strip('"'),
+        event_time=created.event_time,
+        sequencer=created.sequencer,
     )

@@ -15,6 +15,7 @@ def result_datums(result: BuildResult, *, service: str = SERVICE) -> list[Datum]
         datum(M.MANIFESTS_WRITTEN, len(result.manifests_written), dims),
         datum(M.DUPLICATES_DROPPED, result.duplicates_dropped, dims),
         datum(M.RECORDS_REJECTED, result.rejected_records, dims),
+        datum(M.OBJECTS_IGNORED, result.ignored_objects, dims),
     ]
     out += [datum(M.OBJECTS_PER_MANIFEST, n, dims) for n in result.files_per_manifest]
     out += [datum(M.BYTES_PER_MANIFEST, n, dims) for n in result.bytes_per_manifest]

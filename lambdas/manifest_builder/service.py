@@ -14,6 +14,7 @@ from contracts.exceptions import StorageError
 from contracts.layout import manifest_key
 from lambdas.manifest_builder.batching import MessageEntries, plan_manifests
 from lambdas.manifest_builder.events import parse_body, to_entry
+from lambdas.manifest_builder.exceptions import NotificationError
 from lambdas.manifest_builder.settings import BuilderSettings
 from lambdas.manifest_builder.store import ObjectWriter
 
@@ -44,14 +45,28 @@ class _Collector:
         self.ignored = 0
 
     def __call__(self, record: SQSRecord) -> int:
+        try:
+            events = parse_body(record.body)
+        except NotificationError as exc:
+            # the message fails alone (retried, then dead-lettered); say why where operators look
+            logger.warning("message rejected", extra={"message_id": record.message_id, "reason": str(exc)})
+            raise
         entries = []
-        for event in parse_body(record.body):
+        for event in events:
             entry = to_entry(event)
             if self.settings.accepts(entry.key):
                 entries.append(entry)
             else:
                 self.ignored += 1
-                logger.debug("object ignored by prefix/suffix filter", extra={"bucket": entry.bucket, "key": entry.key})
+                logger.warning(
+                    "object ignored: outside the prefix/suffix filter",
+                    extra={
+                        "bucket": entry.bucket,
+                        "key": entry.key,
+                        "source_prefix": self.settings.source_prefix,
+                        "source_suffixes": list(self.settings.source_suffixes),
+                    },
+                )
         self.accepted[record.message_id] = MessageEntries(record.message_id, tuple(entries))
         return len(entries)
 

@@ -9,8 +9,9 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from contracts.exceptions import ConfigError
-from contracts.layout import NDJSON_SUFFIXES, normalise_prefix
+from contracts.layout import normalise_prefix
 from contracts.metrics import DEFAULT_NAMESPACE
+from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
 from contracts.validation import describe
 
 GIB = 1024**3
@@ -26,9 +27,12 @@ class BuilderSettings(BaseSettings):
 
     manifest_bucket: str = Field(min_length=3, max_length=63, description="bucket the manifests go to")
     manifest_prefix: str = Field(default="manifests/", description="key prefix of the manifests")
-    source_prefix: str = Field(default="", description="only keys under this prefix are accepted")
+    source_prefix: str = Field(
+        default="", description="only keys starting with this string are accepted (a plain prefix, as S3 compares it)"
+    )
     source_suffixes: Annotated[tuple[str, ...], NoDecode] = Field(
-        default=NDJSON_SUFFIXES, description="only keys ending with one of these are accepted"
+        default=DEFAULT_SUFFIXES,
+        description="only keys ending with one of these are accepted (case-sensitive, as S3); '*' accepts every key",
     )
     max_manifest_bytes: int = Field(default=GIB, ge=1, description="upper bound of a manifest's total size")
     max_manifest_files: int = Field(default=1000, ge=1, le=100_000, description="upper bound of its files")
@@ -41,24 +45,26 @@ class BuilderSettings(BaseSettings):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
-    @field_validator("manifest_prefix", "source_prefix")
+    @field_validator("manifest_prefix")
     @classmethod
     def _prefix(cls, value: str) -> str:
         return normalise_prefix(value)
 
     @model_validator(mode="after")
-    def _suffixes_present(self) -> BuilderSettings:
-        if not self.source_suffixes:
-            raise ValueError("source_suffixes must list at least one suffix, e.g. '.json,.ndjson'")
+    def _valid_filter(self) -> BuilderSettings:
+        try:
+            ObjectFilter(self.source_prefix, self.source_suffixes)
+        except ValueError as exc:
+            raise ValueError(f"source_suffixes: {exc}") from exc
         return self
 
     @cached_property
-    def lowered_suffixes(self) -> tuple[str, ...]:
-        return tuple(s.lower() for s in self.source_suffixes)
+    def object_filter(self) -> ObjectFilter:
+        return ObjectFilter(self.source_prefix, self.source_suffixes)
 
     def accepts(self, key: str) -> bool:
-        """True when a (decoded) key is under the source prefix and has an accepted suffix."""
-        return key.startswith(self.source_prefix) and key.lower().endswith(self.lowered_suffixes)
+        """True when a (decoded) key is one the pipeline takes (see contracts.object_filter)."""
+        return self.object_filter.admits(key)
 
 
 def load_settings(**overrides: object) -> BuilderSettings:

@@ -71,3 +71,25 @@ def test_message_ids_follow_their_entries() -> None:
         max_files=10,
     )
     assert [sorted(p.message_ids) for p in plan.manifests] == [["m1"], ["m2"]]
+
+
+def test_of_two_events_of_one_version_the_newest_is_listed() -> None:
+    # Given identical bytes uploaded twice (same eTag): two events, the older one's message id first
+    older = ManifestEntry(bucket="bkt", key="a.json", size=1, etag="e", event_time=T0, sequencer="0055AED6DCD90281E5")
+    newer = ManifestEntry(
+        bucket="bkt", key="a.json", size=1, etag="e", event_time=T0.replace(second=5), sequencer="0055AED6DCD9028200"
+    )
+    plan = plan_manifests(
+        [MessageEntries("aaa-first", (older,)), MessageEntries("zzz-second", (newer,))], max_bytes=100, max_files=10
+    )
+    # Then the manifest lists the newer event (the job's overwrite check accepts it), once
+    ((planned),) = plan.manifests
+    assert planned.manifest.entries == (newer,)
+    assert plan.duplicates_dropped == 1
+
+
+def test_sequencers_compare_as_padded_hex() -> None:
+    from lambdas.manifest_builder.batching import sequencer_order
+
+    assert sequencer_order("FF") < sequencer_order("100")  # shorter is padded, not compared as text
+    assert sequencer_order(None) < sequencer_order("1")

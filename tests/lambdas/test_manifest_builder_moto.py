@@ -94,11 +94,28 @@ def test_put_objects_become_one_manifest_with_decoded_keys(pipeline: Pipeline) -
 
 
 def test_prefix_and_suffix_filter(pipeline: Pipeline) -> None:
-    for key in ["incoming/keep.json", "incoming/skip.csv", "elsewhere/skip.json", "incoming/KEEP.NDJSON"]:
+    # suffixes compare as S3's notification filter compares them (case-sensitively); any .gz is taken
+    keys = ["incoming/keep.json", "incoming/skip.csv", "elsewhere/skip.json", "incoming/UPPER.NDJSON"]
+    for key in [*keys, "incoming/firehose-1-2026-11-22-10-00-00-abc.gz"]:
         pipeline.put(key)
     assert pipeline.invoke(pipeline.receive()) == {"batchItemFailures": []}
     (manifest,) = pipeline.manifests().values()
-    assert sorted(e.key for e in manifest.entries) == ["incoming/KEEP.NDJSON", "incoming/keep.json"]
+    assert sorted(e.key for e in manifest.entries) == [
+        "incoming/firehose-1-2026-11-22-10-00-00-abc.gz",
+        "incoming/keep.json",
+    ]
+
+
+def test_a_prefix_is_a_plain_string_prefix(pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given SOURCE_PREFIX=incoming/app- (a valid S3 filter prefix, not a folder)
+    monkeypatch.setenv("SOURCE_PREFIX", "incoming/app-")
+    handler._settings.cache_clear()
+    pipeline.put("incoming/app-1.json")
+    pipeline.put("incoming/other.json")
+    # Then the objects it names are taken (it used to become "incoming/app-/" and take nothing)
+    assert pipeline.invoke(pipeline.receive()) == {"batchItemFailures": []}
+    (manifest,) = pipeline.manifests().values()
+    assert [e.key for e in manifest.entries] == ["incoming/app-1.json"]
 
 
 def test_duplicate_notifications_in_a_batch_are_dropped(pipeline: Pipeline) -> None:

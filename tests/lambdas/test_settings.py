@@ -15,18 +15,24 @@ def test_builder_requires_its_bucket_and_sane_bounds(monkeypatch: pytest.MonkeyP
         builder_settings()
     with pytest.raises(ConfigError, match="MAX_MANIFEST_FILES"):
         builder_settings(manifest_bucket="bkt", max_manifest_files=0)
-    with pytest.raises(ConfigError, match="source_suffixes must list at least one suffix"):
+    with pytest.raises(ConfigError, match="source_suffixes: suffixes must list at least one suffix"):
         builder_settings(manifest_bucket="bkt", source_suffixes="")
+    with pytest.raises(ConfigError, match="overlap"):
+        builder_settings(manifest_bucket="bkt", source_suffixes=".json.gz,.gz")
     monkeypatch.setenv("MAX_MANIFEST_BYTES", "a lot")
     with pytest.raises(ConfigError, match="MAX_MANIFEST_BYTES"):
         builder_settings(manifest_bucket="bkt")
 
 
 def test_builder_parses_suffix_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the filter is S3's: a plain string prefix, case-sensitive suffixes, '*' for every key
     monkeypatch.setenv("SOURCE_SUFFIXES", ".json, .LOG.gz")
-    s = builder_settings(manifest_bucket="bkt", source_prefix="/in")
-    assert s.source_suffixes == (".json", ".LOG.gz") and s.source_prefix == "in/"
-    assert s.accepts("in/x.log.GZ") and not s.accepts("out/x.json")
+    s = builder_settings(manifest_bucket="bkt", source_prefix="in/app-")
+    assert s.source_suffixes == (".json", ".LOG.gz") and s.source_prefix == "in/app-"
+    assert s.accepts("in/app-1.LOG.gz") and not s.accepts("in/app-1.log.gz") and not s.accepts("out/x.json")
+    monkeypatch.setenv("SOURCE_SUFFIXES", "*")
+    anything = builder_settings(manifest_bucket="bkt", source_prefix="in/")
+    assert anything.accepts("in/no-suffix") and not anything.accepts("out/x.json")
 
 
 def test_control_plane_rejects_impossible_limits() -> None:
