@@ -38,6 +38,7 @@ class SourceRecord(_Frozen):
     records: int = 0
     bad_records: int = 0
     reason: str | None = None
+    version_id: str | None = None  # the S3 version read (versioned buckets)
 
 
 class BatchStats(_Frozen):

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from contracts.exceptions import ManifestError
 from contracts.validation import describe
 
-SCHEMA_VERSION: Literal[1] = 1
+# 2 adds ``version_id``; version 1 manifests (without it) are still read.
+SCHEMA_VERSION: Literal[2] = 2
 
 
 class ManifestEntry(BaseModel):
@@ -31,6 +32,9 @@ class ManifestEntry(BaseModel):
     etag: str = Field(min_length=1, max_length=128)
     event_time: datetime
     sequencer: str | None = None
+    # The S3 version the event names (versioned buckets); the job reads exactly this version, or,
+    # without one, the object only while its eTag is still this one.
+    version_id: str | None = Field(default=None, max_length=1024)
 
     @field_validator("event_time")
     @classmethod
@@ -41,7 +45,8 @@ class ManifestEntry(BaseModel):
 
     @property
     def identity(self) -> tuple[str, str, str]:
-        """(bucket, key, eTag): the version of an object; the unit of de-duplication."""
+        """(bucket, key, eTag): the content of an object; the unit of de-duplication (two versions
+        with the same bytes are loaded once)."""
         return (self.bucket, self.key, self.etag)
 
 
@@ -61,7 +66,7 @@ class Manifest(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1, 2] = SCHEMA_VERSION
     manifest_id: str = Field(pattern=r"^[0-9a-f]{64}$")
     file_count: int = Field(ge=1)
     total_bytes: int = Field(ge=0)

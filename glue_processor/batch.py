@@ -433,6 +433,7 @@ class _Outcome:
                 records=extra.get("records", 0),
                 bad_records=extra.get("bad", 0),
                 reason=extra.get("reason"),
+                version_id=entry.version_id,
             )
         )
 
@@ -448,6 +449,7 @@ def _file_task(source: SourceFile) -> FileTask:
         etag=source.entry.etag,
         event_time=source.entry.event_time,
         manifest_uri=source.manifest_uri,
+        version_id=source.entry.version_id,
     )
 
 

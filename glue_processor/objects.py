@@ -23,17 +23,24 @@ S3_SCHEMES = ("s3", "s3a", "s3n")
 
 
 class ObjectMissing(StorageError):
-    """The object does not exist (deleted, or never written)."""
+    """The object does not exist (deleted, or never written), or not in the version asked for."""
+
+
+class VersionGone(StorageError):
+    """The object exists, but no longer with the eTag asked for (overwritten; unversioned bucket)."""
 
 
 @dataclass(frozen=True)
 class ObjectBody:
     data: bytes
     modified_epoch_s: float
+    exact: bool = False  # the store guaranteed these are the bytes of the version asked for
 
 
 class ObjectStore(Protocol):
-    def read(self, uri: str) -> ObjectBody: ...
+    def read(self, uri: str, *, version_id: str | None = None, etag: str | None = None) -> ObjectBody:
+        """The object's bytes: of ``version_id`` when given, else only while its eTag is ``etag``."""
+        ...
 
     def writer(self, uri: str) -> contextlib.AbstractContextManager[Path]:
         """A local path to write; on a clean exit it becomes the object ``uri`` as a whole."""
@@ -49,7 +56,8 @@ class ObjectStore(Protocol):
 class LocalStore:
     """``file://`` URIs (also ``file:/``, Hadoop's spelling)."""
 
-    def read(self, uri: str) -> ObjectBody:
+    def read(self, uri: str, *, version_id: str | None = None, etag: str | None = None) -> ObjectBody:
+        # a local file has no versions: the caller checks its time against the event's instead
         path = local_path(uri)
         try:
             with path.open("rb") as f:
@@ -93,13 +101,27 @@ class S3Store:
     def __init__(self, client: Any) -> None:
         self.client = client
 
-    def read(self, uri: str) -> ObjectBody:
+    def read(self, uri: str, *, version_id: str | None = None, etag: str | None = None) -> ObjectBody:
+        """Exactly the version the event named: ``VersionId`` in a versioned bucket, else ``If-Match``
+        on its eTag, so another version's bytes are never read under this event (S3 API, GetObject)."""
         bucket, key = split_s3(uri)
+        args: dict[str, str] = {"Bucket": bucket, "Key": key}
+        if version_id:
+            args["VersionId"] = version_id
+        elif etag:
+            args["IfMatch"] = f'"{etag}"'
         try:
-            response = self.client.get_object(Bucket=bucket, Key=key)
+            response = self.client.get_object(**args)
         except self.client.exceptions.NoSuchKey as exc:
             raise ObjectMissing(f"{uri}: object not found") from exc
-        return ObjectBody(response["Body"].read(), response["LastModified"].timestamp())
+        except self.client.exceptions.ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            if code == "NoSuchVersion" or (version_id and code in ("InvalidArgument", "404")):
+                raise ObjectMissing(f"{uri}: version {version_id} not found (deleted or expired)") from exc
+            if code in ("PreconditionFailed", "412"):
+                raise VersionGone(f"{uri}: no longer has eTag {etag} (overwritten before it was read)") from exc
+            raise
+        return ObjectBody(response["Body"].read(), response["LastModified"].timestamp(), exact=bool(version_id or etag))
 
     @contextlib.contextmanager
     def writer(self, uri: str) -> Iterator[Path]:

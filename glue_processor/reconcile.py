@@ -41,6 +41,7 @@ class LandedObject:
     key: str
     etag: str
     size: int
+    version_id: str | None = None
 
 
 @dataclass
@@ -134,6 +135,17 @@ def s3_landing(s3: Any, uri: str, *, suffixes: tuple[str, ...] = DEFAULT_SUFFIXE
                 yield LandedObject(bucket, obj["Key"], obj["ETag"].strip('"'), obj["Size"])
 
 
+def s3_landing_versions(s3: Any, uri: str, *, suffixes: tuple[str, ...] = DEFAULT_SUFFIXES) -> Iterator[LandedObject]:
+    """Every version of every landed object the pipeline takes (versioned buckets): an object
+    overwritten before the job read it must still appear in the ledger, by its own eTag."""
+    bucket, prefix = _split(uri)
+    taken = ObjectFilter(prefix, suffixes)
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
+        for v in page.get("Versions", []):
+            if taken.admits(v["Key"]):
+                yield LandedObject(bucket, v["Key"], v["ETag"].strip('"'), v["Size"], v.get("VersionId"))
+
+
 def s3_records(s3: Any, output_uri: str) -> Iterator[CommitRecord]:
     bucket, prefix = _split(output_uri.rstrip("/") + f"/{COMMITS_DIR}/")
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
@@ -151,7 +163,7 @@ def sqs_requeue(sqs: Any, queue_url: str, missing: list[LandedObject]) -> int:
     for start in range(0, len(missing), 10):
         entries = []
         for i, o in enumerate(missing[start : start + 10]):
-            obj = CreatedObject(o.bucket, o.key, o.size, o.etag, now, f"REQUEUE{start + i:012d}")
+            obj = CreatedObject(o.bucket, o.key, o.size, o.etag, now, f"REQUEUE{start + i:012d}", o.version_id)
             entries.append({"Id": str(i), "MessageBody": json.dumps(s3_notification(obj))})
         sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
     return len(missing)
@@ -167,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(DEFAULT_SUFFIXES),
         help="the manifest Lambda's SOURCE_SUFFIXES (default: the stack's)",
     )
+    p.add_argument("--versions", action="store_true", help="compare every object version (versioned landing bucket)")
     p.add_argument("--queue-url", help="the landing SQS queue, for --requeue on AWS")
     p.add_argument("--requeue", action="store_true", help="send the never-ingested objects through again")
     args = p.parse_args(argv)
@@ -178,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         import boto3
 
         suffixes = tuple(x for x in args.suffixes.split(",") if x)
-        landed = s3_landing(boto3.client("s3"), args.landing, suffixes=suffixes)
+        lister = s3_landing_versions if args.versions else s3_landing
+        landed = lister(boto3.client("s3"), args.landing, suffixes=suffixes)
         report = reconcile(landed, s3_records(boto3.client("s3"), args.output))
         if args.requeue and report.never_ingested:
             if not args.queue_url:

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, BadLine, ParsedText, column_names, parse_ndjson
-from glue_processor.objects import ObjectMissing, ObjectStore, store_for
+from glue_processor.objects import ObjectMissing, ObjectStore, VersionGone, store_for
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +36,10 @@ REASON_MISSING = "object not found (deleted or never written)"
 REASON_UNREADABLE = "object could not be read or decompressed (corrupt or truncated)"
 REASON_UNPARSEABLE = "object could not be parsed"
 REASON_SUPERSEDED = "object overwritten after its event (a newer eTag)"
+REASON_VERSION_GONE = (
+    "the event's version was overwritten before it was read (unversioned bucket); the newer version's own event "
+    "loads that one"
+)
 # Clock slack between S3's Last-Modified and the event time of the same write.
 OVERWRITE_TOLERANCE_S = 2.0
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -49,6 +53,7 @@ class FileTask:
     etag: str
     event_time: datetime
     manifest_uri: str
+    version_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -129,10 +134,13 @@ def _read_one(
     item: FileTask, keys: list[str], stores: Callable[[str], ObjectStore]
 ) -> tuple[FileOutcome, ParsedText | None]:
     try:
-        body = stores(item.read_uri).read(item.read_uri)
-    except ObjectMissing:
-        return FileOutcome(item.read_uri, "missing", reason=REASON_MISSING), None
-    if overwritten(body.modified_epoch_s, item.event_time):
+        body = stores(item.read_uri).read(item.read_uri, version_id=item.version_id, etag=item.etag)
+    except ObjectMissing as exc:
+        reason = REASON_MISSING if item.version_id is None else f"{REASON_MISSING}: {exc}"
+        return FileOutcome(item.read_uri, "missing", reason=reason), None
+    except VersionGone:
+        return FileOutcome(item.read_uri, "superseded", reason=REASON_VERSION_GONE), None
+    if not body.exact and overwritten(body.modified_epoch_s, item.event_time):
         # A newer version replaced the object after this event; that version's own event brings
         # it. Loading it here under this event's eTag would ingest it twice.
         return FileOutcome(item.read_uri, "superseded", reason=REASON_SUPERSEDED), None

@@ -11,7 +11,15 @@ import boto3
 from contracts.ledger import BatchStats, CommitRecord, SourceRecord
 from glue_processor.local.feeder import md5_of
 from glue_processor.local.layout import LocalLayout
-from glue_processor.reconcile import LandedObject, main, reconcile, s3_landing, s3_records, sqs_requeue
+from glue_processor.reconcile import (
+    LandedObject,
+    main,
+    reconcile,
+    s3_landing,
+    s3_landing_versions,
+    s3_records,
+    sqs_requeue,
+)
 from lambdas.manifest_builder.events import parse_body, to_entry
 
 T0 = datetime(2026, 11, 22, tzinfo=UTC)
@@ -106,3 +114,25 @@ def test_aws_reconcile_and_requeue_to_sqs(aws: None) -> None:
     (event,) = parse_body(msg["Body"])  # what the manifest Lambda will read
     entry = to_entry(event)
     assert (entry.bucket, entry.key, entry.etag) == ("landing", "in/b+ü.json", report.never_ingested[0].etag)
+
+
+def test_aws_reconcile_compares_versions_not_only_current_keys(aws: None) -> None:
+    # Given a versioned landing bucket where an object was overwritten, and a ledger that has
+    # only the newer version (the older one was lost)
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="landing")
+    s3.create_bucket(Bucket="out")
+    s3.put_bucket_versioning(Bucket="landing", VersioningConfiguration={"Status": "Enabled"})
+    v1 = s3.put_object(Bucket="landing", Key="in/a.json", Body=b'{"x":1}\n')
+    v2 = s3.put_object(Bucket="landing", Key="in/a.json", Body=b'{"x":2}\n')
+    s3.put_object(
+        Bucket="out",
+        Key="data/_commits/q/000000000000.json",
+        Body=record(0, ("landing", "in/a.json", v2["ETag"].strip('"'), "ingested")).model_dump_json().encode(),
+    )
+    # When reconcile lists versions
+    report = reconcile(s3_landing_versions(s3, "s3://landing/in/"), s3_records(s3, "s3://out/data"))
+    # Then the lost version is reported, by its version id; listing current keys alone would not see it
+    assert [(o.key, o.version_id) for o in report.never_ingested] == [("in/a.json", v1["VersionId"])]
+    current = reconcile(s3_landing(s3, "s3://landing/in/"), s3_records(s3, "s3://out/data"))
+    assert current.never_ingested == []

@@ -23,6 +23,7 @@ class CreatedObject:
     etag: str
     event_time: datetime
     sequencer: str
+    version_id: str | None = None
 
 
 def s3_notification(obj: CreatedObject) -> dict[str, Any]:
@@ -52,6 +53,7 @@ def s3_notification(obj: CreatedObject) -> dict[str, Any]:
                         "size": obj.size,
                         "eTag": obj.etag,
                         "sequencer": obj.sequencer,
+                        **({"versionId": obj.version_id} if obj.version_id else {}),
                     },
                 },
             }

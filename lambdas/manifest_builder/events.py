@@ -175,4 +175,5 @@ def to_entry(created: CreatedObject) -> ManifestEntry:
         etag=created.etag.strip('"'),
         event_time=created.event_time,
         sequencer=created.sequencer,
+        version_id=created.version_id if created.version_id not in (None, "null") else None,
     )

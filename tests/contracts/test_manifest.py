@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -35,7 +36,7 @@ def test_manifest_key_is_a_function_of_content() -> None:
     ("payload", "fragment"),
     [
         ("{not json", "Invalid JSON"),
-        ('{"schema_version": 2}', "schema_version"),
+        ('{"schema_version": 3}', "schema_version"),
         (
             '{"schema_version": 1, "manifest_id": "x", "file_count": 1, "total_bytes": 0, "entries": []}',
             "entries",
@@ -58,3 +59,26 @@ def test_tampered_manifest_is_rejected() -> None:
 def test_naive_event_time_is_rejected() -> None:
     with pytest.raises(ValueError, match="time zone"):
         ManifestEntry(bucket="bkt", key="k", size=1, etag="e", event_time=datetime(2026, 1, 1))
+
+
+def test_version_1_manifests_still_read_and_version_2_carries_version_ids() -> None:
+    from datetime import UTC, datetime
+
+    from contracts.manifest import Manifest, ManifestEntry
+
+    t = datetime(2026, 11, 22, tzinfo=UTC)
+    v1 = {
+        "schema_version": 1,
+        "manifest_id": "",
+        "file_count": 1,
+        "total_bytes": 3,
+        "entries": [{"bucket": "bkt", "key": "a.json", "size": 3, "etag": "e1", "event_time": t.isoformat()}],
+    }
+    entry = ManifestEntry(bucket="bkt", key="a.json", size=3, etag="e1", event_time=t)
+    v1["manifest_id"] = Manifest.of([entry]).manifest_id
+    old = Manifest.from_json(json.dumps(v1))
+    assert old.schema_version == 1 and old.entries[0].version_id is None
+    new = Manifest.of([entry.model_copy(update={"version_id": "3HL4kqtJlcpXroDTDmJ+rmSpXd3dIbrHY"})])
+    again = Manifest.from_json(new.to_json())
+    assert again.schema_version == 2 and again.entries[0].version_id == "3HL4kqtJlcpXroDTDmJ+rmSpXd3dIbrHY"
+    assert again.manifest_id == old.manifest_id  # the same object content: the same manifest identity

@@ -51,7 +51,7 @@ def outcome(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
         ManifestEntry(bucket="other-bucket", key="in/x.json", size=1, etag="e", event_time=t0),
         ManifestEntry(bucket=BUCKET, key="elsewhere/x.json", size=1, etag="e", event_time=t0),
     ]
-    schema_fail = Manifest.of(entries[:1]).to_json().replace(b'"schema_version":1', b'"schema_version":9')
+    schema_fail = Manifest.of(entries[:1]).to_json().replace(b'"schema_version":2', b'"schema_version":9')
     record = env.job(spark).run(
         [
             env.manifest("m1", entries + outside),
