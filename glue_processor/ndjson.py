@@ -46,7 +46,10 @@ _OBJECT = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ANY = msgspec.json.Decoder()
 _STRING = msgspec.json.Decoder(str)
 _ENCODER = msgspec.json.Encoder()
-_ERRORS = (msgspec.MsgspecError, RecursionError)
+# UnicodeDecodeError: msgspec decodes keys (not raw values) as UTF-8 while it matches them to fields.
+_ERRORS = (msgspec.MsgspecError, RecursionError, UnicodeDecodeError)
+# A line of JSON white space only (space, tab, CR) is blank; other control characters are not.
+_JSON_WHITE = b" \t\r"
 # White space outside JSON strings: removed to give nested values their compact text.
 _TOKENS = re.compile(r'("(?:[^"\\]|\\.)*")|[ \t\r\n]+', re.DOTALL)
 STRING = pa.large_string()
@@ -104,20 +107,20 @@ def parse_ndjson(data: bytes, known: Sequence[str] = ()) -> ParsedText:
     numbers: list[int] = []
     failed: list[int] = []
     for number, line in enumerate(lines, 1):
+        if number in invalid:  # never a row, whatever msgspec makes of it (raw values are not checked)
+            failed.append(number)
+            continue
         try:
             rows.append(decode(line))
         except _ERRORS:
             failed.append(number)
             continue
         numbers.append(number)
-    if invalid:
-        keep = [i for i, n in enumerate(numbers) if n not in invalid]
-        rows, numbers = [rows[i] for i in keep], [numbers[i] for i in keep]
     bad: list[BadLine] = []
     wider: list[tuple[int, dict[str, Any]]] = []
     for number in failed:
         line = lines[number - 1]
-        if not line.strip():
+        if not line.strip(_JSON_WHITE):
             continue
         if number in invalid:
             bad.append(BadLine(number, REASON_NOT_UTF8, _text(line)))
@@ -174,13 +177,38 @@ def _row_decoder(keys: tuple[str, ...]) -> msgspec.json.Decoder[Any]:
 
 
 def _decode_all(decoder: msgspec.json.Decoder[Any], data: bytes) -> list[Any] | None:
-    """Every line as a row, or None when some line is not one (blank, bad, or with a new key)."""
+    """Every line as a row, or None when some line is not one (blank, bad, or with a new key).
+
+    ``decode_lines`` takes any white space between values, so its row count equals the line count
+    only when no line is blank: then no line holds two objects either (each line holds at least one)."""
+    if _has_blank_line(data):
+        return None
     try:
         rows: list[Any] = decoder.decode_lines(data)
     except _ERRORS:
         return None
     lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
     return rows if len(rows) == lines else None
+
+
+def _has_blank_line(data: bytes) -> bool:
+    """Whether a line of ``data`` (its final newline ends the last line) is JSON white space only:
+    one vectorised pass finds the lines that are empty or start with white space; only those are
+    looked at."""
+    end = len(data) - 1 if data.endswith(b"\n") else len(data)
+    if end <= 0:
+        return True
+    buf = np.frombuffer(data, dtype=np.uint8)
+    newlines = np.flatnonzero(buf[:end] == 10)
+    starts = np.concatenate(([0], newlines + 1))
+    if starts[-1] >= end:
+        return True  # the last line is empty
+    suspects = starts[_WHITE[buf[starts]]]
+    for a in suspects.tolist():
+        stop = data.find(b"\n", a, end)
+        if not data[a : end if stop < 0 else stop].strip(_JSON_WHITE):
+            return True
+    return False
 
 
 def _is_utf8(line: bytes) -> bool:
@@ -212,7 +240,12 @@ def _classify(line: bytes) -> tuple[dict[str, Any] | None, str]:
         try:
             return _OBJECT.decode(line), ""
         except msgspec.ValidationError:
-            return None, REASON_ARRAY if line.lstrip().startswith(b"[") else REASON_SCALAR
+            # not an object; but msgspec stops at the first token, so check the rest is JSON at all
+            try:
+                _ANY.decode(line)
+            except msgspec.DecodeError as exc:
+                return None, REASON_TRAILING if "trailing characters" in str(exc) else REASON_MALFORMED
+            return None, REASON_ARRAY if line.lstrip(_JSON_WHITE).startswith(b"[") else REASON_SCALAR
         except msgspec.DecodeError as exc:
             return None, REASON_TRAILING if "trailing characters" in str(exc) else REASON_MALFORMED
         except RecursionError:
