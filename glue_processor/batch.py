@@ -30,6 +30,7 @@ from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.merge import concatenable, merge_parts, plan_merge
 from glue_processor.metrics.convert import record_datums
 from glue_processor.planning import BatchPlan, Rejection, SourceFile, latency_seconds, plan_batch, poison_plan
+from glue_processor.reading import MIB, Limits
 from glue_processor.settings import JobSettings
 from glue_processor.sizing import LearnedRatio, parse_unit_count, plan_groups
 from glue_processor.tasks import FileOutcome, FileTask, Staged, TaskSpec, run_task
@@ -307,6 +308,9 @@ class ManifestBatchJob:
                 batch_id=batch_id,
                 ingest_time=committed_at,
                 target_bytes=target,
+                limits=Limits(
+                    max_line_bytes=self.settings.max_line_mb * MIB, max_object_bytes=self.settings.max_object_mb * MIB
+                ),
             )
             for i, group in enumerate(plan_groups(estimates, n))
         ]

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from contracts.exceptions import StorageError
 
@@ -37,7 +37,23 @@ class ObjectBody:
     exact: bool = False  # the store guaranteed these are the bytes of the version asked for
 
 
+@dataclass(frozen=True)
+class ObjectStream:
+    """An object being read: its byte stream, when it was written, and whether the store
+    guaranteed the version (as :class:`ObjectBody`)."""
+
+    stream: BinaryIO
+    modified_epoch_s: float
+    exact: bool = False
+
+
 class ObjectStore(Protocol):
+    def open(
+        self, uri: str, *, version_id: str | None = None, etag: str | None = None
+    ) -> contextlib.AbstractContextManager[ObjectStream]:
+        """The object's bytes as a stream (same version rules as :meth:`read`)."""
+        ...
+
     def read(self, uri: str, *, version_id: str | None = None, etag: str | None = None) -> ObjectBody:
         """The object's bytes: of ``version_id`` when given, else only while its eTag is ``etag``."""
         ...
@@ -56,8 +72,17 @@ class ObjectStore(Protocol):
 class LocalStore:
     """``file://`` URIs (also ``file:/``, Hadoop's spelling)."""
 
-    def read(self, uri: str, *, version_id: str | None = None, etag: str | None = None) -> ObjectBody:
+    @contextlib.contextmanager
+    def open(self, uri: str, *, version_id: str | None = None, etag: str | None = None) -> Iterator[ObjectStream]:
         # a local file has no versions: the caller checks its time against the event's instead
+        try:
+            f = local_path(uri).open("rb")
+        except FileNotFoundError as exc:
+            raise ObjectMissing(f"{uri}: object not found") from exc
+        with f:
+            yield ObjectStream(f, os.fstat(f.fileno()).st_mtime)
+
+    def read(self, uri: str, *, version_id: str | None = None, etag: str | None = None) -> ObjectBody:
         path = local_path(uri)
         try:
             with path.open("rb") as f:
@@ -101,7 +126,20 @@ class S3Store:
     def __init__(self, client: Any) -> None:
         self.client = client
 
+    @contextlib.contextmanager
+    def open(self, uri: str, *, version_id: str | None = None, etag: str | None = None) -> Iterator[ObjectStream]:
+        response = self._get(uri, version_id=version_id, etag=etag)
+        body = response["Body"]
+        try:
+            yield ObjectStream(body, response["LastModified"].timestamp(), exact=bool(version_id or etag))
+        finally:
+            body.close()
+
     def read(self, uri: str, *, version_id: str | None = None, etag: str | None = None) -> ObjectBody:
+        response = self._get(uri, version_id=version_id, etag=etag)
+        return ObjectBody(response["Body"].read(), response["LastModified"].timestamp(), exact=bool(version_id or etag))
+
+    def _get(self, uri: str, *, version_id: str | None, etag: str | None) -> Any:
         """Exactly the version the event named: ``VersionId`` in a versioned bucket, else ``If-Match``
         on its eTag, so another version's bytes are never read under this event (S3 API, GetObject)."""
         bucket, key = split_s3(uri)
@@ -121,7 +159,7 @@ class S3Store:
             if code in ("PreconditionFailed", "412"):
                 raise VersionGone(f"{uri}: no longer has eTag {etag} (overwritten before it was read)") from exc
             raise
-        return ObjectBody(response["Body"].read(), response["LastModified"].timestamp(), exact=bool(version_id or etag))
+        return response
 
     @contextlib.contextmanager
     def writer(self, uri: str) -> Iterator[Path]:

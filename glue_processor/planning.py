@@ -65,7 +65,7 @@ def plan_batch(
 
     - a manifest that is not valid JSON or fails its schema is quarantined whole;
     - an entry outside ``allowed_buckets`` is quarantined;
-    - an entry larger than ``max_file_mb`` is quarantined (it cannot be read as one record);
+    - an entry larger than ``max_file_mb`` (stored bytes) is quarantined;
     - an object version listed again in this batch is read once;
     - an object version already ingested by an earlier batch (``ingested``: which batch, within the
       dedupe window; one lookup for the whole batch) is not read again.

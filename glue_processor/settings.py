@@ -67,7 +67,18 @@ class JobSettings(BaseModel):
         default=1024 * MIB, ge=1, description="the most data bytes one manifest references (the Lambda's bound)"
     )
     target_file_mb: int = Field(default=128, ge=1, le=2048)
-    max_file_mb: int = Field(default=1024, ge=1, le=1900, description="largest NDJSON object read whole")
+    max_file_mb: int = Field(
+        default=1024,
+        ge=1,
+        le=1_000_000,
+        description="largest object (stored bytes) a batch takes; larger ones are quarantined",
+    )
+    max_object_mb: int = Field(
+        default=20480,
+        ge=1,
+        description="most text (decompressed MiB) read from one object; the rest is quarantined, naming the line",
+    )
+    max_line_mb: int = Field(default=256, ge=1, le=2048, description="longest line (MiB); longer lines are quarantined")
     job_name: str = Field(default="local", min_length=1, description="JobName dimension of the metrics")
     metrics_namespace: str = Field(default=DEFAULT_NAMESPACE, pattern=r"^[^:][\x20-\x7e]{0,254}$")
     metrics_sinks: tuple[Literal["cloudwatch", "jsonl"], ...] = Field(

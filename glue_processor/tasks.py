@@ -12,10 +12,8 @@ exactly those, so a retried task's leftovers are never published.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import json
 import logging
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,15 +23,18 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, BadLine, ParsedText, column_names, parse_ndjson
 from glue_processor.objects import ObjectMissing, ObjectStore, VersionGone, store_for
+from glue_processor.reading import Chunk, Limits, LongLine, ReadFailed, StreamStopped, TooLarge, chunks, decompressed
 
 logger = logging.getLogger(__name__)
 
 REASON_MISSING = "object not found (deleted or never written)"
 REASON_UNREADABLE = "object could not be read or decompressed (corrupt or truncated)"
+REASON_LONG_LINE = "line longer than max_line_mb; skipped"
 REASON_UNPARSEABLE = "object could not be parsed"
 REASON_SUPERSEDED = "object overwritten after its event (a newer eTag)"
 REASON_VERSION_GONE = (
@@ -68,6 +69,8 @@ class TaskSpec:
     target_bytes: int
     # Arrow bytes per Parquet row group; also the step in which a file grows toward the target.
     row_group_bytes: int = 32 * 1024 * 1024
+    # How an object is read: chunks of whole lines, the longest line, the most text (see reading.py).
+    limits: Limits = field(default_factory=Limits)
 
 
 @dataclass(frozen=True)
@@ -108,14 +111,7 @@ def run_task(spec: TaskSpec, stores: Callable[[str], ObjectStore] = store_for) -
     bad_records: list[dict[str, Any]] = []
     with _ParquetFiles(spec, stores) as out:
         for item in spec.files:
-            outcome, parsed = _read_one(item, keys, stores)
-            outcomes.append(outcome)
-            if parsed is None:
-                continue
-            keys.extend(outcome.new_keys)
-            bad_records.extend(_quarantine_record(item, b, spec.batch_id) for b in parsed.bad)
-            if parsed.rows:
-                out.add(_with_lineage(parsed, item, spec), tuple(keys))
+            outcomes.append(_load_one(item, keys, stores, spec=spec, out=out, bad_records=bad_records))
     quarantine: list[Staged] = []
     if bad_records:
         uri = f"{spec.quarantine_dir}/quarantine-{spec.index:05d}.json"
@@ -130,37 +126,104 @@ def run_task(spec: TaskSpec, stores: Callable[[str], ObjectStore] = store_for) -
 _PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "store_schema": False}
 
 
-def _read_one(
-    item: FileTask, keys: list[str], stores: Callable[[str], ObjectStore]
-) -> tuple[FileOutcome, ParsedText | None]:
+def _load_one(
+    item: FileTask,
+    keys: list[str],
+    stores: Callable[[str], ObjectStore],
+    *,
+    spec: TaskSpec,
+    out: _ParquetFiles,
+    bad_records: list[dict[str, Any]],
+) -> FileOutcome:
+    """Stream one object through the parser into the task's Parquet files, chunk by chunk (memory
+    bounded whatever its size); ``keys`` grows with the keys it finds."""
     try:
-        body = stores(item.read_uri).read(item.read_uri, version_id=item.version_id, etag=item.etag)
+        with stores(item.read_uri).open(item.read_uri, version_id=item.version_id, etag=item.etag) as body:
+            if not body.exact and overwritten(body.modified_epoch_s, item.event_time):
+                # A newer version replaced the object after this event; that version's own event
+                # brings it. Loading it here under this event's eTag would ingest it twice.
+                return FileOutcome(item.read_uri, "superseded", reason=REASON_SUPERSEDED)
+            text = decompressed(body.stream, gzipped=item.read_uri.lower().endswith(".gz"))
+            return _parse_stream(item, text, keys, spec=spec, out=out, bad_records=bad_records)
     except ObjectMissing as exc:
         reason = REASON_MISSING if item.version_id is None else f"{REASON_MISSING}: {exc}"
-        return FileOutcome(item.read_uri, "missing", reason=reason), None
+        return FileOutcome(item.read_uri, "missing", reason=reason)
     except VersionGone:
-        return FileOutcome(item.read_uri, "superseded", reason=REASON_VERSION_GONE), None
-    if not body.exact and overwritten(body.modified_epoch_s, item.event_time):
-        # A newer version replaced the object after this event; that version's own event brings
-        # it. Loading it here under this event's eTag would ingest it twice.
-        return FileOutcome(item.read_uri, "superseded", reason=REASON_SUPERSEDED), None
-    data = body.data
-    if item.read_uri.lower().endswith(".gz"):
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error):
-            return FileOutcome(item.read_uri, "unreadable", reason=REASON_UNREADABLE), None
+        return FileOutcome(item.read_uri, "superseded", reason=REASON_VERSION_GONE)
+
+
+def _parse_stream(
+    item: FileTask, text: Any, keys: list[str], *, spec: TaskSpec, out: _ParquetFiles, bad_records: list[dict[str, Any]]
+) -> FileOutcome:
+    first_keys = set(keys)
+    good = bad = text_bytes = 0
+    reason: str | None = None
     try:
-        parsed = parse_ndjson(data, keys)
-    except Exception as exc:  # parsing is pure: a failure belongs to this object, which is quarantined
+        for piece in chunks(text, spec.limits):
+            if isinstance(piece, LongLine):
+                bad += 1
+                bad_records.append(_long_line_record(item, piece, spec.batch_id))
+                text_bytes += piece.size
+                continue
+            parsed = _parse_chunk(piece, keys)
+            text_bytes += len(piece.text)
+            good += parsed.rows
+            bad += len(parsed.bad)
+            keys.extend(k for k in parsed.keys if k not in keys)
+            bad_records.extend(_quarantine_record(item, b, spec.batch_id) for b in parsed.bad)
+            if parsed.rows:
+                out.add(_with_lineage(parsed, item, spec), tuple(keys))
+    except StreamStopped as exc:
+        what = REASON_UNREADABLE if isinstance(exc, ReadFailed) else "object too large"
+        if isinstance(exc, TooLarge):
+            what = f"object over max_object_mb ({spec.limits.max_object_bytes // (1024 * 1024)} MiB of text)"
+        reason = f"{what}: {exc}; lines from {exc.next_line} on were not loaded"
+        if not good:  # nothing loaded: the driver quarantines the object whole, with this reason
+            return FileOutcome(item.read_uri, "unreadable", bad=bad, text_bytes=exc.text_bytes, reason=reason)
+        # some lines loaded: the record says exactly from which line on the rest was not
+        bad_records.append(_stopped_record(item, reason, spec.batch_id))
+    except _ParseFailed as exc:  # parsing is pure: a failure belongs to this object, which is quarantined
         logger.exception("object could not be parsed", extra={"uri": item.read_uri})
-        reason = f"{REASON_UNPARSEABLE}: {type(exc).__name__}: {exc}"[:1000]
-        return FileOutcome(item.read_uri, "unreadable", reason=reason), None
-    status = "ingested" if parsed.rows else "empty"
-    seen = set(keys)
-    new_keys = tuple(k for k in parsed.keys if k not in seen)
-    outcome = FileOutcome(item.read_uri, status, parsed.rows, len(parsed.bad), len(data), new_keys)
-    return outcome, parsed
+        reason = f"{REASON_UNPARSEABLE}: {type(exc.__cause__).__name__}: {exc.__cause__}"[:1000]
+        if not good:
+            return FileOutcome(item.read_uri, "unreadable", reason=reason)
+        bad_records.append(_stopped_record(item, reason, spec.batch_id))
+    status = "ingested" if good else "empty"
+    new_keys = tuple(k for k in keys if k not in first_keys)
+    return FileOutcome(item.read_uri, status, good, bad, text_bytes, new_keys, reason)
+
+
+class _ParseFailed(Exception):
+    """The parser itself failed on a chunk (any error, out of memory included)."""
+
+
+def _parse_chunk(piece: Chunk, keys: list[str]) -> ParsedText:
+    try:
+        parsed = parse_ndjson(piece.text, keys)
+    except Exception as exc:
+        raise _ParseFailed(str(exc)) from exc
+    if piece.first_line == 1:
+        return parsed
+    offset = piece.first_line - 1
+    lines = pc.add(parsed.lines, pa.scalar(offset, pa.int32()))
+    bad = [BadLine(b.line + offset, b.reason, b.raw) for b in parsed.bad]
+    return ParsedText(keys=parsed.keys, columns=parsed.columns, lines=lines, bad=bad)
+
+
+def _long_line_record(item: FileTask, long: LongLine, batch_id: int) -> dict[str, Any]:
+    raw = long.head.decode("utf-8", errors="replace")
+    reason = f"{REASON_LONG_LINE} ({long.size} bytes; the first {len(long.head)} in raw)"
+    return _quarantine_record(item, BadLine(long.line, reason, raw), batch_id)
+
+
+def _stopped_record(item: FileTask, reason: str, batch_id: int) -> dict[str, Any]:
+    return {
+        "kind": "file",
+        "source_uri": item.source_uri,
+        "reason": reason,
+        "manifest_uri": item.manifest_uri,
+        "batch_id": batch_id,
+    }
 
 
 def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec) -> pa.Table:

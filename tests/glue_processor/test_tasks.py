@@ -197,10 +197,10 @@ def test_a_task_that_fails_mid_file_leaves_no_staged_parquet(tmp_path: Path) -> 
     (tmp_path / "a.json").write_bytes(b"".join(b'{"a":"%d"}\n' % i for i in range(5000)))
 
     class Failing(LocalStore):
-        def read(self, uri: str, **version: Any) -> Any:
+        def open(self, uri: str, **version: Any) -> Any:
             if uri.endswith("b.json"):
                 raise PermissionError("denied")
-            return super().read(uri, **version)
+            return super().open(uri, **version)
 
     files = [file_task((tmp_path / n).as_uri()) for n in ("a.json", "b.json")]
     # When the task fails (Spark retries it)
