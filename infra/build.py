@@ -72,9 +72,25 @@ def apply_object_filter(template: dict[str, Any]) -> None:
             {"Name": "prefix", "Value": {"Ref": "LandingPrefix"}} if r["Name"] == "prefix" else r for r in rendered
         ]
         configs.append({"Event": "s3:ObjectCreated:*", "Queue": queue, "Filter": {"S3Key": {"Rules": rules}}})
-    resources["LandingBucket"]["Properties"]["NotificationConfiguration"] = {"QueueConfigurations": configs}
+    resources["LandingBucket"]["Properties"]["NotificationConfiguration"] = {
+        "Fn::If": [
+            "UseEventBridge",
+            {"EventBridgeConfiguration": {"EventBridgeEnabled": True}},
+            {"QueueConfigurations": configs},
+        ]
+    }
+    pattern = resources["LandingObjectCreated"]["Properties"]["EventPattern"]["detail"]
+    pattern["object"] = {"key": eventbridge_key_patterns(taken)}
     env = resources["ManifestLambda"]["Properties"]["Environment"]["Variables"]
     env["SOURCE_SUFFIXES"] = ",".join(DEFAULT_SUFFIXES)
+
+
+def eventbridge_key_patterns(taken: ObjectFilter) -> list[dict[str, Any]]:
+    """EventBridge key patterns (OR'ed) matching what ``taken`` admits, under the LandingPrefix
+    parameter: ``wildcard`` <prefix>*<suffix> per suffix, or ``prefix`` for every key."""
+    if taken.any_suffix:
+        return [{"prefix": {"Ref": "LandingPrefix"}}]
+    return [{"wildcard": {"Fn::Sub": "${LandingPrefix}*" + suffix}} for suffix in taken.suffixes]
 
 
 def render() -> dict[str, Any]:

@@ -112,6 +112,8 @@ def test_s3_notifications_reach_their_queues() -> None:
     # queue policy so the policy exists first.
     for bucket_name, bucket in of_type("AWS::S3::Bucket").items():
         config = bucket["Properties"].get("NotificationConfiguration", {})
+        if "Fn::If" in config:  # S3 notifications or EventBridge: check the S3 notifications branch
+            config = config["Fn::If"][2]
         for qc in config.get("QueueConfigurations", []):
             queue_name = qc["Queue"]["Fn::GetAtt"][0]
             policies = [
@@ -124,7 +126,7 @@ def test_s3_notifications_reach_their_queues() -> None:
                 st
                 for _, p in policies
                 for st in p["Properties"]["PolicyDocument"]["Statement"]
-                if st["Effect"] == "Allow" and st.get("Principal") == {"Service": "s3.amazonaws.com"}
+                if st.get("Effect") == "Allow" and st.get("Principal") == {"Service": "s3.amazonaws.com"}
             ]
             assert any("sqs:SendMessage" in actions(st) for st in allowed), queue_name
             depends = bucket.get("DependsOn", [])
@@ -136,7 +138,7 @@ def test_s3_notifications_reach_their_queues() -> None:
                 s3_statements = [
                     st
                     for st in key["Properties"]["KeyPolicy"]["Statement"]
-                    if st["Effect"] == "Allow" and st.get("Principal") == {"Service": "s3.amazonaws.com"}
+                    if st.get("Effect") == "Allow" and st.get("Principal") == {"Service": "s3.amazonaws.com"}
                 ]
                 granted = {a for st in s3_statements for a in actions(st)}
                 assert {"kms:GenerateDataKey", "kms:Decrypt"} <= granted, queue_name
@@ -219,3 +221,17 @@ def test_the_job_may_read_the_versions_its_events_name() -> None:
     landing = {"Fn::Sub": "${LandingBucket.Arn}/${LandingPrefix}*"}
     assert grants(statements, "s3:GetObjectVersion", landing)
     assert grants(statements, "s3:GetObject", landing)
+
+
+def test_eventbridge_may_deliver_to_the_landing_queue() -> None:
+    # With EventSource=eventbridge, the rule's target queue must allow events.amazonaws.com to send,
+    # scoped to the rule (EventBridge User Guide, "Using resource-based policies for Amazon SQS targets")
+    rule = R["LandingObjectCreated"]
+    assert rule["Condition"] == "UseEventBridge"
+    (target,) = rule["Properties"]["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["LandingQueue", "Arn"]}
+    statements = R["LandingQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    conditional = [st["Fn::If"][1] for st in statements if "Fn::If" in st and st["Fn::If"][0] == "UseEventBridge"]
+    (allow,) = conditional
+    assert allow["Principal"] == {"Service": "events.amazonaws.com"} and allow["Action"] == "sqs:SendMessage"
+    assert allow["Condition"]["ArnEquals"]["aws:SourceArn"] == {"Fn::GetAtt": ["LandingObjectCreated", "Arn"]}

@@ -38,11 +38,34 @@ def s3_admits(config: dict[str, Any], key: str) -> bool:
 
 @pytest.mark.parametrize("key", KEYS)
 def test_every_key_the_notification_admits_is_taken_by_the_lambda(key: str) -> None:
-    configs = T["Resources"]["LandingBucket"]["Properties"]["NotificationConfiguration"]["QueueConfigurations"]
+    configs = T["Resources"]["LandingBucket"]["Properties"]["NotificationConfiguration"]["Fn::If"][2][
+        "QueueConfigurations"
+    ]
     env = T["Resources"]["ManifestLambda"]["Properties"]["Environment"]["Variables"]
     lambda_settings = load_settings(manifest_bucket="bkt", source_prefix=PREFIX, source_suffixes=env["SOURCE_SUFFIXES"])
     admitted = any(s3_admits(c, key) for c in configs)
     assert admitted == lambda_settings.accepts(key), key
+
+
+def eventbridge_admits(key: str) -> bool:
+    """What the EventBridge rule's key patterns match (OR'ed; wildcard '*' matches any characters)."""
+    patterns = T["Resources"]["LandingObjectCreated"]["Properties"]["EventPattern"]["detail"]["object"]["key"]
+    for pattern in patterns:
+        if "prefix" in pattern and key.startswith(PREFIX):
+            return True
+        if "wildcard" in pattern:
+            text = pattern["wildcard"]["Fn::Sub"].replace("${LandingPrefix}", PREFIX)
+            head, _, tail = text.partition("*")
+            if key.startswith(head) and key.endswith(tail) and len(key) >= len(head) + len(tail):
+                return True
+    return False
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_every_key_the_eventbridge_rule_admits_is_taken_by_the_lambda(key: str) -> None:
+    env = T["Resources"]["ManifestLambda"]["Properties"]["Environment"]["Variables"]
+    lambda_settings = load_settings(manifest_bucket="bkt", source_prefix=PREFIX, source_suffixes=env["SOURCE_SUFFIXES"])
+    assert eventbridge_admits(key) == lambda_settings.accepts(key), key
 
 
 def test_ignored_objects_are_counted() -> None:
