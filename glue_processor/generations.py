@@ -4,17 +4,24 @@ Spark's file source keeps every processed file in its checkpoint log forever, so
 restart time grow with the number of manifests (see README: bookkeeping at scale). With processed
 manifests archived out of the listed prefix (``manifest_archive_uri``), a fresh checkpoint only
 sees manifests still waiting. So after ``checkpoint_rotate_manifests`` manifests the job stops
-between batches and continues in ``<checkpoint_uri>/gen-<n+1>``. A manifest of the last batch that
-Spark had not archived yet is seen again by the new generation; the ledger's dedupe window (which
-spans generations) records its objects as duplicates, so nothing is written twice.
+between batches and continues in ``<checkpoint_uri>/gen-<n+1>``. Archiving is Spark's, and best
+effort: a processed manifest can be left in the listed prefix. Before a new generation starts, the
+manifests the previous one processed (its file source log) that are still listed are archived
+(:func:`sweep_processed`), so a new generation never reads one again, however long it was left
+behind; the ledger's dedupe window stays as a second guard.
 """
 
 from __future__ import annotations
+
+import json
+import logging
+from urllib.parse import unquote
 
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.settings import JobSettings
 
 PREFIX = "gen-"
+logger = logging.getLogger(__name__)
 
 
 def generation_uri(base: str, n: int) -> str:
@@ -46,3 +53,53 @@ def current_checkpoint(fs: HadoopFS, settings: JobSettings) -> str:
     if limit is not None and committed_batches(fs, generation_uri(settings.checkpoint_uri, n)) >= limit:
         n += 1
     return generation_uri(settings.checkpoint_uri, n)
+
+
+def processed_paths(fs: HadoopFS, checkpoint: str) -> set[str]:
+    """The files a checkpoint's file source processed: the paths in its log (``sources/0``: a
+    ``v1`` line, then one JSON object with ``path`` per file, in delta and ``.compact`` files)."""
+    log = f"{checkpoint}/sources/0"
+    if not fs.exists(log):
+        return set()
+    paths: set[str] = set()
+    for info in fs.list(log):
+        if info.is_dir or info.name.startswith((".", "_")):
+            continue
+        for line in fs.read_bytes(info.uri).decode("utf-8").splitlines()[1:]:
+            if line.strip():
+                paths.add(str(json.loads(line)["path"]))
+    return paths
+
+
+def _key(uri: str) -> str:
+    """A path as both spellings agree on: Spark logs ``file:/x`` or percent-encoded URIs, a listing
+    gives ``file:/x`` unencoded."""
+    return unquote(uri.split(":", 1)[-1]).lstrip("/")
+
+
+def sweep_processed(fs: HadoopFS, previous_checkpoint: str, settings: JobSettings) -> int:
+    """Archive the manifests ``previous_checkpoint`` processed that are still listed; returns how many."""
+    if not settings.manifest_archive_uri:
+        return 0
+    done = {_key(p) for p in processed_paths(fs, previous_checkpoint)}
+    moved = 0
+    for info in fs.list(settings.manifest_uri):
+        if info.is_dir or _key(info.uri) not in done:
+            continue
+        fs.move(info.uri, f"{settings.manifest_archive_uri.rstrip('/')}/{info.name}")
+        moved += 1
+    if moved:
+        logger.warning(
+            "archived manifests the previous generation processed but left behind",
+            extra={"count": moved, "previous": previous_checkpoint},
+        )
+    return moved
+
+
+def start_generation(fs: HadoopFS, settings: JobSettings) -> str:
+    """The checkpoint to run in now; a new generation first sweeps what the previous one processed."""
+    checkpoint = current_checkpoint(fs, settings)
+    n = int(checkpoint.rsplit(PREFIX, 1)[-1])
+    if n > 1 and not fs.exists(f"{checkpoint}/metadata"):
+        sweep_processed(fs, generation_uri(settings.checkpoint_uri, n - 1), settings)
+    return checkpoint

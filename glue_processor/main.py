@@ -32,7 +32,7 @@ def run_query(spark: SparkSession, settings: JobSettings) -> list[ManifestBatchJ
     import threading
 
     from glue_processor.batch import ManifestBatchJob
-    from glue_processor.generations import current_checkpoint, rotate_after_batches
+    from glue_processor.generations import rotate_after_batches, start_generation
     from glue_processor.hadoop_fs import HadoopFS
     from glue_processor.metrics.setup import job_metrics
     from glue_processor.stream import start_query, stop_gracefully, stop_on_signal
@@ -40,7 +40,7 @@ def run_query(spark: SparkSession, settings: JobSettings) -> list[ManifestBatchJ
     fs = HadoopFS(spark)
     jobs: list[ManifestBatchJob] = []
     while True:
-        generation = settings.model_copy(update={"checkpoint_uri": current_checkpoint(fs, settings)})
+        generation = settings.model_copy(update={"checkpoint_uri": start_generation(fs, settings)})
         metrics = job_metrics(spark, generation)
         batch_job = ManifestBatchJob(spark, generation, metrics=metrics, rotate_after=rotate_after_batches(settings))
         metrics.attach(spark, generation)
