@@ -56,18 +56,23 @@ def current_checkpoint(fs: HadoopFS, settings: JobSettings) -> str:
 
 
 def processed_paths(fs: HadoopFS, checkpoint: str) -> set[str]:
-    """The files a checkpoint's file source processed: the paths in its log (``sources/0``: a
-    ``v1`` line, then one JSON object with ``path`` per file, in delta and ``.compact`` files)."""
+    """The files of the batches a checkpoint committed: the paths in its file source log
+    (``sources/0``: a ``v1`` line, then one JSON object with ``path`` and ``batchId`` per file, in
+    delta and ``.compact`` files) whose batch is in its commit log. A batch planned but never
+    committed (the run stopped first) is not processed: its manifests must be read again."""
     log = f"{checkpoint}/sources/0"
     if not fs.exists(log):
         return set()
+    committed = committed_batches(fs, checkpoint)
     paths: set[str] = set()
     for info in fs.list(log):
         if info.is_dir or info.name.startswith((".", "_")):
             continue
         for line in fs.read_bytes(info.uri).decode("utf-8").splitlines()[1:]:
             if line.strip():
-                paths.add(str(json.loads(line)["path"]))
+                entry = json.loads(line)
+                if int(entry.get("batchId", committed)) < committed:
+                    paths.add(str(entry["path"]))
     return paths
 
 

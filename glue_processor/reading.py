@@ -11,6 +11,8 @@ not read; a stream that breaks (corrupt or truncated gzip) stops with :class:`Re
 from __future__ import annotations
 
 import gzip
+import queue
+import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -62,15 +64,52 @@ def decompressed(stream: BinaryIO, *, gzipped: bool) -> BinaryIO:
     return gzip.GzipFile(fileobj=stream, mode="rb") if gzipped else stream  # type: ignore[return-value]
 
 
+def read_ahead(stream: BinaryIO, size: int, *, depth: int = 2) -> Iterator[bytes]:
+    """The stream's blocks, read by a thread while the caller parses the previous ones (reading
+    from S3 and gunzipping release the GIL), at most ``depth`` blocks ahead. An error of the read
+    is raised where the block it stopped would have been."""
+    blocks: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def pump() -> None:
+        try:
+            while not stop.is_set():
+                block = stream.read(size)
+                blocks.put(block if block else None)
+                if not block:
+                    return
+        except Exception as exc:  # noqa: BLE001 - handed to the consumer, which raises it in its thread
+            blocks.put(exc)
+
+    reader = threading.Thread(target=pump, name="read-ahead", daemon=True)
+    reader.start()
+    try:
+        while True:
+            item = blocks.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while reader.is_alive():  # unblock a pump waiting on a full queue, then let it end
+            try:
+                blocks.get_nowait()
+            except queue.Empty:
+                reader.join(timeout=0.05)
+
+
 def chunks(stream: BinaryIO, limits: Limits = Limits()) -> Iterator[Chunk | LongLine]:
     """Whole-line chunks of ``stream`` (see the module docstring)."""
     buffer = bytearray()
     line = 1  # number of the first line in ``buffer``
     total = 0
     skipping: LongLine | None = None  # a long line being skipped: its number and size so far
+    blocks = read_ahead(stream, min(READ_BYTES, limits.chunk_bytes))
     while True:
         try:
-            block = stream.read(min(READ_BYTES, limits.chunk_bytes))
+            block = next(blocks, b"")
         except (OSError, EOFError, zlib.error) as exc:
             raise ReadFailed(f"{type(exc).__name__}: {exc}", next_line=line, text_bytes=total) from exc
         if not block:

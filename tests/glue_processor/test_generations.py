@@ -32,21 +32,22 @@ def test_a_processed_manifest_left_behind_is_archived_before_the_next_generation
         }
     )
     # Given a full first generation (2 batches) whose file source processed m1 and m2, and whose
-    # archiving left m2 behind (best effort); m3 is new
+    # archiving left m2 behind (best effort); m4 was planned for a batch 2 it never committed; m3 is new
     gen1 = Path(generation_uri(settings.checkpoint_uri, 1).removeprefix("file://"))
     (gen1 / "commits").mkdir(parents=True)
     for batch in ("0", "1"):
         (gen1 / "commits" / batch).write_text("v1\n{}\n")
     (gen1 / "sources" / "0").mkdir(parents=True)
-    for n in (1, 2):
+    for n in (1, 2, 4):
         # Spark logs the path percent-encoded
-        entry = {"path": (manifests / f"m{n}.json").as_uri(), "timestamp": 0, "batchId": n - 1}
-        (gen1 / "sources" / "0" / str(n - 1)).write_text("v1\n" + json.dumps(entry) + "\n")
-    for n in (2, 3):
+        batch = min(n - 1, 2)
+        entry = {"path": (manifests / f"m{n}.json").as_uri(), "timestamp": 0, "batchId": batch}
+        (gen1 / "sources" / "0" / str(batch)).write_text("v1\n" + json.dumps(entry) + "\n")
+    for n in (2, 3, 4):
         (manifests / f"m{n}.json").write_text("{}")
     # When the job starts the next generation
     checkpoint = start_generation(HadoopFS(spark), settings)
-    # Then it runs in generation 2, and the left-behind m2 was archived first; m3 still waits
+    # Then it runs in generation 2, and the left-behind m2 was archived first; m3 and m4 still wait
     assert checkpoint.endswith("gen-00002")
-    assert sorted(p.name for p in manifests.iterdir()) == ["m3.json"]
+    assert sorted(p.name for p in manifests.iterdir()) == ["m3.json", "m4.json"]
     assert sorted(p.name for p in archive.iterdir()) == ["m2.json"]
