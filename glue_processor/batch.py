@@ -307,7 +307,10 @@ class ManifestBatchJob:
                 quarantine_dir=staging[1],
                 batch_id=batch_id,
                 ingest_time=committed_at,
-                target_bytes=target,
+                # parts of a quarter of the target: the write stage packs them into files of about
+                # the target whatever each task wrote (whole-target parts left ~0.6-target tails)
+                target_bytes=max(1, target // 4),
+                row_group_bytes=max(1, target // 4),
                 limits=Limits(
                     max_line_bytes=self.settings.max_line_mb * MIB, max_object_bytes=self.settings.max_object_mb * MIB
                 ),
