@@ -22,7 +22,9 @@ FILE_KB ?= 1024
 SLA_S ?= 600
 
 .DEFAULT_GOAL := help
-.PHONY: help setup parity run status reconcile reliability bench sizing intake bookkeeping template package deploy destroy test test-fast lint format clean
+SQL ?=
+FORMAT ?= table
+.PHONY: help setup parity run query compact status reconcile reliability bench sizing intake bookkeeping template package deploy destroy test test-fast lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -41,6 +43,12 @@ $(STAMP): pyproject.toml
 
 run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<dir>] [CORES=N, default all]
 	$(BIN)/python -m glue_processor.local.cli --workdir "$(WORKDIR)" $(if $(DATA),--data "$(DATA)") $(if $(CORES),--cores "$(CORES)")
+
+query: setup ## SQL over the local table (DuckDB, current snapshot): make query [SQL="SELECT ..."] [FORMAT=csv] [WORKDIR=...]
+	@$(BIN)/python -m glue_processor.local.query --workdir "$(WORKDIR)" --format "$(FORMAT)" $(if $(SQL),--sql "$(SQL)")
+
+compact: setup ## compact the local table: small files of closed days into ~128 MB files, expire old snapshots, remove orphans
+	$(BIN)/python -m glue_processor.table.compact --workdir "$(WORKDIR)"
 
 status: setup ## the control plane's status and dry-run against a local run: make status [WORKDIR=<dir>]
 	$(BIN)/python -m glue_processor.local.status --workdir "$(WORKDIR)"

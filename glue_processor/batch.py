@@ -33,6 +33,7 @@ from glue_processor.planning import BatchPlan, Rejection, SourceFile, latency_se
 from glue_processor.reading import MIB, Limits
 from glue_processor.settings import JobSettings
 from glue_processor.sizing import LearnedRatio, parse_unit_count, plan_groups
+from glue_processor.table.sink import sink_for
 from glue_processor.tasks import FileOutcome, FileTask, Staged, TaskSpec, run_task
 
 if TYPE_CHECKING:
@@ -62,6 +63,9 @@ class ManifestBatchJob:
         self.spark = spark
         self.settings = settings
         self.fs = HadoopFS(spark)
+        # where a committed batch's files become visible: the Iceberg table, or dt= directories
+        self.sink = sink_for(settings, self.fs)
+        self.last_snapshot_id: int | None = None
         self.metrics = metrics
         # Decompressed bytes per gzip byte, to size the tasks of a batch before reading it.
         self.gzip_expansion = LearnedRatio(GZIP_EXPANSION_PRIOR)
@@ -101,6 +105,7 @@ class ManifestBatchJob:
             output_uri=self.settings.output_uri,
             quarantine_uri=self.settings.quarantine_uri,
             query_id=self.query_id,
+            sink=self.sink,
         )
 
     # -- one batch ---------------------------------------------------------------------------
@@ -117,7 +122,7 @@ class ManifestBatchJob:
         existing = committer.load(batch_id)
         if existing is not None:
             logger.info("batch already committed; finishing publication", extra={"batch_id": batch_id})
-            committer.publish(existing)
+            self.last_snapshot_id = committer.publish(existing)
             self._report(existing)
             return existing
         failures = self._failures(batch_id)
@@ -140,7 +145,8 @@ class ManifestBatchJob:
         started = time.monotonic()
         attempt = uuid.uuid4().hex[:12]
         committed_at = datetime.now(UTC)
-        partition = f"dt={committed_at:%Y-%m-%d}"
+        partition = self.sink.partition(committed_at)
+        stem = f"{self.query_id[:8]}-{batch_id:012d}"
         data_dir = committer.staging_uri(self.settings.output_uri, batch_id, attempt)
         quarantine_dir = committer.staging_uri(self.settings.quarantine_uri, batch_id, attempt)
 
@@ -157,19 +163,24 @@ class ManifestBatchJob:
                 )
             faults.hit("after-read")
             with stages("write"):
-                self._write(outcome, out_dir=data_dir)
+                if self.sink.in_place:  # final files, written where the table keeps them
+                    self._write(outcome, out_dir=self.sink.output_dir(committed_at), prefix=f"part-{stem}-{attempt}")
+                else:
+                    self._write(outcome, out_dir=data_dir)
         with stages("write_quarantine"):
             self._write_rejections(outcome, quarantine_dir, batch_id)
         faults.hit("after-stage")
 
-        stem = f"{self.query_id[:8]}-{batch_id:012d}"
-        data_files = _name_outputs(
-            outcome.data_files,
-            f"{self.settings.output_uri}/{partition}",
-            stem=f"part-{stem}",
-            suffix=".parquet",
-            attempt=attempt,
-        )
+        if self.sink.in_place:
+            data_files = [PublishedFile(staged=f.uri, final=f.uri, bytes=f.bytes) for f in outcome.data_files]
+        else:
+            data_files = _name_outputs(
+                outcome.data_files,
+                self.sink.output_dir(committed_at),
+                stem=f"part-{stem}",
+                suffix=".parquet",
+                attempt=attempt,
+            )
         quarantine_files = _name_outputs(
             outcome.quarantine_files,
             f"{self.settings.quarantine_uri}/{partition}",
@@ -211,7 +222,9 @@ class ManifestBatchJob:
                 p95_latency_s=_percentile(latencies, 0.95),
             ),
         )
-        committer.commit(record)
+        footers = {f.uri: f.footer for f in outcome.data_files if f.footer}
+        with stages("commit"):
+            self.last_snapshot_id = committer.commit(record, footers)
         faults.hit("after-batch")
         self.committed.append(record)
         self._remember(record)
@@ -335,13 +348,18 @@ class ManifestBatchJob:
         self.known_keys = keys
         outcome.final_keys = tuple(sorted(keys))
 
-    def _write(self, outcome: _Outcome, *, out_dir: str) -> None:
+    def _write(self, outcome: _Outcome, *, out_dir: str, prefix: str = "merged") -> None:
         """Parts -> files of about the target size with the batch's final columns; full parts that
         already have those columns are kept as they are. Rewrites (CPU) are Spark tasks; byte
         concatenations (I/O only) run on the driver when there are few, which saves scheduling a
         Spark job, and as Spark tasks when there are many, so the driver's network is not the limit."""
         plan = plan_merge(
-            outcome.data_files, outcome.final_keys, target_bytes=self.settings.target_file_bytes, out_dir=out_dir
+            outcome.data_files,
+            outcome.final_keys,
+            target_bytes=self.settings.target_file_bytes,
+            out_dir=out_dir,
+            prefix=prefix,
+            keep_parts=not self.sink.in_place,  # a part is staged: only a sink that moves files may keep it
         )
         on_driver = [m for m in plan.merges if concatenable(m)] if len(plan.merges) <= DRIVER_CONCATS else []
         tasks = [m for m in plan.merges if m not in on_driver]

@@ -10,9 +10,11 @@ Protocol, per batch id of a streaming query:
 3. Create the commit record if none exists, atomically and exclusively (``If-None-Match: *`` on
    S3, ``link(2)`` locally): this is the commit point, and the fence. When another run created it
    first, this run has lost: it publishes nothing and stops (:class:`FencedOut`).
-4. Publish: move each listed file to its final, deterministic name (a move whose target exists
-   was done before a crash and is skipped), then delete the batch's staging directory (the
-   attempts of killed or fenced runs included).
+4. Publish, through the sink (:mod:`glue_processor.table`): the Iceberg sink appends the batch's
+   files (written in place under the table) as one snapshot, unless the table has it already; the
+   hive-parquet sink moves each staged file to its final, deterministic name (a move whose target
+   exists was done before a crash). Quarantine files move to theirs. Then the batch's staging
+   directory goes (the attempts of killed or fenced runs included).
 
 Spark's own checkpoint commit happens only after ``foreachBatch`` returns, so a crash anywhere
 leads to a re-run of the same batch id with the same manifests: before step 3 it recomputes
@@ -22,15 +24,17 @@ from scratch, after it only finishes publishing. A reader never sees a killed at
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from contracts.exceptions import FencedOut, StorageError
+from contracts.exceptions import FencedOut
 from contracts.layout import COMMITS_DIR, STAGING_DIR, is_commit_record
-from contracts.ledger import CommitRecord, PublishedFile
+from contracts.ledger import CommitRecord
 from glue_processor import faults
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.objects import ObjectStore, store_for
+from glue_processor.table.hive import HiveSink, move_all
+from glue_processor.table.sink import Sink
 
 logger = logging.getLogger(__name__)
 
@@ -45,9 +49,11 @@ class BatchCommitter:
         output_uri: str,
         quarantine_uri: str,
         query_id: str,
+        sink: Sink | None = None,
         stores: Callable[[str], ObjectStore] = store_for,
     ) -> None:
         self.fs = fs
+        self.sink: Sink = sink if sink is not None else HiveSink(fs, output_uri)
         self.stores = stores
         self.output_uri = output_uri
         self.quarantine_uri = quarantine_uri
@@ -73,35 +79,40 @@ class BatchCommitter:
         for root in (self.output_uri, self.quarantine_uri):
             self.fs.delete(f"{root}/{STAGING_DIR}/{self.query_id}/{batch_id:012d}")
 
-    def commit(self, record: CommitRecord) -> None:
-        """Create the commit record (the commit point) unless another run did, then publish."""
+    def commit(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> int | None:
+        """Create the commit record (the commit point) unless another run did, then publish; the
+        table snapshot id when the sink has one."""
         uri = self.record_uri(record.batch_id)
         if not self.stores(uri).create_exclusive(uri, record.model_dump_json(indent=1).encode()):
             existing = self.load(record.batch_id)
             if existing is None or existing.attempt != record.attempt:
                 winner = existing.attempt if existing else "unknown"
+                self._discard_own(record)
                 raise FencedOut(
                     f"batch {record.batch_id} of query {self.query_id} was committed by another run "
                     f"(attempt {winner}); attempt {record.attempt} publishes nothing and stops"
                 )
         faults.hit("after-commit-record")
         logger.info("batch committed", extra={"batch_id": record.batch_id, "record": self.record_uri(record.batch_id)})
-        self.publish(record)
+        return self.publish(record, footers)
 
-    def publish(self, record: CommitRecord) -> None:
-        """Move the record's files into place; safe to repeat after a crash."""
-        for n, item in enumerate((*record.data_files, *record.quarantine_files)):
-            self._publish_one(item)
-            if n == 0:
-                faults.hit("mid-publish")  # some files moved, others (and the staging clean-up) not yet
+    def publish(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> int | None:
+        """Make the record's files visible; safe to repeat after a crash."""
+        snapshot = self.sink.publish(record, footers)
+        move_all(self.fs, record.quarantine_files)
         self.discard_staging(record.batch_id)
+        return snapshot
 
-    def _publish_one(self, item: PublishedFile) -> None:
-        if self.fs.exists(item.final):
+    def _discard_own(self, record: CommitRecord) -> None:
+        """A fenced attempt's files written in place are never committed: remove them now rather than
+        leave them to orphan-file clean-up."""
+        if not self.sink.in_place:
             return
-        if not self.fs.exists(item.staged):
-            raise StorageError(f"committed file lost: neither {item.final} nor its staged copy {item.staged} exists")
-        self.fs.move(item.staged, item.final)
+        for item in record.data_files:
+            try:
+                self.fs.delete(item.final)
+            except Exception:  # noqa: BLE001 - best effort: orphan clean-up removes it later
+                logger.warning("could not remove a fenced attempt's file", extra={"uri": item.final})
 
     def recent_records(self, *, since: datetime) -> list[CommitRecord]:
         """Commit records newer than ``since``, in batch order; reads back from the newest only as far

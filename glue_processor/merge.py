@@ -29,6 +29,7 @@ from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, column_names
 from glue_processor.objects import ObjectStore, local_path, store_for
 from glue_processor.parquet_concat import concat
 from glue_processor.sizing import plan_groups
+from glue_processor.table.footer import footer_of
 from glue_processor.tasks import _PARQUET_OPTIONS, Staged, _output_table
 
 # A part within this fraction of the target is a file of its own already.
@@ -49,15 +50,24 @@ class MergePlan:
     merges: tuple[MergeSpec, ...]  # groups of parts, each rewritten into one file
 
 
-def plan_merge(parts: Sequence[Staged], keys: tuple[str, ...], *, target_bytes: int, out_dir: str) -> MergePlan:
-    """Keep full parts with the final columns; pack the rest into about ``total / target`` files."""
-    keep = [p for p in parts if p.bytes >= FULL * target_bytes and set(p.keys) == set(keys)]
+def plan_merge(
+    parts: Sequence[Staged],
+    keys: tuple[str, ...],
+    *,
+    target_bytes: int,
+    out_dir: str,
+    prefix: str = "merged",
+    keep_parts: bool = True,
+) -> MergePlan:
+    """Keep full parts with the final columns (when the sink may publish a staged part); pack the
+    rest into about ``total / target`` files named ``<out_dir>/<prefix>-<n>.parquet``."""
+    keep = [p for p in parts if keep_parts and p.bytes >= FULL * target_bytes and set(p.keys) == set(keys)]
     kept = {p.uri for p in keep}
     rest = [p for p in parts if p.uri not in kept]
     total = sum(p.bytes for p in rest)
     groups = plan_groups([p.bytes for p in rest], max(1, round(total / target_bytes))) if rest else []
     merges = tuple(
-        MergeSpec(i, tuple(rest[j] for j in group), keys, f"{out_dir}/merged-{i:05d}.parquet")
+        MergeSpec(i, tuple(rest[j] for j in group), keys, f"{out_dir}/{prefix}-{i:05d}.parquet")
         for i, group in enumerate(groups)
     )
     return MergePlan(tuple(keep), merges)
@@ -93,7 +103,8 @@ def _concatenate(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Stage
             if pq.read_metadata(path).num_rows != rows:
                 raise ValueError(f"{spec.uri}: concatenated file does not read back {rows} rows")
             size = path.stat().st_size
-    return Staged(spec.uri, size, spec.keys)
+            footer = footer_of(path)
+    return Staged(spec.uri, size, spec.keys, footer)
 
 
 def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
@@ -121,4 +132,5 @@ def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
             if writer is not None:
                 writer.close()
         size = path.stat().st_size
-    return Staged(spec.uri, size, spec.keys)
+        footer = footer_of(path)
+    return Staged(spec.uri, size, spec.keys, footer)

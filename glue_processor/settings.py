@@ -33,6 +33,19 @@ class JobSettings(BaseModel):
     output_uri: str = Field(pattern=_URI, description="Parquet dataset root")
     quarantine_uri: str = Field(pattern=_URI, description="root of quarantined records (JSON lines)")
     checkpoint_uri: str = Field(pattern=_URI, description="Structured Streaming checkpoint")
+    table_format: Literal["iceberg", "hive-parquet"] = Field(
+        default="iceberg",
+        description="iceberg: an Apache Iceberg table at <output_uri>/<table_name>, one snapshot per batch; "
+        "hive-parquet: plain Parquet files under <output_uri>/dt=<day>/",
+    )
+    catalog: str = Field(
+        default="",
+        pattern=r"^$|^glue$|^sqlite:///.+",
+        description="Iceberg catalog: glue (the Glue Data Catalog), sqlite:///<path> (an embedded SQL catalog), "
+        "or empty: glue for s3:// output, sqlite:///<output>/_catalog/catalog.db for local output",
+    )
+    database: str = Field(default="ingest", pattern=r"^[a-z0-9_]{1,255}$", description="Iceberg/Glue database")
+    table_name: str = Field(default="events", pattern=r"^[a-z0-9_]{1,255}$", description="Iceberg/Glue table")
     checkpoint_rotate_manifests: int = Field(
         default=0, ge=0, description="start a new checkpoint generation after this many manifests (0: never)"
     )
@@ -133,6 +146,21 @@ class JobSettings(BaseModel):
         if not self.max_bytes_per_trigger:
             return self.max_files_per_trigger
         return max(1, min(self.max_files_per_trigger, self.max_bytes_per_trigger // self.max_manifest_bytes))
+
+    @property
+    def catalog_uri(self) -> str:
+        """The Iceberg catalog this job commits to (see ``catalog``)."""
+        if self.catalog:
+            return self.catalog
+        if self.output_uri.startswith("file://"):
+            return f"sqlite:///{self.output_uri.removeprefix('file://')}/_catalog/catalog.db"
+        return "glue"
+
+    @property
+    def table_location(self) -> str:
+        """The Iceberg table's location: its own directory, apart from the ledger (``_commits`` and
+        the other ``_`` directories), which orphan-file clean-up must never see."""
+        return f"{self.output_uri}/{self.table_name}"
 
     @property
     def target_file_bytes(self) -> int:

@@ -11,6 +11,7 @@ exactly those, so a retried task's leftovers are never published.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 import logging
@@ -89,6 +90,8 @@ class Staged:
     uri: str
     bytes: int
     keys: tuple[str, ...] = ()
+    # the Parquet footer of an output file, for the table's statistics (no read-back on the driver)
+    footer: builtins.bytes = field(default=b"", repr=False)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from glue_processor.local.cli import visible_files
+from glue_processor.table.read import published_files
 from tests.conftest import load_event
 
 
@@ -47,12 +47,13 @@ def sqs_record(body: Any, message_id: str) -> dict[str, Any]:
 
 
 def visible_parquet(root: Path) -> list[Path]:
-    return sorted(visible_files(root, ".parquet"))
+    """The data files a reader sees: the Iceberg table's current snapshot, or visible hive files."""
+    return published_files(root)
 
 
 def read_rows(root: Path) -> list[dict[str, Any]]:
-    """Every row of every visible Parquet file, as a reader like Athena would see them."""
+    """Every row of every published Parquet file, as a reader like Athena would see them."""
     rows: list[dict[str, Any]] = []
     for path in visible_parquet(root):
-        rows.extend(pq.read_table(path).to_pylist())
+        rows.extend(pq.ParquetFile(path).read().to_pylist())
     return rows

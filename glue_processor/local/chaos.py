@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-POINTS = ("after-read", "after-stage", "after-commit-record", "mid-publish", "after-batch")
+POINTS = ("after-read", "after-stage", "after-commit-record", "before-table-commit", "mid-publish", "after-batch")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -97,7 +97,7 @@ def run_chaos(workdir: Path, *, kills: int, files_per_round: int = 3, records: i
     """Kill until ``kills`` kills happened, then drain cleanly and check the output by lineage."""
     import pyarrow.parquet as pq
 
-    from glue_processor.local.cli import visible_files
+    from glue_processor.table.read import published_files
 
     rng = random.Random(seed)  # noqa: S311 - reproducible chaos, not cryptography
     data, work = workdir / "data", workdir / "work"
@@ -130,8 +130,9 @@ def run_chaos(workdir: Path, *, kills: int, files_per_round: int = 3, records: i
     report.clean_runs += 1
 
     seen: dict[tuple[str, int], int] = {}
-    for path in visible_files(work / "output", ".parquet"):
-        for row in pq.read_table(path, columns=["_source_uri", "_line"]).to_pylist():
+    published = published_files(work / "output")
+    for path in published:
+        for row in pq.ParquetFile(path).read(columns=["_source_uri", "_line"]).to_pylist():
             key = (row["_source_uri"], row["_line"])
             seen[key] = seen.get(key, 0) + 1
     want = {(f"s3://local-landing/{rel}", line) for rel, count in expected.items() for line in range(1, count + 1)}
@@ -141,7 +142,7 @@ def run_chaos(workdir: Path, *, kills: int, files_per_round: int = 3, records: i
     report.duplicates = sum(c - 1 for c in seen.values() if c > 1)
     report.lost = len(want - set(seen))
     report.unexpected = len(set(seen) - want)
-    report.visible_staged_files = sum(1 for p in visible_files(work / "output", ".parquet") if "_staging" in str(p))
+    report.visible_staged_files = sum(1 for p in published if "_staging" in str(p))
     report.seconds = time.monotonic() - started
     return report
 

@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
 from contracts.exceptions import IngestError
 from glue_processor.local.feeder import Feeder
 from glue_processor.local.layout import MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout, local_uri
@@ -27,6 +29,8 @@ from glue_processor.local.status import mark_run
 from glue_processor.local.summary import render
 from glue_processor.metrics.sinks import JsonlSink
 from glue_processor.settings import JobSettings, settings_from_mapping
+from glue_processor.table.read import load as load_table
+from glue_processor.table.read import published_files
 from lambdas.manifest_builder.settings import load_settings
 
 logger = logging.getLogger("ingest-local")
@@ -107,8 +111,9 @@ def visible_files(root: Path, suffix: str) -> list[Path]:
     ]
 
 
-def dataset_check(spark: Any, layout: LocalLayout) -> dict[str, Any]:
-    """Read the output back as a reader would, and count duplicates by lineage."""
+def dataset_check(spark: Any, layout: LocalLayout, settings: JobSettings | None = None) -> dict[str, Any]:
+    """Read the output back as a reader would (the table's current snapshot), and count duplicates
+    by lineage."""
 
     result: dict[str, Any] = {
         "path": str(layout.output),
@@ -118,12 +123,25 @@ def dataset_check(spark: Any, layout: LocalLayout) -> dict[str, Any]:
         "duplicates": 0,
         "quarantined": 0,
     }
-    files = visible_files(layout.output, ".parquet")
+    files = published_files(layout.output)
     result["files"] = len(files)
-    if files:
-        df = spark.read.parquet(local_uri(layout.output))
-        result["rows"] = df.count()
-        result["duplicates"] = result["rows"] - df.select("_source_uri", "_line").distinct().count()
+    seen: set[tuple[str, int]] = set()
+    for path in files:
+        lineage = pq.ParquetFile(path).read(columns=["_source_uri", "_line"])
+        result["rows"] += lineage.num_rows
+        seen.update(zip(lineage.column(0).to_pylist(), lineage.column(1).to_pylist(), strict=True))
+    result["duplicates"] = result["rows"] - len(seen)
+    if settings is not None and settings.table_format == "iceberg" and files:
+        table = load_table(settings)
+        snapshot = table.current_snapshot()
+        result["table"] = {
+            "name": f"{settings.database}.{settings.table_name}",
+            "catalog": settings.catalog_uri,
+            "location": table.location(),
+            "snapshot_id": snapshot.snapshot_id if snapshot else None,
+            "snapshots": len(table.metadata.snapshots),
+            "query": f"make query WORKDIR={layout.workdir}",
+        }
     qfiles = visible_files(layout.quarantine, ".json")
     if qfiles:
         result["quarantined"] = spark.read.json(local_uri(layout.quarantine)).count()
@@ -174,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs = run_query(spark, settings)
         mark_run(layout, finished=True)
         committed = [record for job in jobs for record in job.committed]
-        print(render(committed, feed=feed, dataset=dataset_check(spark, layout)))
+        print(render(committed, feed=feed, dataset=dataset_check(spark, layout, settings)))
         datums = read_datums(layout.metrics, since=started)
         print(f"\nmetrics of this run ({len(datums)} datums in {layout.metrics}):")
         print(render_metrics(datums))

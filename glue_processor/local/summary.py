@@ -86,4 +86,9 @@ def render(records: Sequence[CommitRecord], *, feed: Any, dataset: dict[str, Any
         f"{dataset['duplicates']} duplicate (source, line) pairs; "
         f"quarantine: {dataset['quarantined']} records under {dataset['quarantine_path']}"
     )
+    if table := dataset.get("table"):
+        out.append(
+            f"table {table['name']} (Iceberg, catalog {table['catalog']}, at {table['location']}): current snapshot "
+            f"{table['snapshot_id']} of {table['snapshots']}; query it with: {table['query']} [SQL=...]"
+        )
     return "\n".join(out)

@@ -1,0 +1,81 @@
+"""``make query``: SQL over the local table, with DuckDB, on the table's current snapshot.
+
+The Iceberg table's current data files (from the embedded catalog) become a DuckDB view named like
+the table (``events``, also ``ingest.events``); in hive-parquet mode the view is over the visible
+Parquet files. The default query counts rows and files per partition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from glue_processor.local.layout import LocalLayout
+from glue_processor.table.read import published_files
+
+DEFAULT_SQL = (
+    "SELECT strftime(_ingest_time, '%Y-%m-%d') AS ingest_day, count(*) AS rows, count(DISTINCT filename) AS files "
+    "FROM events GROUP BY 1 ORDER BY 1"
+)
+
+
+def connect(output: Path, *, database: str = "ingest", table_name: str = "events") -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with the table as a view."""
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    files = [str(p) for p in published_files(output, database=database, table_name=table_name)]
+    con.execute(f'CREATE SCHEMA "{database}"')
+    if files:
+        listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+        source = f"read_parquet([{listed}], union_by_name = true, filename = true, hive_partitioning = false)"
+    else:
+        source = (
+            "(SELECT NULL::VARCHAR AS _source_uri, NULL::BIGINT AS _line, NULL::TIMESTAMPTZ AS _ingest_time, "
+            "NULL::VARCHAR AS filename WHERE false)"
+        )
+    # names are the settings' (validated [a-z0-9_]) and quoted paths: no user SQL is interpolated
+    con.execute(f'CREATE VIEW "{database}"."{table_name}" AS SELECT * FROM {source}')  # noqa: S608
+    con.execute(f'CREATE VIEW "{table_name}" AS SELECT * FROM "{database}"."{table_name}"')  # noqa: S608
+    return con
+
+
+def render(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [list(columns)] + [["NULL" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join([*lines, f"({len(rows)} rows)"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="query", description=__doc__)
+    p.add_argument("--workdir", type=Path, default=Path(".work"))
+    p.add_argument("--sql", default="", help="the query (default: rows and files per partition)")
+    p.add_argument("--format", choices=("table", "csv"), default="table")
+    args = p.parse_args(argv)
+    layout = LocalLayout(args.workdir.resolve())
+    try:
+        con = connect(layout.output)
+        result = con.execute(args.sql or DEFAULT_SQL)
+    except duckdb.Error as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    columns = [d[0] for d in result.description or []]
+    rows = result.fetchall()
+    if args.format == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(rows)
+    else:
+        print(render(columns, rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""The Iceberg catalog and the table: the Glue Data Catalog on AWS, an embedded SQLite catalog locally.
+
+The same code runs on both; only :func:`open_catalog` differs. :func:`ensure_table` creates the table
+on first use, or adopts one created elsewhere (the stack declares it): it adds the lineage columns and
+the partition spec if they are missing, and the name mapping readers need for files written without
+Iceberg field ids.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from pathlib import Path
+from typing import Any
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.table import Table, TableProperties
+
+from glue_processor.table.schema import INGEST_DAY, LINEAGE_TYPES, PARTITION_SOURCE, default_spec, initial_schema
+
+logger = logging.getLogger(__name__)
+
+# Every table property the job sets, and why.
+TABLE_PROPERTIES = {
+    "format-version": "2",
+    # metadata.json is rewritten on every commit: keep a bounded number of old ones
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "50",
+    # snapshots older than a day are expired by the table optimizer (AWS) or `make compact` (local)
+    "history.expire.max-snapshot-age-ms": str(24 * 3600 * 1000),
+    "history.expire.min-snapshots-to-keep": "10",
+    "write.parquet.compression-codec": "snappy",
+    "ingest.writer": "s3-ndjson-ingest",
+}
+
+
+def open_catalog(uri: str, *, glue_client: Any = None, properties: dict[str, str] | None = None) -> Catalog:
+    """``glue`` or ``sqlite:///<path>`` (see :attr:`JobSettings.catalog_uri`)."""
+    props = dict(properties or {})
+    if uri == "glue":
+        from pyiceberg.catalog.glue import GlueCatalog
+
+        return GlueCatalog("glue", client=glue_client, **props)
+    if uri.startswith("sqlite:///"):
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        return SqlCatalog("local", uri=uri, **props)
+    raise ValueError(f"unknown catalog {uri!r}: expected glue or sqlite:///<path>")
+
+
+def ensure_table(catalog: Catalog, database: str, name: str, *, location: str) -> Table:
+    """Load the table, creating it (and its database) on first use; adopt one made elsewhere."""
+    identifier = (database, name)
+    try:
+        table = catalog.load_table(identifier)
+    except NoSuchTableError:
+        with contextlib.suppress(NamespaceAlreadyExistsError):
+            catalog.create_namespace(database)
+        schema = initial_schema()
+        try:
+            table = catalog.create_table(
+                identifier,
+                schema=schema,
+                location=location,
+                partition_spec=default_spec(schema),
+                properties={
+                    **TABLE_PROPERTIES,
+                    TableProperties.DEFAULT_NAME_MAPPING: schema.name_mapping.model_dump_json(),
+                },
+            )
+            logger.info("created the Iceberg table", extra={"table": f"{database}.{name}", "location": location})
+        except TableAlreadyExistsError:  # another run created it first
+            table = catalog.load_table(identifier)
+    return _adopt(table)
+
+
+def _adopt(table: Table) -> Table:
+    """Bring a table created elsewhere (an empty one the stack declared) to what the job writes."""
+    schema = table.schema()
+    have = {f.name for f in schema.fields}
+    missing = [n for n in LINEAGE_TYPES if n not in have]
+    needs_spec = table.spec().is_unpartitioned() and not table.metadata.snapshots
+    needs_mapping = table.metadata.name_mapping() is None
+    wanted = {k: v for k, v in TABLE_PROPERTIES.items() if k != "format-version" and table.properties.get(k) != v}
+    if not (missing or needs_spec or needs_mapping or wanted):
+        return table
+    with table.transaction() as tx:
+        if missing:
+            with tx.update_schema() as update:
+                for name in missing:
+                    update.add_column(name, LINEAGE_TYPES[name])
+        if needs_mapping:
+            tx.set_properties(
+                {TableProperties.DEFAULT_NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json()}
+            )
+        if needs_spec:
+            with tx.update_spec() as spec:
+                field = default_spec(tx.table_metadata.schema()).fields[0]
+                spec.add_field(PARTITION_SOURCE, field.transform, INGEST_DAY)
+        if wanted:
+            tx.set_properties(wanted)
+    logger.info("adopted the Iceberg table", extra={"table": str(table.name()), "added_columns": missing})
+    return table

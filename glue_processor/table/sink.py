@@ -1,0 +1,45 @@
+"""The seam between the batch path and where its files become visible."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from functools import cache
+from typing import Protocol
+
+from contracts.ledger import CommitRecord
+from glue_processor.hadoop_fs import HadoopFS
+from glue_processor.settings import JobSettings
+
+
+class Sink(Protocol):
+    # True: tasks write final files under output_dir (nothing moves); False: files are staged, then moved
+    in_place: bool
+
+    def partition(self, committed_at: datetime) -> str:
+        """The label of the partition a batch committed at this time writes (its commit record's)."""
+        ...
+
+    def output_dir(self, committed_at: datetime) -> str:
+        """Where the batch's data files go (or will be moved to)."""
+        ...
+
+    def publish(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> int | None:
+        """Make the committed record's data files visible, idempotently; the snapshot id if any."""
+        ...
+
+
+def sink_for(settings: JobSettings, fs: HadoopFS) -> Sink:
+    if settings.table_format == "hive-parquet":
+        from glue_processor.table.hive import HiveSink
+
+        return HiveSink(fs, settings.output_uri)
+    from glue_processor.table.catalog import ensure_table, open_catalog
+    from glue_processor.table.iceberg import IcebergSink
+
+    @cache
+    def table():  # type: ignore[no-untyped-def]
+        catalog = open_catalog(settings.catalog_uri)
+        return ensure_table(catalog, settings.database, settings.table_name, location=settings.table_location)
+
+    return IcebergSink(table)

@@ -1,0 +1,154 @@
+"""The Iceberg sink: one append per batch, exactly once, schema growth, compaction, the query."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from glue_processor.table.compact import compact, delete_orphans, expire_snapshots
+from glue_processor.table.iceberg import BATCH_ID, QUERY_ID, BatchAppended, IcebergSink, find_snapshot
+from glue_processor.table.read import current_files, load, local_file
+from tests.glue_processor.test_batch import Env
+from tests.helpers import read_rows
+
+pytestmark = pytest.mark.spark
+
+
+def _lines(*records: dict[str, Any]) -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in records).encode()
+
+
+def test_each_batch_is_one_snapshot_carrying_its_query_and_batch_id(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path, target_file_mb="1")
+    job = env.job(spark)
+    # Given two batches, the second with a key the first did not have
+    job.run([env.manifest("m0", [env.put("a.json", _lines({"a": 1}, {"a": 2}))])], 0)
+    job.run([env.manifest("m1", [env.put("b.json", _lines({"a": 3, "b": "x"}))])], 1)
+    table = load(env.settings)
+    # Then the table has one append snapshot per batch, with the ids in its summary
+    appends = [s for s in table.metadata.snapshots if s.summary and s.summary[BATCH_ID] is not None]
+    assert [(s.summary[QUERY_ID], s.summary[BATCH_ID]) for s in appends] == [
+        ("0123456789abcdef", "0"),
+        ("0123456789abcdef", "1"),
+    ]
+    assert [s.summary["added-records"] for s in appends] == ["2", "1"]
+    # And the schema grew by the new key (strings), after the lineage columns; the name mapping follows
+    names = [f.name for f in table.schema().fields]
+    assert names[:6] == ["_source_uri", "_source_etag", "_line", "_event_time", "_batch_id", "_ingest_time"]
+    assert names[6:] == ["a", "b"] and str(table.schema().find_field("b").field_type) == "string"
+    mapping = table.metadata.name_mapping()
+    assert mapping is not None and {f.names[0] for f in mapping} >= {"a", "b"}
+    # And its data files live under the table, partitioned by ingest day, with no file left staged
+    for path in current_files(table):
+        assert f"/events/data/ingest_day={datetime.now(UTC):%Y-%m-%d}/" in path
+    assert sorted((r["a"], r.get("b")) for r in read_rows(tmp_path / "output")) == [
+        ("1", None),
+        ("2", None),
+        ("3", "x"),
+    ]
+    assert not list((tmp_path / "output" / "_staging").rglob("*.parquet"))
+
+
+def test_a_rerun_of_a_committed_batch_appends_nothing(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    manifest = env.manifest("m0", [env.put("a.json", _lines({"a": 1}))])
+    env.job(spark).run([manifest], 0)
+    snapshots = len(load(env.settings).metadata.snapshots)
+    # When a restarted run is handed the same batch id (Spark's checkpoint was not committed)
+    env.job(spark).run([manifest], 0)
+    # Then the table is unchanged
+    assert len(load(env.settings).metadata.snapshots) == snapshots
+    assert [r["a"] for r in read_rows(tmp_path / "output")] == ["1"]
+
+
+def test_two_runs_finishing_the_same_batch_append_it_once(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    job = env.job(spark)
+    record = job.run([env.manifest("m0", [env.put("a.json", _lines({"a": 1}))])], 0)
+    # Given a second run that loaded the table before the first run's append (a stale view)
+    sink = job.sink
+    assert isinstance(sink, IcebergSink)
+    table = load(env.settings)
+    stale = load(env.settings)
+    stale.metadata = stale.metadata.model_copy(
+        update={"snapshots": [], "refs": {}, "current_snapshot_id": None, "snapshot_log": []}
+    )
+    assert find_snapshot(stale.metadata, record.query_id, record.batch_id) is None
+    # When it appends the same batch, Then the catalog refuses (the check is part of the commit)
+    with pytest.raises(BatchAppended):
+        sink._append(stale, record, {})
+    table.refresh()
+    assert sum(1 for s in table.metadata.snapshots if s.summary and s.summary[BATCH_ID] == "0") == 1
+
+
+def test_compaction_packs_a_day_of_small_batches_with_every_record_once(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    job = env.job(spark)
+    # Given a day of small batches (one small file each), with columns that changed over the day
+    for n in range(6):
+        body = _lines(*({"n": n, "i": i, **({"late": "y"} if n >= 3 else {})} for i in range(50)))
+        job.run([env.manifest(f"m{n}", [env.put(f"f{n}.json", body)])], n)
+    table = load(env.settings)
+    before = sorted((r["_source_uri"], r["_line"], r.get("late")) for r in read_rows(tmp_path / "output"))
+    small = current_files(table)
+    assert len(small) == 6
+    # When the (closed) day is compacted
+    report = compact(table, target_bytes=128 * 1024 * 1024, today=datetime.now(UTC).date() + timedelta(days=1))
+    # Then one commit replaced the six files by one, and every record is there once, columns intact
+    assert (report.rewritten, report.written, report.files_after) == (6, 1, 1)
+    table.refresh()
+    assert table.current_snapshot().summary.operation.value == "overwrite"  # type: ignore[union-attr]
+    assert len(current_files(table)) == 1
+    after = sorted((r["_source_uri"], r["_line"], r.get("late")) for r in read_rows(tmp_path / "output"))
+    assert after == before and len(after) == 300
+    # And after snapshot expiry the replaced files are orphans, and clean-up deletes them from storage
+    assert expire_snapshots(table, now=datetime.now(UTC) + timedelta(days=2), keep=1) == 6
+    assert delete_orphans(table, older_than=timedelta(0)) == 6
+    assert not any(local_file(p).exists() for p in small)
+    assert sorted((r["_source_uri"], r["_line"], r.get("late")) for r in read_rows(tmp_path / "output")) == before
+
+
+def test_the_open_day_is_left_alone(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    job = env.job(spark)
+    for n in range(3):
+        job.run([env.manifest(f"m{n}", [env.put(f"f{n}.json", _lines({"n": n}))])], n)
+    report = compact(load(env.settings), target_bytes=128 * 1024 * 1024)
+    assert report.rewritten == 0 and len(current_files(load(env.settings))) == 3
+
+
+def test_orphans_of_killed_attempts_are_removed_and_table_files_kept(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    env.job(spark).run([env.manifest("m0", [env.put("a.json", _lines({"a": 1}))])], 0)
+    table = load(env.settings)
+    kept = current_files(table)
+    # Given a file a killed attempt wrote in place, never committed
+    orphan = local_file(kept[0]).with_name("part-killed-attempt-00000.parquet")
+    orphan.write_bytes(local_file(kept[0]).read_bytes())
+    # Then a young orphan stays (an attempt may be in flight), an old one goes; table files stay
+    assert delete_orphans(table, older_than=timedelta(hours=1)) == 0 and orphan.exists()
+    assert delete_orphans(table, older_than=timedelta(0)) == 1 and not orphan.exists()
+    assert all(local_file(p).exists() for p in kept)
+
+
+def test_make_query_reads_the_current_snapshot(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from glue_processor.local.query import main
+
+    env = Env(tmp_path)
+    job = env.job(spark)
+    job.run([env.manifest("m0", [env.put("a.json", _lines({"a": 1}, {"a": 2}))])], 0)
+    job.run([env.manifest("m1", [env.put("b.json", _lines({"a": 3}))])], 1)
+    # A file of a killed attempt under the table is not part of it, so a query must not see it
+    path = local_file(current_files(load(env.settings))[0])
+    path.with_name("part-orphan.parquet").write_bytes(path.read_bytes())
+    assert main(["--workdir", str(tmp_path), "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["ingest_day,rows,files", f"{datetime.now(UTC):%Y-%m-%d},3,2"]
+    assert main(["--workdir", str(tmp_path), "--sql", "SELECT sum(CAST(a AS INT)) AS total FROM ingest.events"]) == 0
+    assert capsys.readouterr().out.splitlines()[:3] == ["total", "-----", "6"]
+    assert pq.ParquetFile(path).metadata.num_rows >= 1
