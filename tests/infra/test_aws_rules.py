@@ -235,3 +235,61 @@ def test_eventbridge_may_deliver_to_the_landing_queue() -> None:
     (allow,) = conditional
     assert allow["Principal"] == {"Service": "events.amazonaws.com"} and allow["Action"] == "sqs:SendMessage"
     assert allow["Condition"]["ArnEquals"]["aws:SourceArn"] == {"Fn::GetAtt": ["LandingObjectCreated", "Arn"]}
+
+
+# ---------------------------------------------------------------- the table
+
+
+def _sub(value: Any) -> str:
+    return value["Fn::Sub"] if isinstance(value, dict) and "Fn::Sub" in value else str(value)
+
+
+def test_the_iceberg_table_is_declared_with_the_iceberg_input_and_the_jobs_location() -> None:
+    # AWS::Glue::Table OpenTableFormatInput.IcebergInput (CloudFormation Template Reference): MetadataOperation
+    # CREATE makes Glue write the first metadata file; the job's table location is <output_uri>/<table_name>.
+    table = R["IcebergTable"]
+    assert table["Condition"] == "IsIceberg"
+    props = table["Properties"]
+    assert props["OpenTableFormatInput"]["IcebergInput"] == {"MetadataOperation": "CREATE", "Version": "2"}
+    args = R["GlueJob"]["Properties"]["DefaultArguments"]
+    location = _sub(props["TableInput"]["StorageDescriptor"]["Location"])
+    assert location == _sub(args["--output_uri"]) + "/${TableName}"
+    assert args["--table_name"] == {"Ref": "TableName"} and props["TableInput"]["Name"] == {"Ref": "TableName"}
+    assert args["--catalog"] == "glue" and args["--table_format"] == {"Ref": "TableFormat"}
+    # timestamps are left for the job to add as timestamptz (a Glue `timestamp` column is Iceberg's
+    # timestamp without zone, which the job's files do not match)
+    types = {c["Name"]: c["Type"] for c in props["TableInput"]["StorageDescriptor"]["Columns"]}
+    assert "timestamp" not in types.values()
+
+
+def test_table_optimizers_run_on_the_table_with_their_own_scoped_role() -> None:
+    # AWS Glue Developer Guide, "Table optimization prerequisites": the optimizer role needs S3 read/write/delete
+    # on the table location, glue:GetTable/UpdateTable on the table, and logs under /aws-glue/iceberg*.
+    optimizers = of_type("AWS::Glue::TableOptimizer")
+    assert {o["Properties"]["Type"] for o in optimizers.values()} == {"compaction", "retention", "orphan_file_deletion"}
+    for o in optimizers.values():
+        assert o["Condition"] == "IsIceberg" and o["DependsOn"] == "IcebergTable"
+        config = o["Properties"]["TableOptimizerConfiguration"]
+        assert config["RoleArn"] == {"Fn::GetAtt": ["TableOptimizerRole", "Arn"]} and config["Enabled"] is True
+    statements = role_statements({"Fn::GetAtt": ["TableOptimizerRole", "Arn"]})
+    assert grants(statements, "s3:DeleteObject", {"Fn::Sub": "${OutputBucket.Arn}/data/${TableName}/*"})
+    for st in statements:  # nothing beyond the table: no wildcard resource
+        resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
+        assert "*" not in resources
+
+
+def test_the_job_may_commit_to_its_table_and_no_other() -> None:
+    statements = role_statements(R["GlueJob"]["Properties"]["Role"])
+    table_arn = "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:table/${DatabaseName}/${TableName}"
+    glue = [st for st in statements if any(a.startswith("glue:") for a in actions(st))]
+    assert len(glue) == 1
+    assert {"glue:GetTable", "glue:UpdateTable"} <= set(actions(glue[0]))
+    assert {"Fn::Sub": table_arn} in glue[0]["Resource"]
+    assert all("*" not in _sub(r).rsplit(":", 1)[-1] for r in glue[0]["Resource"])
+
+
+def test_the_hive_table_projects_its_partitions_where_the_job_writes_them() -> None:
+    # Athena User Guide, "Partition projection": storage.location.template must contain ${dt}.
+    params = R["HiveTable"]["Properties"]["TableInput"]["Parameters"]
+    assert params["projection.enabled"] == "true" and params["projection.dt.format"] == "yyyy-MM-dd"
+    assert _sub(params["storage.location.template"]).endswith("/data/dt=${!dt}")

@@ -172,6 +172,22 @@ def test_the_job_script_runs_a_batch_from_the_zip(
         f"sys.argv = {[str(script), *_glue_argv(tmp_path, artifacts['job_package'])]!r}\n"
         f"runpy.run_path({str(script)!r}, run_name='__main__')\n"
     )
+    # The Glue Data Catalog (the template's --catalog glue): moto's server on loopback, with the
+    # stack's database; the job creates the Iceberg table in it.
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    import urllib.request
+
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"))  # noqa: S310
+    creds = {"region_name": "us-east-1", "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+    glue = boto3.client("glue", endpoint_url=endpoint, **creds)
+    database = _resolve(JOB_ARGS["--database"])
+    glue.create_database(DatabaseInput={"Name": database})
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),
@@ -182,20 +198,28 @@ def test_the_job_script_runs_a_batch_from_the_zip(
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_ENDPOINT_URL_GLUE": endpoint,
     }
-    # When Glue would run the script: python script.py <argv>
-    out = isolated(glue_python, bootstrap, env=env, timeout=900)
-    # Then the job commits, and the rows and the bad line land where they should
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-6000:]
-    assert "awsglue-stub: job.init ndjson-ingest-streaming" in out.stdout
-    assert "awsglue-stub: job.commit" in out.stdout
-    import pyarrow.parquet as pq
+    try:
+        # When Glue would run the script: python script.py <argv>
+        out = isolated(glue_python, bootstrap, env=env, timeout=900)
+        # Then the job commits, and the rows and the bad line land where they should
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-6000:]
+        assert "awsglue-stub: job.init ndjson-ingest-streaming" in out.stdout
+        assert "awsglue-stub: job.commit" in out.stdout
+        import pyarrow.parquet as pq
 
-    files = [p for p in (tmp_path / "out" / "data").rglob("*.parquet") if "_staging" not in p.parts]
-    rows = [r for f in files for r in pq.read_table(f).to_pylist()]
-    assert sorted((r["id"], r["name"], r["_line"]) for r in rows) == [("1", "a", 1), ("2", "b", 3)]
-    bad = [json.loads(line) for f in (tmp_path / "out" / "quarantine").rglob("*.json*") for line in f.open()]
-    assert [(b["line"], b["kind"]) for b in bad] == [(2, "line")]
+        from glue_processor.table.catalog import open_catalog
+        from glue_processor.table.read import current_files, local_file
+
+        table = open_catalog("glue", glue_client=glue).load_table((database, _resolve(JOB_ARGS["--table_name"])))
+        files = [local_file(p) for p in current_files(table)]
+        rows = [r for f in files for r in pq.ParquetFile(f).read().to_pylist()]
+        assert sorted((r["id"], r["name"], r["_line"]) for r in rows) == [("1", "a", 1), ("2", "b", 3)]
+        bad = [json.loads(line) for f in (tmp_path / "out" / "quarantine").rglob("*.json*") for line in f.open()]
+        assert [(b["line"], b["kind"]) for b in bad] == [(2, "line")]
+    finally:
+        server.stop()
 
 
 # ---------------------------------------------------------------- the Lambda zip, on the Lambda runtime
