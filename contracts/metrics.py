@@ -76,6 +76,12 @@ GET_BATCH_DURATION = _m("GetBatchDuration", "Milliseconds", J, "time in getBatch
 LATEST_OFFSET_DURATION = _m("LatestOffsetDuration", "Milliseconds", J, "time finding new manifests")
 QUERY_PLANNING_DURATION = _m("QueryPlanningDuration", "Milliseconds", J, "time planning the batch")
 WAL_COMMIT_DURATION = _m("WalCommitDuration", "Milliseconds", J, "time writing the offset log")
+# -- the table, per committed batch ----------------------------------------------------------
+TABLE_COMMIT_DURATION = _m(
+    "TableCommitDuration", "Milliseconds", J, "commit record + publication: the Iceberg append, or the hive moves"
+)
+TABLE_SNAPSHOTS = _m("TableSnapshots", "Count", J, "Iceberg snapshots in the table's metadata (retention bounds it)")
+TABLE_DATA_FILES = _m("TableDataFiles", "Count", J, "data files in the table's current snapshot (compaction bounds it)")
 BACKLOG_MANIFESTS = _m("BacklogManifests", "Count", J, "manifests written but not yet processed")
 BACKLOG_BYTES = _m("BacklogBytes", "Bytes", J, "bytes of the waiting manifests (manifest files)")
 BACKLOG_AGE = _m("OldestBacklogAge", "Seconds", J, "age of the oldest waiting manifest")

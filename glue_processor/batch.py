@@ -28,7 +28,7 @@ from glue_processor.commit import BatchCommitter
 from glue_processor.dedupe import DedupeIndex, load_snapshot, save_snapshot
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.merge import concatenable, merge_parts, plan_merge
-from glue_processor.metrics.convert import record_datums
+from glue_processor.metrics.convert import record_datums, table_datums
 from glue_processor.planning import BatchPlan, Rejection, SourceFile, latency_seconds, plan_batch, poison_plan
 from glue_processor.reading import MIB, Limits
 from glue_processor.settings import JobSettings
@@ -66,6 +66,7 @@ class ManifestBatchJob:
         # where a committed batch's files become visible: the Iceberg table, or dt= directories
         self.sink = sink_for(settings, self.fs)
         self.last_snapshot_id: int | None = None
+        self.last_commit_ms = 0.0
         self.metrics = metrics
         # Decompressed bytes per gzip byte, to size the tasks of a batch before reading it.
         self.gzip_expansion = LearnedRatio(GZIP_EXPANSION_PRIOR)
@@ -223,8 +224,9 @@ class ManifestBatchJob:
             ),
         )
         footers = {f.uri: f.footer for f in outcome.data_files if f.footer}
-        with stages("commit"):
-            self.last_snapshot_id = committer.commit(record, footers)
+        commit_started = time.monotonic()
+        self.last_snapshot_id = committer.commit(record, footers)
+        self.last_commit_ms = (time.monotonic() - commit_started) * 1000
         faults.hit("after-batch")
         self.committed.append(record)
         self._remember(record)
@@ -291,6 +293,11 @@ class ManifestBatchJob:
         try:
             self.metrics.records_by_batch[record.batch_id] = record.stats.records_in
             self.metrics.publisher.emit(record_datums(record, dimensions=self.metrics.dimensions))
+            self.metrics.publisher.emit(
+                table_datums(
+                    self.last_commit_ms, self.sink.stats(), dimensions=self.metrics.dimensions, when=record.committed_at
+                )
+            )
             self.metrics.emit_backlog(self.metrics.probe.mark_processed(record.manifests))
         except Exception:
             logger.exception("batch metrics failed", extra={"batch_id": record.batch_id})

@@ -104,6 +104,14 @@ def dashboard_body() -> dict[str, Any]:
             [series(M.PARQUET_FILES, "Sum"), series(M.PARQUET_AVG_SIZE, "Average", yAxis="right")],
         ),
         (
+            "Table: commit duration (ms), snapshots and data files",
+            [
+                series(M.TABLE_COMMIT_DURATION, "Maximum"),
+                series(M.TABLE_SNAPSHOTS, "Maximum", yAxis="right"),
+                series(M.TABLE_DATA_FILES, "Maximum", yAxis="right"),
+            ],
+        ),
+        (
             "Workers: current vs desired",
             [series(M.CURRENT_WORKERS), series(M.DESIRED_WORKERS), series(M.JOB_RUNNING, "Minimum", yAxis="right")],
         ),
@@ -270,6 +278,17 @@ def alarm_resources() -> dict[str, dict[str, Any]]:
             periods=1,
             threshold=1,
             operator="GreaterThanOrEqualToThreshold",
+        ),
+        "SlowTableCommits": _metric_alarm(
+            "slow-table-commits",
+            "publishing batches takes over a third of the trigger interval (catalog throttling, commit conflicts, "
+            "or snapshot metadata growing because retention does not run)",
+            M.TABLE_COMMIT_DURATION,
+            stat="Average",
+            period=300,
+            periods=3,
+            threshold=10_000,
+            operator="GreaterThanThreshold",
         ),
         "PoisonManifests": _metric_alarm(
             "quarantined-manifests",

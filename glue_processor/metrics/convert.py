@@ -99,6 +99,16 @@ def record_datums(record: CommitRecord, *, dimensions: dict[str, str]) -> list[D
     return out
 
 
+def table_datums(commit_ms: float, table: dict[str, int], *, dimensions: dict[str, str], when: datetime) -> list[Datum]:
+    """Datums of a batch's commit: its duration, and the table's size after it (Iceberg only)."""
+    out = [datum(M.TABLE_COMMIT_DURATION, commit_ms, dimensions, when)]
+    if "snapshots" in table:
+        out.append(datum(M.TABLE_SNAPSHOTS, table["snapshots"], dimensions, when))
+    if "data_files" in table:
+        out.append(datum(M.TABLE_DATA_FILES, table["data_files"], dimensions, when))
+    return out
+
+
 @dataclass(frozen=True)
 class Backlog:
     manifests: int

@@ -38,6 +38,9 @@ class HiveSink:
         move_all(self.fs, record.data_files)
         return None
 
+    def stats(self) -> dict[str, int]:
+        return {}
+
 
 def move_all(fs: HadoopFS, files: tuple[PublishedFile, ...]) -> None:
     """Move staged files to their final names (idempotent), in parallel."""

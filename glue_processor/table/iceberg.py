@@ -79,6 +79,16 @@ class IcebergSink:
     def output_dir(self, committed_at: datetime) -> str:
         return f"{self._table().location().rstrip('/')}/data/{self.partition(committed_at)}"
 
+    def stats(self) -> dict[str, int]:
+        """From the metadata in hand (no catalog call): snapshots kept, data files in the current one."""
+        metadata = self._table().metadata
+        current = metadata.current_snapshot()
+        files = current.summary["total-data-files"] if current is not None and current.summary else None
+        out = {"snapshots": len(metadata.snapshots)}
+        if files is not None:
+            out["data_files"] = int(files)
+        return out
+
     def publish(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> int | None:
         """Append the record's data files unless the table has them; the snapshot id, or None when the
         batch wrote no data file."""

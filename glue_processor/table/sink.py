@@ -28,6 +28,10 @@ class Sink(Protocol):
         """Make the committed record's data files visible, idempotently; the snapshot id if any."""
         ...
 
+    def stats(self) -> dict[str, int]:
+        """The table's size as of the last publication (snapshots, data files), for the metrics."""
+        ...
+
 
 def sink_for(settings: JobSettings, fs: HadoopFS) -> Sink:
     if settings.table_format == "hive-parquet":

@@ -152,3 +152,20 @@ def test_make_query_reads_the_current_snapshot(spark: Any, tmp_path: Path, capsy
     assert main(["--workdir", str(tmp_path), "--sql", "SELECT sum(CAST(a AS INT)) AS total FROM ingest.events"]) == 0
     assert capsys.readouterr().out.splitlines()[:3] == ["total", "-----", "6"]
     assert pq.ParquetFile(path).metadata.num_rows >= 1
+
+
+def test_the_table_metrics_follow_the_table(spark: Any, tmp_path: Path) -> None:
+    from contracts import metrics as M
+    from glue_processor.metrics.convert import table_datums
+
+    env = Env(tmp_path)
+    job = env.job(spark)
+    for n in range(3):
+        job.run([env.manifest(f"m{n}", [env.put(f"f{n}.json", _lines({"n": n}))])], n)
+    # Then the sink reports what the table holds now, and the datums carry it
+    assert job.sink.stats() == {"snapshots": 3, "data_files": 3}
+    assert job.last_commit_ms > 0
+    datums = table_datums(job.last_commit_ms, job.sink.stats(), dimensions={"JobName": "j", "QueryName": "q"}, when=datetime.now(UTC))
+    values = {d.name: d.value for d in datums}
+    assert values[M.TABLE_SNAPSHOTS.name] == 3 and values[M.TABLE_DATA_FILES.name] == 3
+    assert values[M.TABLE_COMMIT_DURATION.name] == job.last_commit_ms

@@ -183,7 +183,7 @@ def test_the_job_script_runs_a_batch_from_the_zip(
     endpoint = f"http://127.0.0.1:{port}"
     import urllib.request
 
-    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"))  # noqa: S310
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"))
     creds = {"region_name": "us-east-1", "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
     glue = boto3.client("glue", endpoint_url=endpoint, **creds)
     database = _resolve(JOB_ARGS["--database"])
