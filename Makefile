@@ -23,6 +23,7 @@ SLA_S ?= 600
 
 .DEFAULT_GOAL := help
 SQL ?=
+TABLE_FORMAT ?= iceberg
 FORMAT ?= table
 .PHONY: help setup parity run query compact status reconcile reliability bench sizing intake bookkeeping template package deploy destroy test test-fast lint format clean
 
@@ -41,8 +42,8 @@ $(STAMP): pyproject.toml
 	@test -x $(TOOLS)/bin/checkov || { $(PYTHON) -m venv $(TOOLS) && $(TOOLS)/bin/python -m pip install -q '$(CHECKOV)'; }
 	@touch $(STAMP)
 
-run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<dir>] [CORES=N, default all]
-	$(BIN)/python -m glue_processor.local.cli --workdir "$(WORKDIR)" $(if $(DATA),--data "$(DATA)") $(if $(CORES),--cores "$(CORES)")
+run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<dir>] [CORES=N, default all] [TABLE_FORMAT=hive-parquet]
+	$(BIN)/python -m glue_processor.local.cli --workdir "$(WORKDIR)" --table-format "$(TABLE_FORMAT)" $(if $(DATA),--data "$(DATA)") $(if $(CORES),--cores "$(CORES)")
 
 query: setup ## SQL over the local table (DuckDB, current snapshot): make query [SQL="SELECT ..."] [FORMAT=csv] [WORKDIR=...]
 	@$(BIN)/python -m glue_processor.local.query --workdir "$(WORKDIR)" --format "$(FORMAT)" $(if $(SQL),--sql "$(SQL)")
@@ -84,8 +85,8 @@ bookkeeping: setup ## checkpoint size and restart time over 100,000 simulated ma
 	$(BIN)/python -m bench.bookkeeping --manifests 100000 --steps 10
 	$(BIN)/python -m bench.driver_state --batches 100000
 
-reliability: setup ## fault injection: 20 SIGKILLs at random moments and fail points, then an exactly-once check
-	$(BIN)/python -m glue_processor.local.chaos --kills 20 --json reliability.json
+reliability: setup ## fault injection: 20 SIGKILLs at random moments and fail points, then an exactly-once check of the table: make reliability [TABLE_FORMAT=hive-parquet]
+	$(BIN)/python -m glue_processor.local.chaos --kills 20 --json reliability.json --table-format "$(TABLE_FORMAT)"
 
 lint: setup template ## ruff, mypy --strict, cfn-lint and checkov
 	$(BIN)/ruff check contracts glue_processor lambdas infra bench tests

@@ -45,6 +45,12 @@ class JobSettings(BaseModel):
         "or empty: glue for s3:// output, sqlite:///<output>/_catalog/catalog.db for local output",
     )
     database: str = Field(default="ingest", pattern=r"^[a-z0-9_]{1,255}$", description="Iceberg/Glue database")
+    snapshot_retention_hours: int = Field(
+        default=6,
+        ge=1,
+        le=24 * 30,
+        description="the job expires Iceberg snapshots older than this (a commit's cost grows with the snapshots kept)",
+    )
     table_name: str = Field(default="events", pattern=r"^[a-z0-9_]{1,255}$", description="Iceberg/Glue table")
     checkpoint_rotate_manifests: int = Field(
         default=0, ge=0, description="start a new checkpoint generation after this many manifests (0: never)"

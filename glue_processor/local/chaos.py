@@ -93,7 +93,15 @@ def _run(args: list[str], *, fault: str | None, kill_after: float | None, timeou
             proc.wait()
 
 
-def run_chaos(workdir: Path, *, kills: int, files_per_round: int = 3, records: int = 40, seed: int = 11) -> ChaosReport:
+def run_chaos(
+    workdir: Path,
+    *,
+    kills: int,
+    files_per_round: int = 3,
+    records: int = 40,
+    seed: int = 11,
+    table_format: str = "iceberg",
+) -> ChaosReport:
     """Kill until ``kills`` kills happened, then drain cleanly and check the output by lineage."""
     import pyarrow.parquet as pq
 
@@ -104,7 +112,7 @@ def run_chaos(workdir: Path, *, kills: int, files_per_round: int = 3, records: i
     expected: dict[str, int] = {}
     report = ChaosReport()
     started = time.monotonic()
-    args = ["--data", str(data), "--workdir", str(work), "--sqs-batch-size", "1"]
+    args = ["--data", str(data), "--workdir", str(work), "--sqs-batch-size", "1", "--table-format", table_format]
     n = 0
     rounds = 0
     while report.kills < kills and rounds < kills * 4:
@@ -153,11 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kills", type=int, default=20)
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--json", type=Path, help="also write the figures here")
+    p.add_argument("--table-format", choices=["iceberg", "hive-parquet"], default="iceberg")
     args = p.parse_args(argv)
     import shutil
 
     shutil.rmtree(args.workdir, ignore_errors=True)
-    report = run_chaos(args.workdir, kills=args.kills, seed=args.seed)
+    report = run_chaos(args.workdir, kills=args.kills, seed=args.seed, table_format=args.table_format)
     print(report.text())
     if args.json:
         args.json.write_text(json.dumps({**asdict(report), "ok": report.ok}, indent=1))

@@ -70,6 +70,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--trigger-interval-seconds", type=int, default=30)
     p.add_argument(
+        "--table-format",
+        choices=["iceberg", "hive-parquet"],
+        default="iceberg",
+        help="iceberg (default: a table in the embedded catalog) or hive-parquet (dt= directories)",
+    )
+    p.add_argument(
         "--checkpoint-rotate-manifests",
         type=int,
         default=20_000,
@@ -94,6 +100,7 @@ def job_settings(layout: LocalLayout, args: argparse.Namespace) -> JobSettings:
             "trigger_interval_seconds": str(args.trigger_interval_seconds),
             "max_files_per_trigger": str(args.max_files_per_trigger),
             "target_file_mb": str(args.target_file_mb),
+            "table_format": args.table_format,
             "metrics_sinks": "jsonl",
             "metrics_jsonl_path": str(layout.metrics),
         }

@@ -104,11 +104,15 @@ def compact(
     return report
 
 
-def expire_snapshots(table: Table, *, now: datetime | None = None, keep: int | None = None) -> int:
-    """Expire snapshots older than the table's max snapshot age, keeping the newest ``keep`` (default:
-    the table's ``history.expire.min-snapshots-to-keep``)."""
+def expire_snapshots(
+    table: Table, *, now: datetime | None = None, keep: int | None = None, max_age: timedelta | None = None
+) -> int:
+    """Expire snapshots older than ``max_age`` (default: the table's ``history.expire.max-snapshot-age-ms``),
+    keeping the newest ``keep`` (default: the table's ``history.expire.min-snapshots-to-keep``). Only the
+    metadata changes: the files only expired snapshots referenced become orphans, for orphan clean-up."""
     props = table.properties
-    max_age = timedelta(milliseconds=int(props.get("history.expire.max-snapshot-age-ms", 5 * 24 * 3600 * 1000)))
+    if max_age is None:
+        max_age = timedelta(milliseconds=int(props.get("history.expire.max-snapshot-age-ms", 5 * 24 * 3600 * 1000)))
     if keep is None:
         keep = int(props.get("history.expire.min-snapshots-to-keep", 1))
     cutoff_ms = int(((now or datetime.now(UTC)) - max_age).timestamp() * 1000)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from typing import Protocol
 
@@ -46,4 +46,4 @@ def sink_for(settings: JobSettings, fs: HadoopFS) -> Sink:
         catalog = open_catalog(settings.catalog_uri)
         return ensure_table(catalog, settings.database, settings.table_name, location=settings.table_location)
 
-    return IcebergSink(table)
+    return IcebergSink(table, snapshot_retention=timedelta(hours=settings.snapshot_retention_hours))

@@ -169,3 +169,21 @@ def test_the_table_metrics_follow_the_table(spark: Any, tmp_path: Path) -> None:
     values = {d.name: d.value for d in datums}
     assert values[M.TABLE_SNAPSHOTS.name] == 3 and values[M.TABLE_DATA_FILES.name] == 3
     assert values[M.TABLE_COMMIT_DURATION.name] == job.last_commit_ms
+
+
+def test_the_job_expires_old_snapshots_so_commits_stay_cheap(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from glue_processor.table import iceberg
+
+    monkeypatch.setattr(iceberg, "EXPIRE_EVERY", 1)
+    env = Env(tmp_path)
+    job = env.job(spark)
+    assert isinstance(job.sink, IcebergSink) and job.sink.snapshot_retention == timedelta(hours=6)
+    job.sink.snapshot_retention = timedelta(0)  # every snapshot but the newest few is "old"
+    for n in range(14):
+        job.run([env.manifest(f"m{n}", [env.put(f"f{n}.json", _lines({"n": n}))])], n)
+    table = load(env.settings)
+    # Then the metadata keeps the table's minimum (10), not all 14, and every row is still there once
+    assert len(table.metadata.snapshots) == 10
+    assert sorted(int(r["n"]) for r in read_rows(tmp_path / "output")) == list(range(14))

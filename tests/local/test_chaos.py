@@ -11,9 +11,10 @@ from glue_processor.local.chaos import run_chaos
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-def test_sigkill_at_random_moments_loses_and_duplicates_nothing(tmp_path: Path) -> None:
-    report = run_chaos(tmp_path, kills=4, seed=5)
+@pytest.mark.parametrize(("table_format", "kills"), [("iceberg", 4), ("hive-parquet", 2)])
+def test_sigkill_at_random_moments_loses_and_duplicates_nothing(tmp_path: Path, table_format: str, kills: int) -> None:
+    report = run_chaos(tmp_path, kills=kills, seed=5, table_format=table_format)
     print(report.text())
-    assert report.kills >= 4
+    assert report.kills >= kills
     assert (report.duplicates, report.lost, report.unexpected) == (0, 0, 0)
     assert report.records_out == report.records_in > 0
