@@ -25,7 +25,7 @@ SLA_S ?= 600
 SQL ?=
 TABLE_FORMAT ?= iceberg
 FORMAT ?= table
-.PHONY: help setup parity run query compact status reconcile reliability bench sizing intake bookkeeping template package deploy destroy test test-fast lint format clean
+.PHONY: help setup parity run query compact commit-cost status reconcile reliability bench sizing intake bookkeeping template package deploy destroy test test-fast lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -84,6 +84,9 @@ intake: setup ## replay the seed's manifest arrivals against the trigger policy 
 bookkeeping: setup ## checkpoint size and restart time over 100,000 simulated manifests; driver memory over 100,000 batches
 	$(BIN)/python -m bench.bookkeeping --manifests 100000 --steps 10
 	$(BIN)/python -m bench.driver_state --batches 100000
+
+commit-cost: setup ## publication cost per table format, and the Iceberg commit as snapshots accumulate
+	$(BIN)/python -m bench.commit_cost
 
 reliability: setup ## fault injection: 20 SIGKILLs at random moments and fail points, then an exactly-once check of the table: make reliability [TABLE_FORMAT=hive-parquet]
 	$(BIN)/python -m glue_processor.local.chaos --kills 20 --json reliability.json --table-format "$(TABLE_FORMAT)"
