@@ -52,6 +52,7 @@ class BatchStats(_Frozen):
     records_in: int = 0
     records_out: int = 0
     bad_records: int = 0
+    rescued_values: int = 0  # values of declared columns that did not convert (kept in _rescued)
     output_files: int = 0
     output_bytes: int = 0
     columns: int = 0

@@ -76,6 +76,9 @@ GET_BATCH_DURATION = _m("GetBatchDuration", "Milliseconds", J, "time in getBatch
 LATEST_OFFSET_DURATION = _m("LatestOffsetDuration", "Milliseconds", J, "time finding new manifests")
 QUERY_PLANNING_DURATION = _m("QueryPlanningDuration", "Milliseconds", J, "time planning the batch")
 WAL_COMMIT_DURATION = _m("WalCommitDuration", "Milliseconds", J, "time writing the offset log")
+RESCUED_VALUES = _m(
+    "RescuedValues", "Count", J, "values of declared columns that did not convert: NULL, original text in _rescued"
+)
 # -- the table, per committed batch ----------------------------------------------------------
 TABLE_COMMIT_DURATION = _m(
     "TableCommitDuration", "Milliseconds", J, "commit record + publication: the Iceberg append, or the hive moves"

@@ -33,6 +33,7 @@ from glue_processor.planning import BatchPlan, Rejection, SourceFile, latency_se
 from glue_processor.reading import MIB, Limits
 from glue_processor.settings import JobSettings
 from glue_processor.sizing import LearnedRatio, parse_unit_count, plan_groups
+from glue_processor.table.declared import DeclaredSchema, parse_schema
 from glue_processor.table.sink import sink_for
 from glue_processor.tasks import FileOutcome, FileTask, Staged, TaskSpec, run_task
 
@@ -73,6 +74,10 @@ class ManifestBatchJob:
         # Every JSON key seen so far, and so the columns of a batch (the schema only grows). The
         # tasks decode known keys with one struct per key set; only new keys take the slow path.
         self.known_keys: set[str] = set()
+        # Declared column types (--schema): read once; its columns exist from the first batch on.
+        self.declared = load_declared(settings.schema_uri) if settings.schema_uri else None
+        if self.declared is not None:
+            self.known_keys.update(self.declared.keys)
         self._query_id = query_id
         # The latest commit records only (for the local runner's summary): a 24/7 driver must not
         # grow with its history.
@@ -214,6 +219,7 @@ class ManifestBatchJob:
                 records_in=outcome.records_out + outcome.bad_records,
                 records_out=outcome.records_out,
                 bad_records=outcome.bad_records,
+                rescued_values=outcome.rescued,
                 output_files=len(data_files),
                 output_bytes=output_bytes,
                 columns=len(outcome.final_keys),
@@ -334,6 +340,7 @@ class ManifestBatchJob:
                 limits=Limits(
                     max_line_bytes=self.settings.max_line_mb * MIB, max_object_bytes=self.settings.max_object_mb * MIB
                 ),
+                declared=self.declared,
             )
             for i, group in enumerate(plan_groups(estimates, n))
         ]
@@ -341,6 +348,7 @@ class ManifestBatchJob:
         by_uri = {f.read_uri: f for f in files}
         keys = set(self.known_keys)
         for result in results:
+            outcome.rescued += result.rescued
             outcome.data_files.extend(result.data)
             outcome.quarantine_files.extend(result.quarantine)
             for found in result.files:
@@ -367,6 +375,7 @@ class ManifestBatchJob:
             out_dir=out_dir,
             prefix=prefix,
             keep_parts=not self.sink.in_place,  # a part is staged: only a sink that moves files may keep it
+            declared=self.declared,
         )
         on_driver = [m for m in plan.merges if concatenable(m)] if len(plan.merges) <= DRIVER_CONCATS else []
         tasks = [m for m in plan.merges if m not in on_driver]
@@ -425,6 +434,7 @@ class _Outcome:
         self.gzip_text_bytes = 0
         self.records_out = 0
         self.bad_records = 0
+        self.rescued = 0
         for rejection in plan.rejections:
             if rejection.entry is not None:
                 self._record(rejection.entry, rejection.manifest_uri, "rejected", reason=rejection.reason)
@@ -468,6 +478,13 @@ class _Outcome:
                 version_id=entry.version_id,
             )
         )
+
+
+def load_declared(uri: str) -> DeclaredSchema:
+    """The declared schema file (s3:// or file://); a bad file stops the job at start-up, naming it."""
+    from glue_processor.objects import store_for
+
+    return parse_schema(store_for(uri).read(uri).data, source=f"--schema {uri}")
 
 
 def _gzipped(source: SourceFile) -> bool:

@@ -29,6 +29,7 @@ from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, column_names
 from glue_processor.objects import ObjectStore, local_path, store_for
 from glue_processor.parquet_concat import concat
 from glue_processor.sizing import plan_groups
+from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema
 from glue_processor.table.footer import footer_of
 from glue_processor.tasks import _PARQUET_OPTIONS, Staged, _output_table
 
@@ -42,6 +43,7 @@ class MergeSpec:
     parts: tuple[Staged, ...]
     keys: tuple[str, ...]
     uri: str
+    declared: DeclaredSchema | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ def plan_merge(
     out_dir: str,
     prefix: str = "merged",
     keep_parts: bool = True,
+    declared: DeclaredSchema | None = None,
 ) -> MergePlan:
     """Keep full parts with the final columns (when the sink may publish a staged part); pack the
     rest into about ``total / target`` files named ``<out_dir>/<prefix>-<n>.parquet``."""
@@ -67,7 +70,7 @@ def plan_merge(
     total = sum(p.bytes for p in rest)
     groups = plan_groups([p.bytes for p in rest], max(1, round(total / target_bytes))) if rest else []
     merges = tuple(
-        MergeSpec(i, tuple(rest[j] for j in group), keys, f"{out_dir}/{prefix}-{i:05d}.parquet")
+        MergeSpec(i, tuple(rest[j] for j in group), keys, f"{out_dir}/{prefix}-{i:05d}.parquet", declared)
         for i, group in enumerate(groups)
     )
     return MergePlan(tuple(keep), merges)
@@ -120,11 +123,19 @@ def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
                 names = dict(column_names(part.keys))
                 for group in range(source.num_row_groups):
                     table = source.read_row_group(group)
+                    types = {key: _type_of(key, spec.declared) for key, _ in final_names}
                     data = {
-                        key: table.column(names[key]).cast(STRING) if key in names else pa.nulls(len(table), STRING)
+                        key: table.column(names[key]).cast(types[key])
+                        if key in names
+                        else pa.nulls(len(table), types[key])
                         for key, _ in final_names
                     }
-                    conformed = _output_table(data, spec.keys, {c: table.column(c) for c in LINEAGE_COLUMNS})
+                    rescued = None
+                    if spec.declared is not None:
+                        present = RESCUED in table.column_names
+                        rescued = table.column(RESCUED) if present else pa.nulls(len(table), RESCUED_TYPE)
+                    lineage = {c: table.column(c) for c in LINEAGE_COLUMNS}
+                    conformed = _output_table(data, spec.keys, lineage, rescued)
                     if writer is None:
                         writer = pq.ParquetWriter(path, conformed.schema, **_PARQUET_OPTIONS)
                     writer.write_table(conformed, row_group_size=max(1, len(conformed)))
@@ -134,3 +145,8 @@ def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
         size = path.stat().st_size
         footer = footer_of(path)
     return Staged(spec.uri, size, spec.keys, footer)
+
+
+def _type_of(key: str, declared: DeclaredSchema | None) -> pa.DataType:
+    column = declared.get(key) if declared is not None else None
+    return column.arrow_type if column is not None else STRING

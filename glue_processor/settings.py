@@ -27,7 +27,7 @@ _OURS = re.compile(r"^[a-z][a-z0-9_]*$")
 class JobSettings(BaseModel):
     """Every setting of the streaming job, with its default."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     manifest_uri: str = Field(pattern=_URI, description="directory the manifest Lambda writes to")
     output_uri: str = Field(pattern=_URI, description="Parquet dataset root")
@@ -45,6 +45,13 @@ class JobSettings(BaseModel):
         "or empty: glue for s3:// output, sqlite:///<output>/_catalog/catalog.db for local output",
     )
     database: str = Field(default="ingest", pattern=r"^[a-z0-9_]{1,255}$", description="Iceberg/Glue database")
+    schema_uri: str = Field(
+        default="",
+        alias="schema",
+        pattern=r"^$|^(s3|file)://.+",
+        description="a declared-schema file (JSON: column -> type; see glue_processor/table/declared.py); "
+        "empty: every column is a string",
+    )
     snapshot_retention_hours: int = Field(
         default=6,
         ge=1,
@@ -178,9 +185,10 @@ class JobSettings(BaseModel):
 
 def settings_from_mapping(values: dict[str, str]) -> JobSettings:
     """Validate raw string settings; raise :class:`ConfigError` naming each bad setting."""
-    unknown = sorted(set(values) - set(JobSettings.model_fields))
+    names = {f.alias or name for name, f in JobSettings.model_fields.items()}
+    unknown = sorted(set(values) - names)
     if unknown:
-        allowed = ", ".join(sorted(JobSettings.model_fields))
+        allowed = ", ".join(sorted(names))
         raise ConfigError(f"unknown setting(s) {', '.join('--' + u for u in unknown)}; allowed: {allowed}")
     try:
         return JobSettings.model_validate(values)

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, BadLine, ParsedText, column_names, parse_ndjson
 from glue_processor.objects import ObjectMissing, ObjectStore, VersionGone, store_for
 from glue_processor.reading import Chunk, Limits, LongLine, ReadFailed, StreamStopped, TooLarge, chunks, decompressed
+from glue_processor.table.declared import RESCUED, DeclaredSchema, conform
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +73,8 @@ class TaskSpec:
     row_group_bytes: int = 32 * 1024 * 1024
     # How an object is read: chunks of whole lines, the longest line, the most text (see reading.py).
     limits: Limits = field(default_factory=Limits)
+    # Declared column types (--schema): converted here, what does not convert goes to _rescued.
+    declared: DeclaredSchema | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class TaskResult:
     files: tuple[FileOutcome, ...]
     data: tuple[Staged, ...]
     quarantine: tuple[Staged, ...]
+    rescued: int = 0  # values of declared columns that did not convert (kept in _rescued)
 
 
 def overwritten(modified_epoch_s: float, event_time: datetime) -> bool:
@@ -122,7 +126,7 @@ def run_task(spec: TaskSpec, stores: Callable[[str], ObjectStore] = store_for) -
         with stores(uri).writer(uri) as path:
             path.write_bytes(body)
         quarantine.append(Staged(uri, len(body)))
-    return TaskResult(spec.index, tuple(outcomes), tuple(out.staged), tuple(quarantine))
+    return TaskResult(spec.index, tuple(outcomes), tuple(out.staged), tuple(quarantine), out.rescued)
 
 
 # -- internals -------------------------------------------------------------------------------
@@ -250,11 +254,18 @@ def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec) -> pa.Tabl
     return pa.table(columns)
 
 
-def _output_table(data: dict[str, Any], keys: tuple[str, ...], lineage: dict[str, Any]) -> pa.Table:
-    """Data columns named and ordered by :func:`column_names`, then the lineage columns."""
+def _output_table(
+    data: dict[str, Any], keys: tuple[str, ...], lineage: dict[str, Any], rescued: Any = None
+) -> pa.Table:
+    """Data columns named and ordered by :func:`column_names`, then the lineage columns, then
+    ``_rescued`` when columns are declared."""
     mapping = column_names(keys)
     names = [name for _, name in mapping] + list(LINEAGE_COLUMNS)
-    return pa.table([data[key] for key, _ in mapping] + [lineage[c] for c in LINEAGE_COLUMNS], names=names)
+    arrays = [data[key] for key, _ in mapping] + [lineage[c] for c in LINEAGE_COLUMNS]
+    if rescued is not None:
+        names.append(RESCUED)
+        arrays.append(rescued)
+    return pa.table(arrays, names=names)
 
 
 def _quarantine_record(item: FileTask, bad: BadLine, batch_id: int) -> dict[str, Any]:
@@ -285,6 +296,7 @@ class _ParquetFiles:
     _uri: str = ""
     _keys: tuple[str, ...] = ()
     _arrow_bytes: int = 0
+    rescued: int = 0
 
     def __enter__(self) -> _ParquetFiles:
         return self
@@ -322,7 +334,11 @@ class _ParquetFiles:
         data = {
             k: merged.column(f"{_DATA}{k}") if f"{_DATA}{k}" in present else pa.nulls(len(merged), STRING) for k in keys
         }
-        table = _output_table(data, keys, {c: merged.column(c) for c in LINEAGE_COLUMNS})
+        rescued = None
+        if self.spec.declared is not None:
+            data, rescued, count = conform(data, self.spec.declared)
+            self.rescued += count
+        table = _output_table(data, keys, {c: merged.column(c) for c in LINEAGE_COLUMNS}, rescued)
         if self._writer is not None and keys != self._keys:
             self._close()
         if self._writer is None:

@@ -69,6 +69,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="available-now: drain and stop (default); processing-time: run 24/7",
     )
     p.add_argument("--trigger-interval-seconds", type=int, default=30)
+    p.add_argument("--schema", type=Path, help="a declared-schema JSON file (column -> type); default: all strings")
     p.add_argument(
         "--table-format",
         choices=["iceberg", "hive-parquet"],
@@ -101,6 +102,7 @@ def job_settings(layout: LocalLayout, args: argparse.Namespace) -> JobSettings:
             "max_files_per_trigger": str(args.max_files_per_trigger),
             "target_file_mb": str(args.target_file_mb),
             "table_format": args.table_format,
+            **({"schema": local_uri(args.schema)} if args.schema else {}),
             "metrics_sinks": "jsonl",
             "metrics_jsonl_path": str(layout.metrics),
         }

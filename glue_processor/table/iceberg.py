@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal, cast
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pydantic import Field
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.table import Table
@@ -29,6 +31,7 @@ from pyiceberg.table.update import ValidatableTableRequirement
 from contracts.ledger import CommitRecord
 from glue_processor import faults
 from glue_processor.table.datafiles import data_file
+from glue_processor.table.footer import metadata_of
 from glue_processor.table.schema import INGEST_DAY, data_columns, missing_columns
 
 logger = logging.getLogger(__name__)
@@ -131,11 +134,14 @@ class IcebergSink:
 
     def _append(self, table: Table, record: CommitRecord, footers: Mapping[str, bytes]) -> int:
         properties = {QUERY_ID: record.query_id, BATCH_ID: str(record.batch_id), ATTEMPT: record.attempt}
+        # the files' own column types (declared columns are typed): the first file's footer tells
+        first = record.data_files[0].final
+        written = _arrow_schema(table, first, footers.get(first))
         with table.transaction() as tx:
-            new = missing_columns(tx.table_metadata.schema(), record.keys)
+            new = missing_columns(tx.table_metadata.schema(), record.keys, written)
             if new:
                 with tx.update_schema() as update:
-                    update.union_by_name(data_columns(record.keys))
+                    update.union_by_name(data_columns(record.keys, written))
             tx._stage((), (cast(Any, BatchAbsent(query_id=record.query_id, batch_id=record.batch_id)),))
             metadata = tx.table_metadata
             files = [data_file(table.io, metadata, f.final, f.bytes, footers.get(f.final)) for f in record.data_files]
@@ -156,3 +162,10 @@ class IcebergSink:
             },
         )
         return snapshot.snapshot_id
+
+
+def _arrow_schema(table: Table, path: str, footer: bytes | None) -> pa.Schema:
+    if footer:
+        return metadata_of(footer).schema.to_arrow_schema()
+    with table.io.new_input(path).open() as stream:
+        return pq.read_schema(stream)

@@ -16,6 +16,7 @@ from pyiceberg.transforms import DayTransform
 from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
 
 from glue_processor.ndjson import column_names
+from glue_processor.table.declared import RESCUED
 
 LINEAGE_TYPES = {
     "_source_uri": StringType(),
@@ -42,12 +43,20 @@ def default_spec(schema: Schema) -> PartitionSpec:
     return PartitionSpec(PartitionField(source.field_id, 1000, DayTransform(), INGEST_DAY))
 
 
-def data_columns(keys: Iterable[str]) -> pa.Schema:
-    """The Arrow schema of a batch's data columns (strings), to union into the table's."""
-    return pa.schema([pa.field(name, pa.large_string()) for _, name in column_names(tuple(keys))])
+def data_columns(keys: Iterable[str], declared: pa.Schema | None = None) -> pa.Schema:
+    """The Arrow schema of a batch's data columns (strings, or the type a file declares), to union
+    into the table's."""
+    types = {f.name: f.type for f in declared} if declared is not None else {}
+    fields = [pa.field(name, types.get(name, pa.large_string())) for _, name in column_names(tuple(keys))]
+    if RESCUED in types:
+        fields.append(pa.field(RESCUED, types[RESCUED]))
+    return pa.schema(fields)
 
 
-def missing_columns(schema: Schema, keys: Iterable[str]) -> list[str]:
-    """Column names of ``keys`` that the table does not have yet."""
+def missing_columns(schema: Schema, keys: Iterable[str], declared: pa.Schema | None = None) -> list[str]:
+    """Column names of ``keys`` (and ``_rescued`` with declared types) the table does not have yet."""
     have = {f.name for f in schema.fields}
-    return [name for _, name in column_names(tuple(keys)) if name not in have]
+    names = [name for _, name in column_names(tuple(keys))]
+    if declared is not None and RESCUED in declared.names:
+        names.append(RESCUED)
+    return [name for name in names if name not in have]

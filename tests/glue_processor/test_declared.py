@@ -1,0 +1,94 @@
+"""Declared column types: conversion, rescue of what does not convert, on drifting data."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contracts.exceptions import ConfigError
+from glue_processor.table.declared import Column, conform, convert, parse_schema
+from glue_processor.table.read import load
+from tests.glue_processor.test_batch import Env
+from tests.helpers import read_rows
+
+SCHEMA = {
+    "columns": {
+        "v": "bigint",
+        "amount": "decimal(8,2)",
+        "ts": {"type": "timestamp", "format": "iso8601"},
+        "sent": {"type": "timestamp", "format": "epoch_ms"},
+        "ok": "boolean",
+    }
+}
+
+
+@pytest.mark.spark
+def test_a_field_that_drifts_between_files_is_typed_where_it_converts_and_rescued_where_not(
+    spark: Any, tmp_path: Path
+) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(SCHEMA))
+    env = Env(tmp_path, schema=schema.as_uri())
+    job = env.job(spark)
+    # Given `v` is a number in one file, a string in the next and an object in the third
+    files = [
+        ('{"v": 1, "amount": 10.5, "ts": "2026-11-22T10:00:00Z", "sent": 1700000000000, "ok": true}\n', 0),
+        ('{"v": "abc", "amount": "12.345", "ts": "2026-11-22 11:00:00", "ok": "yes"}\n', 1),
+        ('{"v": {"deep": [1, 2]}, "other": "x", "ts": "not a time"}\n', 2),
+    ]
+    records = [job.run([env.manifest(f"m{n}", [env.put(f"f{n}.json", body.encode())])], n) for body, n in files]
+    rows = sorted(read_rows(tmp_path / "output"), key=lambda r: r["_batch_id"])
+    # Then every record is a row; converted values are typed, the others NULL with their text in _rescued
+    assert [r["v"] for r in rows] == [1, None, None]
+    assert rows[0]["amount"] == Decimal("10.50") and rows[1]["amount"] is None
+    assert rows[0]["ts"] == datetime(2026, 11, 22, 10, tzinfo=UTC)
+    assert rows[1]["ts"] == datetime(2026, 11, 22, 11, tzinfo=UTC)
+    assert rows[0]["sent"] == datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC) and rows[0]["ok"] is True
+    assert rows[0]["_rescued"] is None
+    assert dict(rows[1]["_rescued"]) == {"v": "abc", "amount": "12.345", "ok": "yes"}
+    assert dict(rows[2]["_rescued"]) == {"v": '{"deep":[1,2]}', "ts": "not a time"}
+    assert rows[2]["other"] == "x"  # an undeclared key stays a string column
+    assert [r.stats.rescued_values for r in records] == [0, 3, 2]
+    # And the table's schema carries the declared types and the rescue map
+    types = {f.name: str(f.field_type) for f in load(env.settings).schema().fields}
+    assert types["v"] == "long" and types["amount"] == "decimal(8, 2)" and types["ts"] == "timestamptz"
+    assert types["ok"] == "boolean" and types["other"] == "string" and types["_rescued"].startswith("map<string")
+
+
+def test_a_bad_schema_file_names_the_column_and_what_it_accepts() -> None:
+    with pytest.raises(ConfigError, match=r"column 'x' has type 'int'; expected string, bigint"):
+        parse_schema('{"columns": {"x": "int"}}')
+    with pytest.raises(ConfigError, match="timestamp format 'unix'"):
+        parse_schema('{"columns": {"t": {"type": "timestamp", "format": "unix"}}}')
+    with pytest.raises(ConfigError, match="not JSON"):
+        parse_schema("columns: x")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.integers(-(10**20), 10**20), st.text(max_size=8)), max_size=30))
+def test_bigint_conversion_keeps_every_value_as_a_number_or_its_text(values: list[Any]) -> None:
+    # the raw texts as the parser produces them: numbers as written, strings unescaped
+    raw = pa.array([None if v is None else str(v) for v in values], pa.large_string())
+    out, rescued, count = conform({"n": raw}, parse_schema('{"columns": {"n": "bigint"}}'))
+    for text, value, kept in zip(raw.to_pylist(), out["n"].to_pylist(), rescued.to_pylist(), strict=True):
+        if text is None:
+            assert value is None and kept is None
+        elif value is not None:
+            assert str(value) == text.lstrip("+") and kept is None and int(text) == value
+        else:
+            assert dict(kept) == {"n": text}  # not lost: its text is in _rescued
+    assert count == sum(1 for t, v in zip(raw.to_pylist(), out["n"].to_pylist(), strict=True) if t is not None and v is None)
+
+
+def test_doubles_refuse_what_a_double_cannot_hold() -> None:
+    values, failed = convert(pa.array(["1.5", "1e400", "NaN", "-0", "007"]), Column("x", "double"))
+    assert values.to_pylist() == [1.5, None, None, -0.0, None]
+    assert failed.to_pylist() == [False, True, True, False, True]
