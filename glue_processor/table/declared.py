@@ -174,12 +174,11 @@ def conform(data: dict[str, pa.Array], declared: DeclaredSchema) -> tuple[dict[s
     out = dict(data)
     rows = len(next(iter(data.values()))) if data else 0
     hits: list[tuple[np.ndarray, str, pa.Array]] = []
-    for key, raw in data.items():
+    for key, array in data.items():
         column = declared.get(key)
         if column is None:
             continue
-        if isinstance(raw, pa.ChunkedArray):
-            raw = raw.combine_chunks()
+        raw = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
         values, failed = convert(raw, column)
         out[key] = values
         where = np.flatnonzero(failed.to_numpy(zero_copy_only=False))

@@ -85,7 +85,9 @@ def test_bigint_conversion_keeps_every_value_as_a_number_or_its_text(values: lis
             assert str(value) == text.lstrip("+") and kept is None and int(text) == value
         else:
             assert dict(kept) == {"n": text}  # not lost: its text is in _rescued
-    assert count == sum(1 for t, v in zip(raw.to_pylist(), out["n"].to_pylist(), strict=True) if t is not None and v is None)
+    assert count == sum(
+        1 for t, v in zip(raw.to_pylist(), out["n"].to_pylist(), strict=True) if t is not None and v is None
+    )
 
 
 def test_doubles_refuse_what_a_double_cannot_hold() -> None:

@@ -165,7 +165,9 @@ def test_the_table_metrics_follow_the_table(spark: Any, tmp_path: Path) -> None:
     # Then the sink reports what the table holds now, and the datums carry it
     assert job.sink.stats() == {"snapshots": 3, "data_files": 3}
     assert job.last_commit_ms > 0
-    datums = table_datums(job.last_commit_ms, job.sink.stats(), dimensions={"JobName": "j", "QueryName": "q"}, when=datetime.now(UTC))
+    datums = table_datums(
+        job.last_commit_ms, job.sink.stats(), dimensions={"JobName": "j", "QueryName": "q"}, when=datetime.now(UTC)
+    )
     values = {d.name: d.value for d in datums}
     assert values[M.TABLE_SNAPSHOTS.name] == 3 and values[M.TABLE_DATA_FILES.name] == 3
     assert values[M.TABLE_COMMIT_DURATION.name] == job.last_commit_ms
