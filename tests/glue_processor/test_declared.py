@@ -94,3 +94,13 @@ def test_doubles_refuse_what_a_double_cannot_hold() -> None:
     values, failed = convert(pa.array(["1.5", "1e400", "NaN", "-0", "007"]), Column("x", "double"))
     assert values.to_pylist() == [1.5, None, None, -0.0, None]
     assert failed.to_pylist() == [False, True, True, False, True]
+
+
+def test_the_schema_setting_is_the_jobs_schema_argument() -> None:
+    from glue_processor.settings import ours_from_argv, settings_from_mapping
+
+    argv = ["--manifest_uri", "s3://m/x", "--output_uri", "s3://o/d", "--quarantine_uri", "s3://o/q"]
+    argv += ["--checkpoint_uri", "s3://a/c", "--schema", "s3://code/types.json"]
+    assert settings_from_mapping(ours_from_argv(argv)).schema_uri == "s3://code/types.json"
+    with pytest.raises(ConfigError, match="schema"):
+        settings_from_mapping({**ours_from_argv(argv), "schema": "types.json"})

@@ -293,3 +293,13 @@ def test_the_hive_table_projects_its_partitions_where_the_job_writes_them() -> N
     params = R["HiveTable"]["Properties"]["TableInput"]["Parameters"]
     assert params["projection.enabled"] == "true" and params["projection.dt.format"] == "yyyy-MM-dd"
     assert _sub(params["storage.location.template"]).endswith("/data/dt=${!dt}")
+
+
+def test_the_declared_schema_is_optional_and_readable_by_the_job() -> None:
+    # Fn::If with AWS::NoValue removes the argument (CloudFormation User Guide, "Pseudo parameters: AWS::NoValue"),
+    # so the default stack passes no --schema and the job keeps every column a string.
+    arg = R["GlueJob"]["Properties"]["DefaultArguments"]["--schema"]
+    assert arg == {"Fn::If": ["HasSchema", {"Ref": "SchemaUri"}, {"Ref": "AWS::NoValue"}]}
+    statements = role_statements(R["GlueJob"]["Properties"]["Role"])
+    read = [st for st in statements if st.get("Sid") == "ReadDeclaredSchema"]
+    assert len(read) == 1 and read[0]["Resource"]["Fn::If"][0] == "HasSchema"

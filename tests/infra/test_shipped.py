@@ -133,6 +133,8 @@ def _glue_argv(tmp: Path, zip_path: Path) -> list[str]:
     }
     argv = ["--JOB_ID", "j_0123", "--JOB_RUN_ID", "jr_0123", "--job-bookmark-option", "job-bookmark-disable"]
     for key, value in JOB_ARGS.items():
+        if isinstance(value, dict) and "Fn::If" in value and value["Fn::If"][2] == {"Ref": "AWS::NoValue"}:
+            continue  # an optional argument, absent with the default parameters
         if key in local:
             argv += [key, local[key]]
         else:
