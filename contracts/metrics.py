@@ -79,6 +79,9 @@ WAL_COMMIT_DURATION = _m("WalCommitDuration", "Milliseconds", J, "time writing t
 RESCUED_VALUES = _m(
     "RescuedValues", "Count", J, "values of declared columns that did not convert: NULL, original text in _rescued"
 )
+NULL_PARTITION_RECORDS = _m(
+    "NullPartitionRecords", "Count", J, "rows whose partition value was missing or did not convert (null partition)"
+)
 # -- the table, per committed batch ----------------------------------------------------------
 TABLE_COMMIT_DURATION = _m(
     "TableCommitDuration", "Milliseconds", J, "commit record + publication: the Iceberg append, or the hive moves"

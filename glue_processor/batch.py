@@ -34,6 +34,7 @@ from glue_processor.reading import MIB, Limits
 from glue_processor.settings import JobSettings
 from glue_processor.sizing import LearnedRatio, parse_unit_count, plan_groups
 from glue_processor.table.declared import DeclaredSchema, parse_schema
+from glue_processor.table.partitioning import parse_partition_by
 from glue_processor.table.sink import sink_for
 from glue_processor.tasks import FileOutcome, FileTask, Staged, TaskSpec, run_task
 
@@ -64,8 +65,14 @@ class ManifestBatchJob:
         self.spark = spark
         self.settings = settings
         self.fs = HadoopFS(spark)
+        # Declared column types (--schema): read once; its columns exist from the first batch on.
+        self.declared = load_declared(settings.schema_uri) if settings.schema_uri else None
+        # Partitions from the record (Iceberg): the tasks split rows by partition before writing.
+        self.partitions = (
+            parse_partition_by(settings.partition_by, self.declared) if settings.table_format == "iceberg" else None
+        )
         # where a committed batch's files become visible: the Iceberg table, or dt= directories
-        self.sink = sink_for(settings, self.fs)
+        self.sink = sink_for(settings, self.fs, self.declared, self.partitions)
         self.last_snapshot_id: int | None = None
         self.last_commit_ms = 0.0
         self.metrics = metrics
@@ -74,8 +81,6 @@ class ManifestBatchJob:
         # Every JSON key seen so far, and so the columns of a batch (the schema only grows). The
         # tasks decode known keys with one struct per key set; only new keys take the slow path.
         self.known_keys: set[str] = set()
-        # Declared column types (--schema): read once; its columns exist from the first batch on.
-        self.declared = load_declared(settings.schema_uri) if settings.schema_uri else None
         if self.declared is not None:
             self.known_keys.update(self.declared.keys)
         self._query_id = query_id
@@ -220,6 +225,7 @@ class ManifestBatchJob:
                 records_out=outcome.records_out,
                 bad_records=outcome.bad_records,
                 rescued_values=outcome.rescued,
+                null_partition_records=outcome.null_partitions,
                 output_files=len(data_files),
                 output_bytes=output_bytes,
                 columns=len(outcome.final_keys),
@@ -341,6 +347,7 @@ class ManifestBatchJob:
                     max_line_bytes=self.settings.max_line_mb * MIB, max_object_bytes=self.settings.max_object_mb * MIB
                 ),
                 declared=self.declared,
+                partitions=self.partitions,
             )
             for i, group in enumerate(plan_groups(estimates, n))
         ]
@@ -349,6 +356,7 @@ class ManifestBatchJob:
         keys = set(self.known_keys)
         for result in results:
             outcome.rescued += result.rescued
+            outcome.null_partitions += result.null_partitions
             outcome.data_files.extend(result.data)
             outcome.quarantine_files.extend(result.quarantine)
             for found in result.files:
@@ -435,6 +443,7 @@ class _Outcome:
         self.records_out = 0
         self.bad_records = 0
         self.rescued = 0
+        self.null_partitions = 0
         for rejection in plan.rejections:
             if rejection.entry is not None:
                 self._record(rejection.entry, rejection.manifest_uri, "rejected", reason=rejection.reason)

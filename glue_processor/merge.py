@@ -44,6 +44,7 @@ class MergeSpec:
     keys: tuple[str, ...]
     uri: str
     declared: DeclaredSchema | None = None
+    partition: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,17 +64,24 @@ def plan_merge(
     declared: DeclaredSchema | None = None,
 ) -> MergePlan:
     """Keep full parts with the final columns (when the sink may publish a staged part); pack the
-    rest into about ``total / target`` files named ``<out_dir>/<prefix>-<n>.parquet``."""
+    rest, partition by partition (a file never mixes two), into about ``total / target`` files named
+    ``<out_dir>/[<partition path>/]<prefix>-<n>.parquet``."""
     keep = [p for p in parts if keep_parts and p.bytes >= FULL * target_bytes and set(p.keys) == set(keys)]
     kept = {p.uri for p in keep}
-    rest = [p for p in parts if p.uri not in kept]
-    total = sum(p.bytes for p in rest)
-    groups = plan_groups([p.bytes for p in rest], max(1, round(total / target_bytes))) if rest else []
-    merges = tuple(
-        MergeSpec(i, tuple(rest[j] for j in group), keys, f"{out_dir}/{prefix}-{i:05d}.parquet", declared)
-        for i, group in enumerate(groups)
-    )
-    return MergePlan(tuple(keep), merges)
+    by_partition: dict[str, list[Staged]] = {}
+    for p in parts:
+        if p.uri not in kept:
+            by_partition.setdefault(p.partition, []).append(p)
+    merges: list[MergeSpec] = []
+    for label in sorted(by_partition):  # a file holds one partition's rows
+        rest = by_partition[label]
+        total = sum(p.bytes for p in rest)
+        where = f"{out_dir}/{label}" if label else out_dir
+        for group in plan_groups([p.bytes for p in rest], max(1, round(total / target_bytes))):
+            i = len(merges)
+            uri = f"{where}/{prefix}-{i:05d}.parquet"
+            merges.append(MergeSpec(i, tuple(rest[j] for j in group), keys, uri, declared, label))
+    return MergePlan(tuple(keep), tuple(merges))
 
 
 def concatenable(spec: MergeSpec) -> bool:
@@ -107,7 +115,7 @@ def _concatenate(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Stage
                 raise ValueError(f"{spec.uri}: concatenated file does not read back {rows} rows")
             size = path.stat().st_size
             footer = footer_of(path)
-    return Staged(spec.uri, size, spec.keys, footer)
+    return Staged(spec.uri, size, spec.keys, footer, spec.partition)
 
 
 def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
@@ -144,7 +152,7 @@ def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
                 writer.close()
         size = path.stat().st_size
         footer = footer_of(path)
-    return Staged(spec.uri, size, spec.keys, footer)
+    return Staged(spec.uri, size, spec.keys, footer, spec.partition)
 
 
 def _type_of(key: str, declared: DeclaredSchema | None) -> pa.DataType:

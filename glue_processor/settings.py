@@ -52,6 +52,11 @@ class JobSettings(BaseModel):
         description="a declared-schema file (JSON: column -> type; see glue_processor/table/declared.py); "
         "empty: every column is a string",
     )
+    partition_by: str = Field(
+        default="",
+        description="Iceberg partition transforms over columns, comma-separated: day(ts), hour(ts), month(ts), "
+        "year(ts), identity(col) or col; empty: day(_ingest_time)",
+    )
     snapshot_retention_hours: int = Field(
         default=6,
         ge=1,
@@ -131,6 +136,8 @@ class JobSettings(BaseModel):
                 "checkpoint_rotate_manifests needs manifest_archive_uri "
                 "(a new generation must not re-list old manifests)"
             )
+        if self.partition_by and self.table_format != "iceberg":
+            raise ValueError("partition_by needs table_format iceberg (hive-parquet partitions by dt=<ingest day>)")
         if "jsonl" in self.metrics_sinks and not self.metrics_jsonl_path:
             raise ValueError("metrics_sinks includes jsonl: set metrics_jsonl_path")
         if "{bucket}" not in self.source_uri_template or "{key}" not in self.source_uri_template:

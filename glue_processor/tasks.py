@@ -31,6 +31,7 @@ from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, BadLine, ParsedText, 
 from glue_processor.objects import ObjectMissing, ObjectStore, VersionGone, store_for
 from glue_processor.reading import Chunk, Limits, LongLine, ReadFailed, StreamStopped, TooLarge, chunks, decompressed
 from glue_processor.table.declared import RESCUED, DeclaredSchema, conform
+from glue_processor.table.partitioning import PartitionPlan
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,8 @@ class TaskSpec:
     limits: Limits = field(default_factory=Limits)
     # Declared column types (--schema): converted here, what does not convert goes to _rescued.
     declared: DeclaredSchema | None = None
+    # Partitions from the record: each row's partition, so each file holds one (None: one partition).
+    partitions: PartitionPlan | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,7 @@ class Staged:
     keys: tuple[str, ...] = ()
     # the Parquet footer of an output file, for the table's statistics (no read-back on the driver)
     footer: builtins.bytes = field(default=b"", repr=False)
+    partition: str = ""  # the partition path of its rows ("" when the sink does not partition by row)
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,7 @@ class TaskResult:
     data: tuple[Staged, ...]
     quarantine: tuple[Staged, ...]
     rescued: int = 0  # values of declared columns that did not convert (kept in _rescued)
+    null_partitions: int = 0  # rows whose partition value was missing (in the null partition)
 
 
 def overwritten(modified_epoch_s: float, event_time: datetime) -> bool:
@@ -126,7 +131,9 @@ def run_task(spec: TaskSpec, stores: Callable[[str], ObjectStore] = store_for) -
         with stores(uri).writer(uri) as path:
             path.write_bytes(body)
         quarantine.append(Staged(uri, len(body)))
-    return TaskResult(spec.index, tuple(outcomes), tuple(out.staged), tuple(quarantine), out.rescued)
+    return TaskResult(
+        spec.index, tuple(outcomes), tuple(out.staged), tuple(quarantine), out.rescued, out.null_partitions
+    )
 
 
 # -- internals -------------------------------------------------------------------------------
@@ -281,22 +288,30 @@ def _quarantine_record(item: FileTask, bad: BadLine, batch_id: int) -> dict[str,
 
 
 @dataclass
+class _OpenFile:
+    """A Parquet file being written: one partition, one key set."""
+
+    uri: str
+    keys: tuple[str, ...]
+    file: contextlib.ExitStack
+    path: Path
+    writer: Any
+    arrow_bytes: int = 0
+
+
+@dataclass
 class _ParquetFiles:
     """Row groups of ~``row_group_bytes`` into files of ~``target_bytes``; a new key set starts
-    a new file (a Parquet file has one schema)."""
+    a new file (a Parquet file has one schema), and so does each partition (a file holds one)."""
 
     spec: TaskSpec
     stores: Callable[[str], ObjectStore]
     staged: list[Staged] = field(default_factory=list)
     _pending: list[pa.Table] = field(default_factory=list)
     _pending_keys: tuple[str, ...] = ()
-    _file: contextlib.ExitStack | None = None
-    _writer: Any = None
-    _path: Path | None = None
-    _uri: str = ""
-    _keys: tuple[str, ...] = ()
-    _arrow_bytes: int = 0
+    _open: dict[str, _OpenFile] = field(default_factory=dict)
     rescued: int = 0
+    null_partitions: int = 0
 
     def __enter__(self) -> _ParquetFiles:
         return self
@@ -306,10 +321,12 @@ class _ParquetFiles:
     ) -> None:
         if exc_type is None:
             self._flush()
-            self._close()
-        elif self._file is not None:
-            # The task failed: the file being written is discarded, never put in place.
-            self._file.__exit__(exc_type, exc, tb)
+            for label in list(self._open):
+                self._close(label)
+        else:
+            # The task failed: the files being written are discarded, never put in place.
+            for open_file in self._open.values():
+                open_file.file.__exit__(exc_type, exc, tb)
 
     def add(self, table: pa.Table, keys: tuple[str, ...]) -> None:
         rows = max(1, len(table) * self._step // max(1, table.nbytes))
@@ -339,31 +356,39 @@ class _ParquetFiles:
             data, rescued, count = conform(data, self.spec.declared)
             self.rescued += count
         table = _output_table(data, keys, {c: merged.column(c) for c in LINEAGE_COLUMNS}, rescued)
-        if self._writer is not None and keys != self._keys:
-            self._close()
-        if self._writer is None:
-            self._open(table.schema, keys)
-        self._writer.write_table(table, row_group_size=max(1, len(table)))
-        self._arrow_bytes += table.nbytes
-        assert self._path is not None
-        written = self._path.stat().st_size
-        next_group = self._step * written / max(1, self._arrow_bytes)
-        if written + next_group / 2 >= self.spec.target_bytes:
-            self._close()
-
-    def _open(self, schema: pa.Schema, keys: tuple[str, ...]) -> None:
-        self._uri = f"{self.spec.data_dir}/part-{self.spec.index:05d}-{len(self.staged):03d}.parquet"
-        self._file = contextlib.ExitStack()
-        self._path = self._file.enter_context(self.stores(self._uri).writer(self._uri))
-        self._writer = pq.ParquetWriter(self._path, schema, **_PARQUET_OPTIONS)
-        self._keys = keys
-        self._arrow_bytes = 0
-
-    def _close(self) -> None:
-        if self._writer is None or self._file is None or self._path is None:
+        if self.spec.partitions is None:
+            self._write("", table, keys)
             return
-        self._writer.close()
-        size = self._path.stat().st_size
-        self._file.close()
-        self.staged.append(Staged(self._uri, size, self._keys))
-        self._writer = self._file = self._path = None
+        labels, nulls = self.spec.partitions.labels(table)
+        self.null_partitions += nulls
+        for label in pc.unique(labels).to_pylist():
+            self._write(label, table.filter(pc.equal(labels, label)), keys)
+
+    def _write(self, label: str, table: pa.Table, keys: tuple[str, ...]) -> None:
+        current = self._open.get(label)
+        if current is not None and current.keys != keys:
+            self._close(label)
+            current = None
+        if current is None:
+            current = self._open[label] = self._start(label, table.schema, keys)
+        current.writer.write_table(table, row_group_size=max(1, len(table)))
+        current.arrow_bytes += table.nbytes
+        written = current.path.stat().st_size
+        next_group = self._step * written / max(1, current.arrow_bytes)
+        if written + next_group / 2 >= self.spec.target_bytes:
+            self._close(label)
+
+    def _start(self, label: str, schema: pa.Schema, keys: tuple[str, ...]) -> _OpenFile:
+        uri = f"{self.spec.data_dir}/part-{self.spec.index:05d}-{len(self.staged) + len(self._open):03d}.parquet"
+        stack = contextlib.ExitStack()
+        path = stack.enter_context(self.stores(uri).writer(uri))
+        return _OpenFile(uri, keys, stack, path, pq.ParquetWriter(path, schema, **_PARQUET_OPTIONS))
+
+    def _close(self, label: str) -> None:
+        current = self._open.pop(label, None)
+        if current is None:
+            return
+        current.writer.close()
+        size = current.path.stat().st_size
+        current.file.close()
+        self.staged.append(Staged(current.uri, size, current.keys, partition=label))

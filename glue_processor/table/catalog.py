@@ -13,11 +13,14 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
 from pyiceberg.table import Table, TableProperties
 
-from glue_processor.table.schema import INGEST_DAY, LINEAGE_TYPES, PARTITION_SOURCE, default_spec, initial_schema
+from contracts.exceptions import ConfigError
+from glue_processor.table.partitioning import PartitionPlan, parse_partition_by
+from glue_processor.table.schema import LINEAGE_TYPES, initial_schema, same_spec, spec_fields
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +53,18 @@ def open_catalog(uri: str, *, glue_client: Any = None, properties: dict[str, str
     raise ValueError(f"unknown catalog {uri!r}: expected glue or sqlite:///<path>")
 
 
-def ensure_table(catalog: Catalog, database: str, name: str, *, location: str) -> Table:
-    """Load the table, creating it (and its database) on first use; adopt one made elsewhere."""
+def ensure_table(
+    catalog: Catalog,
+    database: str,
+    name: str,
+    *,
+    location: str,
+    plan: PartitionPlan | None = None,
+    columns: pa.Schema | None = None,
+) -> Table:
+    """Load the table, creating it (and its database) on first use; adopt one made elsewhere.
+    ``columns``: typed columns it must have (declared ones, and the partition sources); ``plan``:
+    its partitioning (default: the ingest day)."""
     identifier = (database, name)
     try:
         table = catalog.load_table(identifier)
@@ -64,7 +77,6 @@ def ensure_table(catalog: Catalog, database: str, name: str, *, location: str) -
                 identifier,
                 schema=schema,
                 location=location,
-                partition_spec=default_spec(schema),
                 properties={
                     **TABLE_PROPERTIES,
                     TableProperties.DEFAULT_NAME_MAPPING: schema.name_mapping.model_dump_json(),
@@ -73,32 +85,45 @@ def ensure_table(catalog: Catalog, database: str, name: str, *, location: str) -
             logger.info("created the Iceberg table", extra={"table": f"{database}.{name}", "location": location})
         except TableAlreadyExistsError:  # another run created it first
             table = catalog.load_table(identifier)
-    return _adopt(table)
+    return _adopt(table, plan or parse_partition_by("", None), columns)
 
 
-def _adopt(table: Table) -> Table:
-    """Bring a table created elsewhere (an empty one the stack declared) to what the job writes."""
+def _adopt(table: Table, plan: PartitionPlan, columns: pa.Schema | None) -> Table:
+    """Bring a table (new, or an empty one the stack declared) to what the job writes: the lineage
+    and declared columns, the partitioning, the name mapping. A table with data partitioned another
+    way is not repartitioned behind its readers' backs: that stops the job, saying so."""
     schema = table.schema()
     have = {f.name for f in schema.fields}
     missing = [n for n in LINEAGE_TYPES if n not in have]
-    needs_spec = table.spec().is_unpartitioned() and not table.metadata.snapshots
+    typed = [f for f in (columns or pa.schema([])) if f.name not in have]
+    matches = same_spec(table.spec(), schema, plan)
+    if not matches and table.metadata.snapshots and not table.spec().is_unpartitioned():
+        raise ConfigError(
+            f"table {table.name()} is partitioned by {table.spec()} and has data; --partition_by asks for "
+            f"{[f.name for f in plan.fields]}: evolve the table's spec yourself, or keep its partitioning"
+        )
+    needs_spec = not matches and not table.metadata.snapshots
     needs_mapping = table.metadata.name_mapping() is None
     wanted = {k: v for k, v in TABLE_PROPERTIES.items() if k != "format-version" and table.properties.get(k) != v}
-    if not (missing or needs_spec or needs_mapping or wanted):
+    if not (missing or typed or needs_spec or needs_mapping or wanted):
         return table
     with table.transaction() as tx:
-        if missing:
+        if missing or typed:
             with tx.update_schema() as update:
                 for name in missing:
                     update.add_column(name, LINEAGE_TYPES[name])
+                if typed:
+                    update.union_by_name(pa.schema(typed))
         if needs_mapping:
             tx.set_properties(
                 {TableProperties.DEFAULT_NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json()}
             )
         if needs_spec:
             with tx.update_spec() as spec:
-                field = default_spec(tx.table_metadata.schema()).fields[0]
-                spec.add_field(PARTITION_SOURCE, field.transform, INGEST_DAY)
+                for field in table.spec().fields:
+                    spec.remove_field(field.name)
+                for source, transform, field_name in spec_fields(plan):
+                    spec.add_field(source, transform, field_name)
         if wanted:
             tx.set_properties(wanted)
     logger.info("adopted the Iceberg table", extra={"table": str(table.name()), "added_columns": missing})

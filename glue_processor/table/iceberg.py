@@ -86,7 +86,8 @@ class IcebergSink:
         return f"{INGEST_DAY}={committed_at:%Y-%m-%d}"
 
     def output_dir(self, committed_at: datetime) -> str:
-        return f"{self._table().location().rstrip('/')}/data/{self.partition(committed_at)}"
+        """The table's data directory: each file goes under its partition's path there."""
+        return f"{self._table().location().rstrip('/')}/data"
 
     def stats(self) -> dict[str, int]:
         """From the metadata in hand (no catalog call): snapshots kept, data files in the current one."""

@@ -8,15 +8,17 @@ grows: a batch with new keys adds columns, never removes or retypes one.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import pyarrow as pa
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.transforms import DayTransform
+from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform, MonthTransform, YearTransform
 from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
 
 from glue_processor.ndjson import column_names
-from glue_processor.table.declared import RESCUED
+from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema
+from glue_processor.table.partitioning import PartitionPlan
 
 LINEAGE_TYPES = {
     "_source_uri": StringType(),
@@ -43,6 +45,25 @@ def default_spec(schema: Schema) -> PartitionSpec:
     return PartitionSpec(PartitionField(source.field_id, 1000, DayTransform(), INGEST_DAY))
 
 
+TRANSFORMS: dict[str, Any] = {
+    "year": YearTransform,
+    "month": MonthTransform,
+    "day": DayTransform,
+    "hour": HourTransform,
+    "identity": IdentityTransform,
+}
+
+
+def spec_fields(plan: PartitionPlan) -> list[tuple[str, Any, str]]:
+    """(source column, transform, partition field name) of each field of the plan."""
+    return [(f.column, TRANSFORMS[f.transform](), f.name) for f in plan.fields]
+
+
+def same_spec(spec: PartitionSpec, schema: Schema, plan: PartitionPlan) -> bool:
+    have = [(schema.find_column_name(f.source_id), str(f.transform), f.name) for f in spec.fields]
+    return have == [(c, str(t), n) for c, t, n in spec_fields(plan)]
+
+
 def data_columns(keys: Iterable[str], declared: pa.Schema | None = None) -> pa.Schema:
     """The Arrow schema of a batch's data columns (strings, or the type a file declares), to union
     into the table's."""
@@ -60,3 +81,19 @@ def missing_columns(schema: Schema, keys: Iterable[str], declared: pa.Schema | N
     if declared is not None and RESCUED in declared.names:
         names.append(RESCUED)
     return [name for name in names if name not in have]
+
+
+def typed_columns(declared: DeclaredSchema | None, plan: PartitionPlan) -> pa.Schema:
+    """Columns the table needs before any data: the declared ones (typed) with ``_rescued``, and the
+    string columns an identity partition reads (a partition's source must exist)."""
+    fields: dict[str, pa.DataType] = {}
+    if declared is not None:
+        for key, name in column_names(declared.keys):
+            column = declared.get(key)
+            assert column is not None
+            fields[name] = column.arrow_type
+        fields[RESCUED] = RESCUED_TYPE
+    for f in plan.fields:
+        if f.column not in fields and f.column not in LINEAGE_TYPES:
+            fields[f.column] = pa.large_string()
+    return pa.schema([pa.field(n, t) for n, t in fields.items()])

@@ -10,6 +10,8 @@ from typing import Protocol
 from contracts.ledger import CommitRecord
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.settings import JobSettings
+from glue_processor.table.declared import DeclaredSchema
+from glue_processor.table.partitioning import PartitionPlan
 
 
 class Sink(Protocol):
@@ -33,17 +35,30 @@ class Sink(Protocol):
         ...
 
 
-def sink_for(settings: JobSettings, fs: HadoopFS) -> Sink:
+def sink_for(
+    settings: JobSettings, fs: HadoopFS, declared: DeclaredSchema | None = None, plan: PartitionPlan | None = None
+) -> Sink:
     if settings.table_format == "hive-parquet":
         from glue_processor.table.hive import HiveSink
 
         return HiveSink(fs, settings.output_uri)
     from glue_processor.table.catalog import ensure_table, open_catalog
     from glue_processor.table.iceberg import IcebergSink
+    from glue_processor.table.partitioning import parse_partition_by
+    from glue_processor.table.schema import typed_columns
+
+    partitions = plan or parse_partition_by(settings.partition_by, declared)
 
     @cache
     def table():  # type: ignore[no-untyped-def]
         catalog = open_catalog(settings.catalog_uri)
-        return ensure_table(catalog, settings.database, settings.table_name, location=settings.table_location)
+        return ensure_table(
+            catalog,
+            settings.database,
+            settings.table_name,
+            location=settings.table_location,
+            plan=partitions,
+            columns=typed_columns(declared, partitions),
+        )
 
     return IcebergSink(table, snapshot_retention=timedelta(hours=settings.snapshot_retention_hours))

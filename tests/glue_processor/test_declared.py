@@ -104,3 +104,56 @@ def test_the_schema_setting_is_the_jobs_schema_argument() -> None:
     assert settings_from_mapping(ours_from_argv(argv)).schema_uri == "s3://code/types.json"
     with pytest.raises(ConfigError, match="schema"):
         settings_from_mapping({**ours_from_argv(argv), "schema": "types.json"})
+
+
+@pytest.mark.spark
+def test_partitions_come_from_the_record_and_a_missing_value_is_counted_in_the_null_partition(
+    spark: Any, tmp_path: Path
+) -> None:
+    from glue_processor.table.read import current_files
+
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"columns": {"ts": "timestamp"}}))
+    env = Env(tmp_path, schema=schema.as_uri(), partition_by="day(ts),kind")
+    lines = [
+        {"ts": "2026-11-20T23:59:59Z", "kind": "a", "n": 1},
+        {"ts": "2026-11-21T00:00:00+01:00", "kind": "a", "n": 2},  # the 20th in UTC
+        {"ts": "2026-11-21T08:00:00Z", "kind": "b", "n": 3},
+        {"ts": "2026-11-21T09:00:00Z", "n": 4},  # no kind
+        {"ts": "soon", "kind": "a", "n": 5},  # a timestamp that does not convert
+        {"kind": "b", "n": 6},  # no timestamp
+    ]
+    body = "".join(json.dumps(r) + "\n" for r in lines).encode()
+    record = env.job(spark).run([env.manifest("m0", [env.put("f.json", body)])], 0)
+    table = load(env.settings)
+    # Then the spec is the one asked for, and each file holds one partition
+    assert [(f.name, str(f.transform)) for f in table.spec().fields] == [("ts_day", "day"), ("kind", "identity")]
+    paths = current_files(table)
+    dirs = sorted(p.split("/data/", 1)[1].rsplit("/", 1)[0] for p in paths)
+    assert dirs == [
+        "ts_day=2026-11-20/kind=a",
+        "ts_day=2026-11-21/kind=b",
+        "ts_day=2026-11-21/kind=null",
+        "ts_day=null/kind=a",
+        "ts_day=null/kind=b",
+    ]
+    partitions = sorted(str(t.file.partition) for t in table.scan().plan_files())
+    assert len(partitions) == 5
+    # And every record is there once; the unconvertible timestamp is rescued; missing values are counted
+    rows = read_rows(tmp_path / "output")
+    assert sorted(int(r["n"]) for r in rows) == [1, 2, 3, 4, 5, 6]
+    assert [dict(r["_rescued"]) for r in rows if r["n"] == "5"] == [{"ts": "soon"}]
+    assert record.stats.null_partition_records == 3 and record.stats.rescued_values == 1
+
+
+def test_partition_by_names_what_it_cannot_use() -> None:
+    from glue_processor.settings import settings_from_mapping
+    from glue_processor.table.partitioning import parse_partition_by
+
+    with pytest.raises(ConfigError, match=r"day\(x\) needs a timestamp or date column"):
+        parse_partition_by("day(x)", None)
+    with pytest.raises(ConfigError, match="partition_by needs table_format iceberg"):
+        base = {"manifest_uri": "s3://m/x", "output_uri": "s3://o/d", "quarantine_uri": "s3://o/q"}
+        settings_from_mapping(
+            {**base, "checkpoint_uri": "s3://a/c", "table_format": "hive-parquet", "partition_by": "kind"}
+        )

@@ -1,0 +1,89 @@
+"""Partitions from the record (``--partition_by``): the spec, and each row's partition in the tasks.
+
+``--partition_by`` is a comma-separated list of Iceberg transforms over columns: ``year(c)``,
+``month(c)``, ``day(c)``, ``hour(c)`` of a ``timestamp`` or ``date`` column (a declared one, or
+``_event_time``/``_ingest_time``), and ``identity(c)`` (or just ``c``) of any column. The default is
+``day(_ingest_time)``. A task splits its rows by partition before it writes, so every file holds one
+partition (the table's statistics then name it); a row whose partition value is missing or did not
+convert goes to the null partition, counted, never dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from contracts.exceptions import ConfigError
+from glue_processor.ndjson import LINEAGE_COLUMNS, column_names
+from glue_processor.table.declared import DeclaredSchema
+
+DEFAULT = "day(_ingest_time)"
+TIME_TRANSFORMS = {"year": "%Y", "month": "%Y-%m", "day": "%Y-%m-%d", "hour": "%Y-%m-%d-%H"}
+TIME_COLUMNS = ("_event_time", "_ingest_time")
+_FIELD = re.compile(r"^\s*(?:(year|month|day|hour|identity)\(\s*([^()]+?)\s*\)|([^(),]+?))\s*$")
+NULL = "null"
+
+
+@dataclass(frozen=True)
+class Field:
+    transform: str  # year | month | day | hour | identity
+    key: str  # the JSON key (or lineage column) it reads
+    column: str  # the Parquet/Iceberg column name of that key
+    name: str  # the partition field's name (Iceberg's default naming: <column>_<transform>)
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    fields: tuple[Field, ...]
+
+    def labels(self, table: pa.Table) -> tuple[pa.Array, int]:
+        """Each row's partition path (``name=value/...``), and how many rows have a null value."""
+        parts: list[pa.Array] = []
+        nulls = pa.array([False] * len(table))
+        for f in self.fields:
+            values = table.column(f.column)
+            if f.transform == "identity":
+                text = values.cast(pa.string())
+            else:
+                text = pc.strftime(values, format=TIME_TRANSFORMS[f.transform])
+            nulls = pc.or_(nulls, pc.is_null(text))
+            parts.append(pc.binary_join_element_wise(f"{f.name}=", pc.fill_null(text, NULL), ""))
+        label = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "/")
+        count = pc.sum(nulls).as_py() or 0
+        return (label.combine_chunks() if isinstance(label, pa.ChunkedArray) else label), int(count)
+
+
+def parse_partition_by(text: str, declared: DeclaredSchema | None) -> PartitionPlan:
+    """The plan of ``--partition_by``; a :class:`ConfigError` names a field that cannot be one."""
+    fields = []
+    for raw in (text or DEFAULT).split(","):
+        m = _FIELD.match(raw)
+        if not m:
+            raise ConfigError(f"--partition_by: {raw.strip()!r} is not transform(column) or a column")
+        transform, key = (m[1], m[2]) if m[1] else ("identity", m[3])
+        column = _column_of(key)
+        if transform != "identity":
+            kind = "timestamp" if key in TIME_COLUMNS else _declared_type(key, declared)
+            if kind not in ("timestamp", "date"):
+                raise ConfigError(
+                    f"--partition_by: {transform}({key}) needs a timestamp or date column: declare {key!r} "
+                    "in --schema, or use _event_time/_ingest_time"
+                )
+        suffix = "" if transform == "identity" else f"_{transform}"
+        name = "ingest_day" if (transform, key) == ("day", "_ingest_time") else f"{column}{suffix}"
+        fields.append(Field(transform, key, column, name))
+    return PartitionPlan(tuple(fields))
+
+
+def _column_of(key: str) -> str:
+    if key in LINEAGE_COLUMNS:
+        return key
+    return dict(column_names([key]))[key]
+
+
+def _declared_type(key: str, declared: DeclaredSchema | None) -> str | None:
+    column = declared.get(key) if declared is not None else None
+    return column.type if column is not None else None
