@@ -152,8 +152,7 @@ def test_partition_by_names_what_it_cannot_use() -> None:
 
     with pytest.raises(ConfigError, match=r"day\(x\) needs a timestamp or date column"):
         parse_partition_by("day(x)", None)
+    base = {"manifest_uri": "s3://m/x", "output_uri": "s3://o/d", "quarantine_uri": "s3://o/q"}
+    hive = {**base, "checkpoint_uri": "s3://a/c", "table_format": "hive-parquet", "partition_by": "kind"}
     with pytest.raises(ConfigError, match="partition_by needs table_format iceberg"):
-        base = {"manifest_uri": "s3://m/x", "output_uri": "s3://o/d", "quarantine_uri": "s3://o/q"}
-        settings_from_mapping(
-            {**base, "checkpoint_uri": "s3://a/c", "table_format": "hive-parquet", "partition_by": "kind"}
-        )
+        settings_from_mapping(hive)
