@@ -24,6 +24,7 @@ SLA_S ?= 600
 .DEFAULT_GOAL := help
 SQL ?=
 SCHEMA ?=
+PARTITION_BY ?=
 TABLE_FORMAT ?= iceberg
 FORMAT ?= table
 .PHONY: help setup parity run query compact commit-cost conversion status reconcile reliability bench sizing intake bookkeeping template package deploy destroy test test-fast lint format clean
@@ -43,8 +44,8 @@ $(STAMP): pyproject.toml
 	@test -x $(TOOLS)/bin/checkov || { $(PYTHON) -m venv $(TOOLS) && $(TOOLS)/bin/python -m pip install -q '$(CHECKOV)'; }
 	@touch $(STAMP)
 
-run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<dir>] [CORES=N, default all] [TABLE_FORMAT=hive-parquet] [SCHEMA=types.json]
-	$(BIN)/python -m glue_processor.local.cli --workdir "$(WORKDIR)" --table-format "$(TABLE_FORMAT)" $(if $(SCHEMA),--schema "$(SCHEMA)") $(if $(DATA),--data "$(DATA)") $(if $(CORES),--cores "$(CORES)")
+run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<dir>] [CORES=N, default all] [TABLE_FORMAT=hive-parquet] [SCHEMA=types.json] [PARTITION_BY='day(ts)']
+	$(BIN)/python -m glue_processor.local.cli --workdir "$(WORKDIR)" --table-format "$(TABLE_FORMAT)" $(if $(SCHEMA),--schema "$(SCHEMA)") $(if $(PARTITION_BY),--partition-by "$(PARTITION_BY)") $(if $(DATA),--data "$(DATA)") $(if $(CORES),--cores "$(CORES)")
 
 query: setup ## SQL over the local table (DuckDB, current snapshot): make query [SQL="SELECT ..."] [FORMAT=csv] [WORKDIR=...]
 	@$(BIN)/python -m glue_processor.local.query --workdir "$(WORKDIR)" --format "$(FORMAT)" $(if $(SQL),--sql "$(SQL)")

@@ -69,6 +69,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="available-now: drain and stop (default); processing-time: run 24/7",
     )
     p.add_argument("--trigger-interval-seconds", type=int, default=30)
+    p.add_argument("--partition-by", default="", help="Iceberg partitioning, e.g. day(ts),kind (default: ingest day)")
     p.add_argument("--schema", type=Path, help="a declared-schema JSON file (column -> type); default: all strings")
     p.add_argument(
         "--table-format",
@@ -103,6 +104,7 @@ def job_settings(layout: LocalLayout, args: argparse.Namespace) -> JobSettings:
             "target_file_mb": str(args.target_file_mb),
             "table_format": args.table_format,
             **({"schema": local_uri(args.schema)} if args.schema else {}),
+            **({"partition_by": args.partition_by} if args.partition_by else {}),
             "metrics_sinks": "jsonl",
             "metrics_jsonl_path": str(layout.metrics),
         }

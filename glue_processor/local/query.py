@@ -15,11 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
+import pyarrow.compute
+from pyiceberg.table import Table
 
 from glue_processor.local.layout import LocalLayout
+from glue_processor.table.catalog import open_catalog
 from glue_processor.table.read import published_files
 
-DEFAULT_SQL = (
+# Iceberg: the table's partitions as its metadata counts them (a view `partitions`); hive-parquet: by day.
+PARTITIONS_SQL = "SELECT partition, rows, files, mb FROM partitions ORDER BY partition"
+DAYS_SQL = (
     "SELECT strftime(_ingest_time, '%Y-%m-%d') AS ingest_day, count(*) AS rows, count(DISTINCT filename) AS files "
     "FROM events GROUP BY 1 ORDER BY 1"
 )
@@ -42,7 +48,30 @@ def connect(output: Path, *, database: str = "ingest", table_name: str = "events
     # names are the settings' (validated [a-z0-9_]) and quoted paths: no user SQL is interpolated
     con.execute(f'CREATE VIEW "{database}"."{table_name}" AS SELECT * FROM {source}')  # noqa: S608
     con.execute(f'CREATE VIEW "{table_name}" AS SELECT * FROM "{database}"."{table_name}"')  # noqa: S608
+    catalog_db = output / "_catalog" / "catalog.db"
+    if catalog_db.exists():
+        table = open_catalog(f"sqlite:///{catalog_db}").load_table((database, table_name))
+        con.register("partitions", partitions_of(table))
     return con
+
+
+def partitions_of(table: Table) -> pa.Table:
+    """One row per partition of the current snapshot: its path (``name=value/...``), rows, files, MB."""
+    if table.current_snapshot() is None:
+        return pa.table({"partition": pa.array([], pa.string()), "rows": [], "files": [], "mb": []})
+    raw = table.inspect.partitions()
+    labels = [
+        "/".join(f"{k}={'null' if v is None else v}" for k, v in (p or {}).items())
+        for p in raw["partition"].to_pylist()
+    ]
+    return pa.table(
+        {
+            "partition": pa.array(labels, pa.string()),
+            "rows": raw["record_count"],
+            "files": raw["file_count"],
+            "mb": pa.compute.round(pa.compute.divide(raw["total_data_file_size_in_bytes"].cast(pa.float64()), 1e6), 2),
+        }
+    )
 
 
 def render(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -62,12 +91,17 @@ def main(argv: list[str] | None = None) -> int:
     layout = LocalLayout(args.workdir.resolve())
     try:
         con = connect(layout.output)
-        result = con.execute(args.sql or DEFAULT_SQL)
+        iceberg = (layout.output / "_catalog" / "catalog.db").exists()
+        relation = con.sql(args.sql or (PARTITIONS_SQL if iceberg else DAYS_SQL))
+        if relation is None:  # a statement without rows
+            return 0
+        columns = list(relation.columns)
+        # through Arrow: time zones without pytz, decimals and maps as they are
+        arrow = relation.to_arrow_table()
+        rows = list(zip(*(arrow.column(i).to_pylist() for i in range(arrow.num_columns)), strict=True))
     except duckdb.Error as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    columns = [d[0] for d in result.description or []]
-    rows = result.fetchall()
     if args.format == "csv":
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(columns)

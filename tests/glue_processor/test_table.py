@@ -148,7 +148,8 @@ def test_make_query_reads_the_current_snapshot(spark: Any, tmp_path: Path, capsy
     path.with_name("part-orphan.parquet").write_bytes(path.read_bytes())
     assert main(["--workdir", str(tmp_path), "--format", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines == ["ingest_day,rows,files", f"{datetime.now(UTC):%Y-%m-%d},3,2"]
+    # the default query: the table's partitions, as its metadata counts them (the orphan is not counted)
+    assert lines == ["partition,rows,files,mb", f"ingest_day={datetime.now(UTC):%Y-%m-%d},3,2,0.0"]
     assert main(["--workdir", str(tmp_path), "--sql", "SELECT sum(CAST(a AS INT)) AS total FROM ingest.events"]) == 0
     assert capsys.readouterr().out.splitlines()[:3] == ["total", "-----", "6"]
     assert pq.ParquetFile(path).metadata.num_rows >= 1
