@@ -16,6 +16,7 @@ from contracts.exceptions import StorageError
 from contracts.ledger import CommitRecord, PublishedFile
 from glue_processor import faults
 from glue_processor.hadoop_fs import HadoopFS
+from glue_processor.table.hive_catalog import GlueColumns
 
 # Moves in flight at once (each is an S3 copy of up to the target size).
 PARALLEL_MOVES = 16
@@ -24,9 +25,11 @@ PARALLEL_MOVES = 16
 class HiveSink:
     in_place = False
 
-    def __init__(self, fs: HadoopFS, output_uri: str) -> None:
+    def __init__(self, fs: HadoopFS, output_uri: str, columns: GlueColumns | None = None) -> None:
         self.fs = fs
         self.output_uri = output_uri
+        # the Glue table's columns follow the keys (on AWS; locally there is no catalog)
+        self.columns = columns
 
     def partition(self, committed_at: datetime) -> str:
         return f"dt={committed_at:%Y-%m-%d}"
@@ -36,6 +39,8 @@ class HiveSink:
 
     def publish(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> int | None:
         move_all(self.fs, record.data_files)
+        if self.columns is not None and record.data_files:
+            self.columns.sync(record.keys)
         return None
 
     def stats(self) -> dict[str, int]:

@@ -41,7 +41,14 @@ def sink_for(
     if settings.table_format == "hive-parquet":
         from glue_processor.table.hive import HiveSink
 
-        return HiveSink(fs, settings.output_uri)
+        columns = None
+        if settings.catalog_uri == "glue":
+            import boto3
+
+            from glue_processor.table.hive_catalog import GlueColumns
+
+            columns = GlueColumns(boto3.client("glue"), settings.database, settings.table_name, declared)
+        return HiveSink(fs, settings.output_uri, columns)
     from glue_processor.table.catalog import ensure_table, open_catalog
     from glue_processor.table.iceberg import IcebergSink
     from glue_processor.table.partitioning import parse_partition_by
