@@ -27,7 +27,7 @@ SCHEMA ?=
 PARTITION_BY ?=
 TABLE_FORMAT ?= iceberg
 FORMAT ?= table
-.PHONY: help setup parity run query compact commit-cost conversion status reconcile reliability bench sizing intake bookkeeping template package deploy destroy test test-fast lint format clean
+.PHONY: help setup parity run query compact commit-cost conversion autoscale status reconcile reliability bench sizing intake bookkeeping template package deploy destroy test test-fast lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -86,6 +86,9 @@ intake: setup ## replay the seed's manifest arrivals against the trigger policy 
 bookkeeping: setup ## checkpoint size and restart time over 100,000 simulated manifests; driver memory over 100,000 batches
 	$(BIN)/python -m bench.bookkeeping --manifests 100000 --steps 10
 	$(BIN)/python -m bench.driver_state --batches 100000
+
+autoscale: setup ## replay load traces through the control plane's decide() (need-based vs utilization vs Glue auto scaling); plots in docs/
+	$(BIN)/python -m bench.autoscale
 
 conversion: setup ## what declared types cost: parse only vs parse + conversion, one core
 	$(BIN)/python -m bench.conversion

@@ -22,6 +22,8 @@ FAILED = {"FAILED", "ERROR"}
 ROUTINE_END = {"TIMEOUT", "STOPPED", "EXPIRED", "SUCCEEDED"}
 # How long to leave Glue to start its own maintenance restart before the control plane starts one.
 MAINTENANCE_RESTART_GRACE_S = 900
+# A scale-down plans for this much more than the recent peak arrival, so it is not reversed soon after.
+DOWN_MARGIN = 1.15
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,9 @@ class Observation:
 
     utilization: Sequence[float] = ()
     backlog_age_s: Sequence[float] = ()
+    backlog_bytes: Sequence[float] = ()  # data bytes the waiting manifests reference
+    arrival_bytes_per_s: Sequence[float] = ()  # data bytes the manifest Lambda listed, per second, per minute
+    data_age_s: float | None = None  # seconds since the newest backlog datapoint (None: unknown)
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,8 @@ def decide(obs: Observation, job: JobView, s: ControlSettings, now: datetime) ->
 
     if s.scaling_mode == "glue-auto-scaling":
         return Decision("none", current, f"Glue auto scaling manages workers up to {s.max_workers}", inputs)
+    if s.worker_mb_s > 0:
+        return _size_by_need(obs, job, current, s, now, inputs)
     if job.started_at and now < job.started_at + timedelta(seconds=s.cooldown_s):
         return Decision("none", current, f"cool-down: run started less than {s.cooldown_s}s ago", inputs)
 
@@ -147,6 +154,68 @@ def decide(obs: Observation, job: JobView, s: ControlSettings, now: datetime) ->
             )
         return Decision("none", current, f"utilization low, already at min_workers={s.min_workers}", inputs)
     return Decision("none", current, f"utilization {latest:.2f} within the hysteresis band", inputs)
+
+
+def need(obs: Observation, s: ControlSettings, *, resizing: bool) -> tuple[int, str]:
+    """Workers that process what must be processed: the arrival rate, and the waiting backlog within
+    the time the SLA leaves (minus the resize's dead time when ``resizing``), at the target
+    utilization; plus the driver, which processes nothing."""
+    per_worker = s.worker_mb_s * 1e6 * s.need_utilization
+    recent = list(obs.arrival_bytes_per_s[-5:])
+    arrival = sum(recent) / len(recent) if recent else 0.0
+    # what a job keeping up holds anyway (the batch in flight and the next trigger's) is not backlog
+    backlog = max(0.0, (obs.backlog_bytes[-1] if obs.backlog_bytes else 0.0) - arrival * 2 * s.trigger_interval_s)
+    age = obs.backlog_age_s[-1] if obs.backlog_age_s else 0.0
+    dead = s.resize_cost_s if resizing else 0.0
+    window = max(60.0, s.latency_sla_s - age - dead)
+    required = arrival + (backlog + arrival * dead) / window
+    executors = max(1, math.ceil(required / per_worker))
+    why = (
+        f"arrival {arrival / 1e6:.1f} MB/s + backlog {backlog / 1e6:.0f} MB (age {age:.0f}s) within {window:.0f}s "
+        f"at {s.worker_mb_s:.0f} MB/s per worker x {s.need_utilization} -> {executors} executors"
+    )
+    return executors + 1, why
+
+
+def _size_by_need(  # noqa: PLR0917
+    obs: Observation, job: JobView, current: int, s: ControlSettings, now: datetime, inputs: dict[str, Any]
+) -> Decision:
+    """Size from what must be processed (see :func:`need`), not from one utilization reading.
+
+    Up as soon as the current size cannot meet the SLA (within the cool-down too: an up after an up
+    is not a reversal); down to the measured need (not one worker at a time) only after the
+    cool-down, when the backlog is small and the need has stayed below the size for ``down_periods``
+    minutes; never on stale data.
+    """
+    inputs |= {"backlog_bytes": list(obs.backlog_bytes)[-3:], "arrival_bytes_per_s": list(obs.arrival_bytes_per_s)[-5:]}
+    if obs.data_age_s is None or obs.data_age_s > s.stale_after_s:
+        return Decision("none", current, f"no fresh backlog datapoint (newest {obs.data_age_s}s old): holding", inputs)
+    stay, why_stay = need(obs, s, resizing=False)
+    if stay > current:
+        target, why = need(obs, s, resizing=True)
+        desired = _clamp(max(target, stay), s)
+        if desired <= current:
+            return Decision("none", current, f"{why_stay}, but already at max_workers={s.max_workers}", inputs)
+        return Decision("scale", desired, f"scale up {current} -> {desired}: {why}", inputs)
+    in_cooldown = job.started_at is not None and now < job.started_at + timedelta(seconds=s.cooldown_s)
+    if in_cooldown:
+        return Decision("none", current, f"{why_stay}; cool-down: no scale-down within {s.cooldown_s}s", inputs)
+    history = list(obs.arrival_bytes_per_s)[-s.down_periods :]
+    age = obs.backlog_age_s[-1] if obs.backlog_age_s else 0.0
+    if len(history) < s.down_periods or age > s.latency_sla_s / 4:
+        return Decision("none", current, f"{why_stay}: holding", inputs)
+    # the need at the window's peak arrival, with room for the resize's dead time
+    # with DOWN_MARGIN more than that peak: a size just under the load would have to grow back
+    peak = Observation(
+        backlog_age_s=obs.backlog_age_s,
+        backlog_bytes=obs.backlog_bytes,
+        arrival_bytes_per_s=[max(history) * DOWN_MARGIN],
+    )
+    down, why_down = need(peak, s, resizing=True)
+    desired = _clamp(down, s)
+    if desired < current:
+        return Decision("scale", desired, f"scale down {current} -> {desired}: {why_down}", inputs)
+    return Decision("none", current, f"{why_stay}: the size fits", inputs)
 
 
 def _clamp(n: int, s: ControlSettings) -> int:

@@ -16,8 +16,15 @@ if TYPE_CHECKING:
 
 
 class MetricsReader(Protocol):
-    def series(self, name: str, *, minutes: int, stat: str = "Maximum") -> list[float]:
-        """Datapoints of one job metric over the last ``minutes``, oldest first."""
+    def series(
+        self, name: str, *, minutes: int, stat: str = "Maximum", dimensions: dict[str, str] | None = None
+    ) -> list[float]:
+        """Datapoints of one metric (the job's, unless ``dimensions`` say whose) over the last
+        ``minutes``, one per minute, oldest first."""
+        ...
+
+    def age_s(self, name: str, *, minutes: int) -> float | None:
+        """Seconds since the newest datapoint of one job metric (None: none within ``minutes``)."""
         ...
 
 
@@ -27,8 +34,22 @@ class CloudWatchReader:
         self.namespace = namespace
         self.dimensions = dimensions
 
-    def series(self, name: str, *, minutes: int, stat: str = "Maximum") -> list[float]:
+    def series(
+        self, name: str, *, minutes: int, stat: str = "Maximum", dimensions: dict[str, str] | None = None
+    ) -> list[float]:
+        return [v for _, v in self._points(name, minutes=minutes, stat=stat, dimensions=dimensions)]
+
+    def age_s(self, name: str, *, minutes: int) -> float | None:
+        points = self._points(name, minutes=minutes, stat="Maximum", dimensions=None)
+        if not points:
+            return None
+        return (datetime.now(UTC) - points[-1][0]).total_seconds()
+
+    def _points(
+        self, name: str, *, minutes: int, stat: str, dimensions: dict[str, str] | None
+    ) -> list[tuple[datetime, float]]:
         end = datetime.now(UTC)
+        dims = self.dimensions if dimensions is None else dimensions
         try:
             out = self.client.get_metric_data(
                 MetricDataQueries=[
@@ -38,7 +59,7 @@ class CloudWatchReader:
                             "Metric": {
                                 "Namespace": self.namespace,
                                 "MetricName": name,
-                                "Dimensions": [{"Name": k, "Value": v} for k, v in sorted(self.dimensions.items())],
+                                "Dimensions": [{"Name": k, "Value": v} for k, v in sorted(dims.items())],
                             },
                             "Period": 60,
                             "Stat": stat,
@@ -52,8 +73,7 @@ class CloudWatchReader:
         except (ClientError, BotoCoreError) as exc:
             raise ControlPlaneError(f"get_metric_data {name} failed: {exc}") from exc
         result = out["MetricDataResults"][0]
-        points = sorted(zip(result["Timestamps"], result["Values"], strict=True))
-        return [float(v) for _, v in points]
+        return [(t, float(v)) for t, v in sorted(zip(result["Timestamps"], result["Values"], strict=True))]
 
 
 class JsonlReader:
@@ -63,18 +83,28 @@ class JsonlReader:
         self.path = path
         self.dimensions = dimensions
 
-    def series(self, name: str, *, minutes: int, stat: str = "Maximum") -> list[float]:
+    def series(
+        self, name: str, *, minutes: int, stat: str = "Maximum", dimensions: dict[str, str] | None = None
+    ) -> list[float]:
+        return [v for _, v in self._points(name, minutes=minutes, dimensions=dimensions)]
+
+    def age_s(self, name: str, *, minutes: int) -> float | None:
+        """A local run is replayed after the fact: its newest datapoint counts as fresh."""
+        return 0.0 if self._points(name, minutes=minutes, dimensions=None) else None
+
+    def _points(self, name: str, *, minutes: int, dimensions: dict[str, str] | None) -> list[tuple[str, float]]:
         if not self.path.exists():
             return []
+        dims = self.dimensions if dimensions is None else dimensions
         points = []
         for line in self.path.read_text(encoding="utf-8").splitlines():
             if not line.strip():
                 continue
             d = json.loads(line)
-            if d["name"] == name and all(d["dimensions"].get(k) == v for k, v in self.dimensions.items()):
+            if d["name"] == name and all(d["dimensions"].get(k) == v for k, v in dims.items()):
                 points.append((d["timestamp"], float(d["value"])))
         if not points:
             return []
         newest = datetime.fromisoformat(max(p[0] for p in points))
         since = newest - timedelta(minutes=minutes)
-        return [v for t, v in sorted(points) if datetime.fromisoformat(t) >= since]
+        return [(t, v) for t, v in sorted(points) if datetime.fromisoformat(t) >= since]

@@ -80,11 +80,24 @@ class ControlPlane:
     def _decide(self) -> tuple[Decision, JobView]:
         st = self.state.load()
         view = self.jobs.view(paused=bool(st["paused"]), desired_workers=st.get("desired_workers"))
-        obs = Observation(
-            utilization=self.metrics.series(M.UTILIZATION.name, minutes=self.s.lookback_minutes),
-            backlog_age_s=self.metrics.series(M.BACKLOG_AGE.name, minutes=self.s.lookback_minutes),
+        return decide(self._observe(), view, self.s, self.clock()), view
+
+    def _observe(self) -> Observation:
+        """What the sizing reads. Data bytes come from the manifest Lambda's BytesPerManifest: its
+        per-minute Sum is the arrival rate, its Average times the waiting manifests the backlog."""
+        minutes = self.s.lookback_minutes
+        lam = {"service": self.s.manifest_service}
+        listed = self.metrics.series(M.BYTES_PER_MANIFEST.name, minutes=minutes, stat="Sum", dimensions=lam)
+        per_manifest = self.metrics.series(M.BYTES_PER_MANIFEST.name, minutes=minutes, stat="Average", dimensions=lam)
+        waiting = self.metrics.series(M.BACKLOG_MANIFESTS.name, minutes=minutes)
+        mean = sum(per_manifest) / len(per_manifest) if per_manifest else 0.0
+        return Observation(
+            utilization=self.metrics.series(M.UTILIZATION.name, minutes=minutes),
+            backlog_age_s=self.metrics.series(M.BACKLOG_AGE.name, minutes=minutes),
+            backlog_bytes=[n * mean for n in waiting],
+            arrival_bytes_per_s=[b / 60 for b in listed],
+            data_age_s=self.metrics.age_s(M.BACKLOG_MANIFESTS.name, minutes=minutes),
         )
-        return decide(obs, view, self.s, self.clock()), view
 
     def _apply(self, decision: Decision, view: JobView) -> None:
         logger.info("decision", extra={"decision": decision.as_json()})

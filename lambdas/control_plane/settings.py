@@ -35,6 +35,20 @@ class ControlSettings(BaseSettings):
     restart_base_delay_s: int = Field(default=60, ge=0)
     restart_max_delay_s: int = Field(default=1800, ge=0)
     lookback_minutes: int = Field(default=30, ge=5, le=1440)
+    worker_mb_s: float = Field(
+        default=56.0,
+        ge=0,
+        description="data MB/s one worker processes (make sizing: per core x cores x scaling efficiency); "
+        "> 0 sizes from the backlog and the arrival rate, 0 from utilization alone",
+    )
+    need_utilization: float = Field(
+        default=0.85, gt=0, le=1, description="the share of a worker's measured rate the need-based sizing plans for"
+    )
+    trigger_interval_s: float = Field(default=30, gt=0, description="the job's processing-time trigger")
+    latency_sla_s: float = Field(default=600, gt=0, description="the backlog age the sizing must stay under")
+    resize_cost_s: float = Field(default=150, ge=0, description="seconds without processing a resize costs")
+    manifest_service: str = Field(default="manifest-builder", description="the manifest Lambda's service dimension")
+    stale_after_s: float = Field(default=300, gt=0, description="older backlog datapoints are not acted upon")
     state_bucket: str | None = Field(default=None, description="bucket of the control plane's state object")
     state_key: str = "control-plane/state.json"
 

@@ -10,7 +10,8 @@ from lambdas.control_plane.decision import JobView, Observation, decide, restart
 from lambdas.control_plane.settings import load_settings
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
-S = load_settings(job_name="ingest", min_workers=2, max_workers=10, cooldown_s=600)
+# the utilization policy (worker_mb_s=0); the need-based one is tested in test_need.py
+S = load_settings(job_name="ingest", min_workers=2, max_workers=10, cooldown_s=600, worker_mb_s=0)
 RUNNING = JobView("RUNNING", workers=4, started_at=NOW - timedelta(hours=2))
 
 

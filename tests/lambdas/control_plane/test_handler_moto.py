@@ -158,7 +158,9 @@ def test_restarts_exhausted_raise_the_alarm_metric(plane: Any, capsys: pytest.Ca
     assert len(runs(plane)) == 6  # nothing started
 
 
-def test_high_utilization_scales_by_stop_and_restart(plane: Any) -> None:
+def test_high_utilization_scales_by_stop_and_restart(plane: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKER_MB_S", "0")  # the utilization policy
+    handler._plane.cache_clear()
     invoke()
     first = runs(plane)[0]["Id"]
     script(first, "RUNNING", ago_s=0)
@@ -282,3 +284,42 @@ def test_restart_of_a_paused_job_is_refused(plane: Any) -> None:
     body = invoke({"command": "restart"})
     assert body["result"].startswith("refused: no active run and paused")
     assert len(runs(plane)) == 1
+
+
+def _put(name: str, points: list[tuple[float, float]], dims: list[dict[str, str]], unit: str = "Count") -> None:
+    """(minutes ago, value) datapoints of one metric."""
+    now = datetime.now(UTC)
+    cw = boto3.client("cloudwatch", region_name="us-east-1")
+    cw.put_metric_data(
+        Namespace="NdjsonIngest",
+        MetricData=[
+            {"MetricName": name, "Dimensions": dims, "Value": v, "Unit": unit, "Timestamp": now - timedelta(minutes=m)}
+            for m, v in points
+        ],
+    )
+
+
+def test_the_sizing_reads_arrival_and_backlog_bytes_and_sizes_to_the_need(plane: Any) -> None:
+    invoke()
+    script(runs(plane)[0]["Id"], "RUNNING", ago_s=0)
+    lam = [{"Name": "service", "Value": "manifest-builder"}]
+    # Given 5 minutes of 1 GB manifests, 20 a minute (~333 MB/s), and 200 of them waiting (no utilization at all)
+    for minute in range(1, 6):
+        _put("BytesPerManifest", [(minute, 1e9)] * 20, lam, unit="Bytes")
+    _put("BacklogManifests", [(m, 200) for m in range(1, 6)], DIMS)
+    _put("BacklogAge", [(m, 120) for m in range(1, 6)], DIMS, unit="Seconds")
+    body = invoke()
+    # Then it scales up to what that needs (56 MB/s per worker at 0.85, plus the driver), capped at MAX_WORKERS
+    assert body["decision"]["action"] == "scale", body["decision"]["reason"]
+    assert body["decision"]["desired_workers"] == 10
+    assert "arrival 333.3 MB/s" in body["decision"]["reason"]
+
+
+def test_no_fresh_backlog_datapoint_holds(plane: Any) -> None:
+    invoke()
+    script(runs(plane)[0]["Id"], "RUNNING", ago_s=0)
+    lam = [{"Name": "service", "Value": "manifest-builder"}]
+    _put("BytesPerManifest", [(20, 1e9)] * 20, lam, unit="Bytes")
+    _put("BacklogManifests", [(20, 200)], DIMS)  # 20 minutes old
+    body = invoke()
+    assert body["decision"]["action"] == "none" and "no fresh backlog datapoint" in body["decision"]["reason"]
