@@ -89,7 +89,13 @@ TABLE_COMMIT_DURATION = _m(
 TABLE_SNAPSHOTS = _m("TableSnapshots", "Count", J, "Iceberg snapshots in the table's metadata (retention bounds it)")
 TABLE_DATA_FILES = _m("TableDataFiles", "Count", J, "data files in the table's current snapshot (compaction bounds it)")
 BACKLOG_MANIFESTS = _m("BacklogManifests", "Count", J, "manifests written but not yet processed")
-BACKLOG_BYTES = _m("BacklogBytes", "Bytes", J, "bytes of the waiting manifests (manifest files)")
+BACKLOG_BYTES = _m(
+    "BacklogBytes",
+    "Bytes",
+    J,
+    "bytes of the waiting manifest files themselves; the control plane estimates the data bytes they reference as "
+    "BacklogManifests x the mean BytesPerManifest",
+)
 BACKLOG_AGE = _m("OldestBacklogAge", "Seconds", J, "age of the oldest waiting manifest")
 LATENCY_MAX = _m("EndToEndLatencyMax", "Seconds", J, "max S3 event time -> Parquet commit in the batch")
 LATENCY_P95 = _m("EndToEndLatencyP95", "Seconds", J, "p95 S3 event time -> Parquet commit in the batch")

@@ -81,6 +81,10 @@ def dashboard_body() -> dict[str, Any]:
             {"stacked": True},
         ),
         ("Backlog: waiting manifests and bytes", [series(M.BACKLOG_MANIFESTS), series(M.BACKLOG_BYTES, yAxis="right")]),
+        (
+            "Arrival: data bytes listed in manifests per minute (what the control plane sizes for)",
+            [series(M.BYTES_PER_MANIFEST, "Sum")],
+        ),
         ("Age of the oldest waiting manifest (s)", [series(M.BACKLOG_AGE)], {"annotations": sla}),
         (
             "End-to-end latency, S3 event -> Parquet commit (s)",
