@@ -45,6 +45,11 @@ _NULL = msgspec.Raw(b"null")
 _OBJECT = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ANY = msgspec.json.Decoder()
 _STRING = msgspec.json.Decoder(str)
+_DICT_ROWS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+# The sparse path: at least this many known keys, and rows holding at most this share of them.
+SPARSE_MIN_KEYS = 64
+SPARSE_DENSITY = 0.25
+SPARSE_SAMPLE_LINES = 200
 _ENCODER = msgspec.json.Encoder()
 # UnicodeDecodeError: msgspec decodes keys (not raw values) as UTF-8 while it matches them to fields.
 _ERRORS = (msgspec.MsgspecError, RecursionError, UnicodeDecodeError)
@@ -92,6 +97,10 @@ def parse_ndjson(data: bytes, known: Sequence[str] = ()) -> ParsedText:
     others = tuple(k for k in known if not _fieldable(k))
     decoder = _row_decoder(head)
     valid = _is_utf8(data)
+    if valid and len(known) >= SPARSE_MIN_KEYS:
+        sparse = _parse_sparse(data, known)
+        if sparse is not None:
+            return sparse
     if valid:
         # The common case, every line one object of known keys: msgspec decodes all in one call.
         fast = _decode_all(decoder, data)
@@ -189,6 +198,54 @@ def _decode_all(decoder: msgspec.json.Decoder[Any], data: bytes) -> list[Any] | 
         return None
     lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
     return rows if len(rows) == lines else None
+
+
+def _parse_sparse(data: bytes, known: Sequence[str]) -> ParsedText | None:
+    """Many known keys, few of them per row (keys that vary per record): a struct per row would cost
+    ``rows x known keys`` however few keys a row has; dicts cost what the rows hold. None when a line
+    is not an object of one line, or the rows are not sparse (the struct path is faster then)."""
+    # a sample first: dense rows (wide records) must not pay for a dict decode they do not use
+    cut = 0
+    for _ in range(SPARSE_SAMPLE_LINES):
+        cut = data.find(b"\n", cut) + 1
+        if cut == 0:
+            cut = len(data)
+            break
+    sample = _decode_all(_DICT_ROWS, data[:cut])
+    if sample is None or sum(map(len, sample)) > SPARSE_DENSITY * len(sample) * len(known):
+        return None
+    rows = sample if cut == len(data) else _decode_all(_DICT_ROWS, data)
+    if rows is None:
+        return None
+    present = sum(map(len, rows))
+    if present > SPARSE_DENSITY * len(rows) * len(known):
+        return None
+    known_set = set(known)
+    new = sorted({k for row in rows for k in row} - known_set) if present else []
+    keys = tuple(known) + tuple(new)
+    index = {k: i for i, k in enumerate(keys)}
+    n = len(rows)
+    # every (row, key, value) flat, grouped by key with a stable sort: each key's values in row order
+    sizes = np.fromiter(map(len, rows), dtype=np.int64, count=n)
+    row_of = np.repeat(np.arange(n, dtype=np.int64), sizes)
+    key_of = np.fromiter((index[k] for row in rows for k in row), dtype=np.int64, count=present)
+    flat = [v for row in rows for v in row.values()]
+    order = np.argsort(key_of, kind="stable")
+    bounds = np.searchsorted(key_of[order], np.arange(len(keys) + 1))
+    columns = []
+    for c in range(len(keys)):
+        picked = order[bounds[c] : bounds[c + 1]]
+        if not len(picked):
+            columns.append(pa.nulls(n, STRING))
+            continue
+        dense = _strings(tuple(map(flat.__getitem__, picked.tolist())))
+        if len(picked) == n:
+            columns.append(dense)
+            continue
+        take = np.full(n, -1, dtype=np.int64)
+        take[row_of[picked]] = np.arange(len(picked), dtype=np.int64)
+        columns.append(dense.take(pa.array(take, mask=take < 0)))
+    return ParsedText(keys=keys, columns=columns, lines=pa.array(np.arange(1, n + 1, dtype=np.int32)), bad=[])
 
 
 def _has_blank_line(data: bytes) -> bool:

@@ -146,3 +146,43 @@ def test_any_objects_round_trip(records: list[dict[str, Any]], ascii_only: bool)
             assert (got[line][key] if isinstance(value, str) else json.loads(got[line][key])) == value
     # And once every key is known (the one-call path for clean files), the rows are the same
     assert rows_of(T.parse_ndjson(text.encode(), sorted({k for r in records for k in r}))) == got
+
+
+POOL = [f"k{i:03d}" for i in range(120)] + ["Dup", "dup", 'q"uote', ""]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.dictionaries(st.sampled_from(POOL), json_values, max_size=8), min_size=1, max_size=12),
+    st.integers(min_value=0, max_value=len(POOL)),
+    st.booleans(),
+)
+def test_sparse_rows_over_many_known_keys_read_back_the_same(
+    records: list[dict[str, Any]], known_count: int, spaced: bool
+) -> None:
+    # Given many known keys (the sparse path's case), rows holding few of them, some keys still new
+    separators = (", ", ": ") if spaced else (",", ":")
+    text = "".join(json.dumps(r, separators=separators) + "\n" for r in records)
+    known = POOL[:known_count]
+    parsed = T.parse_ndjson(text.encode(), known)
+    # Then the rows are those the reference decoder reads, whichever path ran, and every key is a column
+    got = rows_of(parsed)
+    assert parsed.bad == [] and sorted(got) == list(range(1, len(records) + 1))
+    assert set(parsed.keys) >= set(known) | {k for r in records for k in r}
+    for line, record in enumerate(records, 1):
+        expected = {k: v for k, v in record.items() if v is not None}
+        assert set(got[line]) == set(expected)
+        for key, value in expected.items():
+            assert (got[line][key] if isinstance(value, str) else json.loads(got[line][key])) == value
+
+
+def test_the_sparse_path_runs_for_sparse_rows_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Any] = []
+    real = T._parse_sparse
+    monkeypatch.setattr(T, "_parse_sparse", lambda d, k: calls.append(real(d, k)) or calls[-1])
+    sparse = b'{"k000": 1}\n{"k005": "x", "k100": [1, 2]}\n'
+    parsed = T.parse_ndjson(sparse, POOL[:120])
+    assert calls[-1] is not None and rows_of(parsed) == {1: {"k000": "1"}, 2: {"k005": "x", "k100": "[1,2]"}}
+    dense = ("{" + ",".join(f'"k{i:03d}": {i}' for i in range(100)) + "}\n").encode()
+    T.parse_ndjson(dense, POOL[:100])
+    assert calls[-1] is None  # 100 of 100 keys per row: the struct path
