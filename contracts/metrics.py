@@ -79,6 +79,9 @@ WAL_COMMIT_DURATION = _m("WalCommitDuration", "Milliseconds", J, "time writing t
 RESCUED_VALUES = _m(
     "RescuedValues", "Count", J, "values of declared columns that did not convert: NULL, original text in _rescued"
 )
+EXTRA_VALUES = _m(
+    "ExtraValues", "Count", J, "values of keys past max_columns, kept in the _extra map column (key explosion)"
+)
 NULL_PARTITION_RECORDS = _m(
     "NullPartitionRecords", "Count", J, "rows whose partition value was missing or did not convert (null partition)"
 )

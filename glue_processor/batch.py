@@ -29,6 +29,7 @@ from glue_processor.dedupe import DedupeIndex, load_snapshot, save_snapshot
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.merge import concatenable, merge_parts, plan_merge
 from glue_processor.metrics.convert import record_datums, table_datums
+from glue_processor.overflow import admit
 from glue_processor.planning import BatchPlan, Rejection, SourceFile, latency_seconds, plan_batch, poison_plan
 from glue_processor.reading import MIB, Limits
 from glue_processor.settings import JobSettings
@@ -225,6 +226,7 @@ class ManifestBatchJob:
                 records_out=outcome.records_out,
                 bad_records=outcome.bad_records,
                 rescued_values=outcome.rescued,
+                extra_values=outcome.extra_values,
                 null_partition_records=outcome.null_partitions,
                 output_files=len(data_files),
                 output_bytes=output_bytes,
@@ -348,14 +350,19 @@ class ManifestBatchJob:
                 ),
                 declared=self.declared,
                 partitions=self.partitions,
+                max_columns=self.settings.max_columns,
             )
             for i, group in enumerate(plan_groups(estimates, n))
         ]
         results = sorted(self._spark_map(run_task, specs), key=lambda r: r.index)
         by_uri = {f.read_uri: f for f in files}
-        keys = set(self.known_keys)
+        # the batch's columns: the known keys, then new keys in task order while the bound has room
+        # (tasks admit new keys in parallel; a part with keys past the cut is folded when written)
+        keys = sorted(self.known_keys)
+        seen = set(keys)
         for result in results:
             outcome.rescued += result.rescued
+            outcome.extra_values += result.extra_values
             outcome.null_partitions += result.null_partitions
             outcome.data_files.extend(result.data)
             outcome.quarantine_files.extend(result.quarantine)
@@ -366,9 +373,9 @@ class ManifestBatchJob:
                 elif found.status == "superseded":
                     outcome.add(source, "superseded", reason=found.reason)
                 else:
-                    keys.update(found.new_keys)
+                    admit(keys, seen, found.new_keys, self.settings.max_columns)
                     outcome.read(source, found)
-        self.known_keys = keys
+        self.known_keys = seen
         outcome.final_keys = tuple(sorted(keys))
 
     def _write(self, outcome: _Outcome, *, out_dir: str, prefix: str = "merged") -> None:
@@ -390,6 +397,7 @@ class ManifestBatchJob:
         with ThreadPoolExecutor(max_workers=DRIVER_CONCATS) as pool:
             local = list(pool.map(merge_parts, on_driver))
         outcome.data_files = [*plan.keep, *local, *self._spark_map(merge_parts, tasks)]
+        outcome.extra_values += sum(f.folded for f in outcome.data_files)
 
     def _spark_map(self, fn: Any, items: Sequence[Any]) -> list[Any]:
         """``fn`` over ``items``, one Spark task each (the tasks write; only small results return)."""
@@ -443,6 +451,7 @@ class _Outcome:
         self.records_out = 0
         self.bad_records = 0
         self.rescued = 0
+        self.extra_values = 0
         self.null_partitions = 0
         for rejection in plan.rejections:
             if rejection.entry is not None:

@@ -10,7 +10,8 @@ and writes the batch's output files from those parts, one Spark task per output 
   the final columns are concatenated by bytes (:mod:`glue_processor.parquet_concat`: no decoding,
   so one output file costs I/O, not a core's worth of re-encoding); a group holding a part written
   before another task found a new key is rewritten once, row group by row group, with the final
-  columns.
+  columns. When the tasks of a batch together found more new keys than the column bound has room
+  for, a part's columns of keys that did not make the cut are folded into its ``_extra`` then.
 
 Sizes are exact here (the parts exist), so the output sizes do not depend on an estimate.
 """
@@ -27,6 +28,7 @@ import pyarrow.parquet as pq
 
 from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, column_names
 from glue_processor.objects import ObjectStore, local_path, store_for
+from glue_processor.overflow import EXTRA, to_map
 from glue_processor.parquet_concat import concat
 from glue_processor.sizing import plan_groups
 from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema
@@ -123,12 +125,15 @@ def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
     one row group)."""
     out = stores(spec.uri)
     final_names = column_names(spec.keys)
+    folded = 0
     with out.writer(spec.uri) as path:
         writer: pq.ParquetWriter | None = None
         try:
             for part in spec.parts:
                 source = pq.ParquetFile(pa.BufferReader(stores(part.uri).read(part.uri).data))
                 names = dict(column_names(part.keys))
+                final = set(spec.keys)
+                spilled = [key for key in part.keys if key not in final]  # past the bound: to _extra
                 for group in range(source.num_row_groups):
                     table = source.read_row_group(group)
                     types = {key: _type_of(key, spec.declared) for key, _ in final_names}
@@ -143,7 +148,12 @@ def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
                         present = RESCUED in table.column_names
                         rescued = table.column(RESCUED) if present else pa.nulls(len(table), RESCUED_TYPE)
                     lineage = {c: table.column(c) for c in LINEAGE_COLUMNS}
-                    conformed = _output_table(data, spec.keys, lineage, rescued)
+                    extra = table.column(EXTRA).combine_chunks()
+                    if spilled:
+                        columns = [table.column(names[key]).combine_chunks() for key in spilled]
+                        folded += sum(len(c) - c.null_count for c in columns)
+                        extra = to_map(spilled, columns, len(table), base=extra)
+                    conformed = _output_table(data, spec.keys, lineage, rescued, extra)
                     if writer is None:
                         writer = pq.ParquetWriter(path, conformed.schema, **_PARQUET_OPTIONS)
                     writer.write_table(conformed, row_group_size=max(1, len(conformed)))
@@ -152,7 +162,7 @@ def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
                 writer.close()
         size = path.stat().st_size
         footer = footer_of(path)
-    return Staged(spec.uri, size, spec.keys, footer, spec.partition)
+    return Staged(spec.uri, size, spec.keys, footer, spec.partition, folded)
 
 
 def _type_of(key: str, declared: DeclaredSchema | None) -> pa.DataType:

@@ -30,6 +30,8 @@ import pyarrow.compute as pc
 
 # Lineage columns added to every output row. Data fields with the same names are renamed.
 LINEAGE_COLUMNS = ("_source_uri", "_source_etag", "_line", "_event_time", "_batch_id", "_ingest_time")
+# Other columns of the job's own: keys past the column bound, and declared values that did not convert.
+RESERVED_COLUMNS = (*LINEAGE_COLUMNS, "_extra", "_rescued")
 
 REASON_NOT_UTF8 = "line is not valid UTF-8"
 REASON_TRAILING = "trailing content after the JSON object"
@@ -159,10 +161,10 @@ def column_names(keys: Sequence[str]) -> list[tuple[str, str]]:
     """Map JSON keys to Parquet column names, deterministically.
 
     Engines such as Athena and Spark (by default) resolve column names case-insensitively, so
-    keys that differ only by case, or that collide with a lineage column, get a suffix
+    keys that differ only by case, or that collide with a column of the job's own, get a suffix
     ``__2``, ``__3``... in sorted order. An empty key becomes ``_empty_key``.
     """
-    taken = {name.lower() for name in LINEAGE_COLUMNS}
+    taken = {name.lower() for name in RESERVED_COLUMNS}
     mapping: list[tuple[str, str]] = []
     for key in sorted(set(keys)):
         base = key if key else "_empty_key"

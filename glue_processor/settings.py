@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from contracts.exceptions import ConfigError
 from contracts.metrics import DEFAULT_NAMESPACE
 from contracts.validation import describe
+from glue_processor.overflow import DEFAULT_MAX_COLUMNS
 
 MIB = 1024 * 1024
 _URI = r"^(s3|s3a|file|hdfs)://.+"
@@ -96,6 +97,13 @@ class JobSettings(BaseModel):
     )
     max_manifest_bytes: int = Field(
         default=1024 * MIB, ge=1, description="the most data bytes one manifest references (the Lambda's bound)"
+    )
+    max_columns: int = Field(
+        default=DEFAULT_MAX_COLUMNS,
+        ge=1,
+        le=100_000,
+        description="most data columns the table gets from the keys it finds (first seen first); values of other "
+        "keys go to the _extra map column",
     )
     target_file_mb: int = Field(default=128, ge=1, le=2048)
     max_file_mb: int = Field(

@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, BadLine, ParsedText, column_names, parse_ndjson
 from glue_processor.objects import ObjectMissing, ObjectStore, VersionGone, store_for
+from glue_processor.overflow import DEFAULT_MAX_COLUMNS, EXTRA, EXTRA_TYPE, admit, to_map
 from glue_processor.reading import Chunk, Limits, LongLine, ReadFailed, StreamStopped, TooLarge, chunks, decompressed
 from glue_processor.table.declared import RESCUED, DeclaredSchema, conform
 from glue_processor.table.partitioning import PartitionPlan
@@ -78,6 +79,8 @@ class TaskSpec:
     declared: DeclaredSchema | None = None
     # Partitions from the record: each row's partition, so each file holds one (None: one partition).
     partitions: PartitionPlan | None = None
+    # The most data columns (known keys included); values of keys past it go to the _extra map.
+    max_columns: int = DEFAULT_MAX_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ class Staged:
     # the Parquet footer of an output file, for the table's statistics (no read-back on the driver)
     footer: builtins.bytes = field(default=b"", repr=False)
     partition: str = ""  # the partition path of its rows ("" when the sink does not partition by row)
+    folded: int = 0  # values the write stage moved to _extra (keys past the batch's column bound)
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,7 @@ class TaskResult:
     quarantine: tuple[Staged, ...]
     rescued: int = 0  # values of declared columns that did not convert (kept in _rescued)
     null_partitions: int = 0  # rows whose partition value was missing (in the null partition)
+    extra_values: int = 0  # values of keys past max_columns (kept in _extra)
 
 
 def overwritten(modified_epoch_s: float, event_time: datetime) -> bool:
@@ -132,7 +137,13 @@ def run_task(spec: TaskSpec, stores: Callable[[str], ObjectStore] = store_for) -
             path.write_bytes(body)
         quarantine.append(Staged(uri, len(body)))
     return TaskResult(
-        spec.index, tuple(outcomes), tuple(out.staged), tuple(quarantine), out.rescued, out.null_partitions
+        spec.index,
+        tuple(outcomes),
+        tuple(out.staged),
+        tuple(quarantine),
+        out.rescued,
+        out.null_partitions,
+        out.extra_values,
     )
 
 
@@ -169,7 +180,8 @@ def _load_one(
 def _parse_stream(
     item: FileTask, text: Any, keys: list[str], *, spec: TaskSpec, out: _ParquetFiles, bad_records: list[dict[str, Any]]
 ) -> FileOutcome:
-    first_keys = set(keys)
+    seen = set(keys)
+    first_keys = set(seen)
     good = bad = text_bytes = 0
     reason: str | None = None
     try:
@@ -183,10 +195,12 @@ def _parse_stream(
             text_bytes += len(piece.text)
             good += parsed.rows
             bad += len(parsed.bad)
-            keys.extend(k for k in parsed.keys if k not in keys)
+            spill = admit(keys, seen, parsed.keys, spec.max_columns)
             bad_records.extend(_quarantine_record(item, b, spec.batch_id) for b in parsed.bad)
             if parsed.rows:
-                out.add(_with_lineage(parsed, item, spec), tuple(keys))
+                table = _with_lineage(parsed, item, spec, spill)
+                out.extra_values += len(table.column(EXTRA).chunk(0).keys) if spill else 0
+                out.add(table, tuple(keys))
     except StreamStopped as exc:
         what = REASON_UNREADABLE if isinstance(exc, ReadFailed) else "object too large"
         if isinstance(exc, TooLarge):
@@ -240,14 +254,23 @@ def _stopped_record(item: FileTask, reason: str, batch_id: int) -> dict[str, Any
     }
 
 
-def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec) -> pa.Table:
+def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec, spill: list[str]) -> pa.Table:
+    """The parsed rows with their lineage; the values of ``spill`` keys (past the column bound) in
+    ``_extra``."""
     n = parsed.rows
     zeros = pa.array(np.zeros(n, dtype=np.int32))
 
     def constant(value: Any, type_: pa.DataType) -> pa.Array:
         return pa.array([value], type_).take(zeros)
 
-    columns = {f"{_DATA}{k}": c for k, c in zip(parsed.keys, parsed.columns, strict=True)}
+    pairs = list(zip(parsed.keys, parsed.columns, strict=True))
+    if spill:
+        spilled = set(spill)
+        extra = to_map(spill, [c for k, c in pairs if k in spilled], n)
+        pairs = [(k, c) for k, c in pairs if k not in spilled]
+    else:
+        extra = pa.nulls(n, EXTRA_TYPE)
+    columns = {f"{_DATA}{k}": c for k, c in pairs}
     columns.update(
         {
             "_source_uri": constant(item.source_uri, STRING),
@@ -256,19 +279,22 @@ def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec) -> pa.Tabl
             "_event_time": constant(item.event_time, TIMESTAMP),
             "_batch_id": constant(spec.batch_id, pa.int64()),
             "_ingest_time": constant(spec.ingest_time, TIMESTAMP),
+            EXTRA: extra,
         }
     )
     return pa.table(columns)
 
 
 def _output_table(
-    data: dict[str, Any], keys: tuple[str, ...], lineage: dict[str, Any], rescued: Any = None
+    data: dict[str, Any], keys: tuple[str, ...], lineage: dict[str, Any], rescued: Any = None, extra: Any = None
 ) -> pa.Table:
-    """Data columns named and ordered by :func:`column_names`, then the lineage columns, then
-    ``_rescued`` when columns are declared."""
+    """Data columns named and ordered by :func:`column_names`, then the lineage columns, ``_extra``,
+    and ``_rescued`` when columns are declared."""
     mapping = column_names(keys)
-    names = [name for _, name in mapping] + list(LINEAGE_COLUMNS)
+    names = [name for _, name in mapping] + list(LINEAGE_COLUMNS) + [EXTRA]
+    rows = len(lineage["_line"])
     arrays = [data[key] for key, _ in mapping] + [lineage[c] for c in LINEAGE_COLUMNS]
+    arrays.append(extra if extra is not None else pa.nulls(rows, EXTRA_TYPE))
     if rescued is not None:
         names.append(RESCUED)
         arrays.append(rescued)
@@ -312,6 +338,7 @@ class _ParquetFiles:
     _open: dict[str, _OpenFile] = field(default_factory=dict)
     rescued: int = 0
     null_partitions: int = 0
+    extra_values: int = 0
 
     def __enter__(self) -> _ParquetFiles:
         return self
@@ -355,7 +382,8 @@ class _ParquetFiles:
         if self.spec.declared is not None:
             data, rescued, count = conform(data, self.spec.declared)
             self.rescued += count
-        table = _output_table(data, keys, {c: merged.column(c) for c in LINEAGE_COLUMNS}, rescued)
+        lineage = {c: merged.column(c) for c in LINEAGE_COLUMNS}
+        table = _output_table(data, keys, lineage, rescued, merged.column(EXTRA))
         if self.spec.partitions is None:
             self._write("", table, keys)
             return

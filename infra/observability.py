@@ -108,8 +108,8 @@ def dashboard_body() -> dict[str, Any]:
             [series(M.PARQUET_FILES, "Sum"), series(M.PARQUET_AVG_SIZE, "Average", yAxis="right")],
         ),
         (
-            "Declared types and partitions: values rescued, rows in the null partition",
-            [series(M.RESCUED_VALUES, "Sum"), series(M.NULL_PARTITION_RECORDS, "Sum")],
+            "Columns: values rescued (declared types), values past max_columns (_extra), rows in the null partition",
+            [series(M.RESCUED_VALUES, "Sum"), series(M.EXTRA_VALUES, "Sum"), series(M.NULL_PARTITION_RECORDS, "Sum")],
         ),
         (
             "Table: commit duration (ms), snapshots and data files",

@@ -91,6 +91,7 @@ def record_datums(record: CommitRecord, *, dimensions: dict[str, str]) -> list[D
         datum(M.PARQUET_FILES, s.output_files, dimensions, when),
         datum(M.RESCUED_VALUES, s.rescued_values, dimensions, when),
         datum(M.NULL_PARTITION_RECORDS, s.null_partition_records, dimensions, when),
+        datum(M.EXTRA_VALUES, s.extra_values, dimensions, when),
     ]
     if s.output_files:
         out.append(datum(M.PARQUET_AVG_SIZE, s.output_bytes / s.output_files, dimensions, when))

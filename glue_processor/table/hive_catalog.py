@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from glue_processor.ndjson import column_names
+from glue_processor.overflow import EXTRA
 from glue_processor.table.declared import RESCUED, DeclaredSchema
 
 logger = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ class GlueColumns:
     def sync(self, keys: tuple[str, ...]) -> list[str]:
         """Add the columns ``keys`` need that the table lacks; the names added."""
         wanted = [(name, hive_type(key, self.declared)) for key, name in column_names(keys)]
+        wanted.append((EXTRA, "map<string,string>"))
         if self.declared is not None:
             wanted.append((RESCUED, "map<string,string>"))
         if self._known is not None and all(name in self._known for name, _ in wanted):

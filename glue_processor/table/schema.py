@@ -17,6 +17,7 @@ from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform,
 from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
 
 from glue_processor.ndjson import column_names
+from glue_processor.overflow import EXTRA, EXTRA_TYPE
 from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema
 from glue_processor.table.partitioning import PartitionPlan
 
@@ -84,9 +85,9 @@ def missing_columns(schema: Schema, keys: Iterable[str], declared: pa.Schema | N
 
 
 def typed_columns(declared: DeclaredSchema | None, plan: PartitionPlan) -> pa.Schema:
-    """Columns the table needs before any data: the declared ones (typed) with ``_rescued``, and the
-    string columns an identity partition reads (a partition's source must exist)."""
-    fields: dict[str, pa.DataType] = {}
+    """Columns the table needs before any data: ``_extra``, the declared ones (typed) with ``_rescued``,
+    and the string columns an identity partition reads (a partition's source must exist)."""
+    fields: dict[str, pa.DataType] = {EXTRA: EXTRA_TYPE}
     if declared is not None:
         for key, name in column_names(declared.keys):
             column = declared.get(key)

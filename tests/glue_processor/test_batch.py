@@ -339,7 +339,7 @@ def test_a_key_found_by_one_task_is_a_column_of_every_file(spark: Any, tmp_path:
     files = visible_parquet(tmp_path / "output")
     assert len(files) >= 2
     schemas = {tuple(pq.read_schema(f).names) for f in files}
-    assert schemas == {("blob", "extra", "id", *LINEAGE_COLUMNS)}
+    assert schemas == {("blob", "extra", "id", *LINEAGE_COLUMNS, "_extra")}
     rows = read_rows(tmp_path / "output")
     assert sum(1 for r in rows if r["extra"] is not None) == 9000 == record.stats.records_out - 9000
     assert "write" in record.stats.stage_s

@@ -32,7 +32,7 @@ def test_new_keys_become_columns_once_and_the_table_keeps_its_projection() -> No
     _table(glue)
     sync = GlueColumns(glue, "db", "events", parse_schema('{"columns": {"amount": "decimal(10,2)"}}'))
     # When batches publish with a growing key set
-    assert sync.sync(("a", "amount")) == ["a", "amount", "_rescued"]
+    assert sync.sync(("a", "amount")) == ["a", "amount", "_extra", "_rescued"]
     assert sync.sync(("a", "amount")) == []  # nothing new: no UpdateTable
     assert sync.sync(("a", "amount", "B", "b")) == ["B", "b__2"]
     # Then the table has every column once, typed, and its partition projection is untouched
@@ -42,6 +42,7 @@ def test_new_keys_become_columns_once_and_the_table_keeps_its_projection() -> No
         ("_line", "bigint"),
         ("a", "string"),
         ("amount", "decimal(10,2)"),
+        ("_extra", "map<string,string>"),
         ("_rescued", "map<string,string>"),
         ("B", "string"),
         ("b__2", "string"),

@@ -10,11 +10,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from glue_processor.ndjson import LINEAGE_COLUMNS
 from glue_processor.table.compact import compact, delete_orphans, expire_snapshots
 from glue_processor.table.iceberg import BATCH_ID, QUERY_ID, BatchAppended, IcebergSink, find_snapshot
 from glue_processor.table.read import current_files, load, local_file
 from tests.glue_processor.test_batch import Env
-from tests.helpers import read_rows
+from tests.helpers import read_rows, visible_parquet
 
 pytestmark = pytest.mark.spark
 
@@ -40,7 +41,7 @@ def test_each_batch_is_one_snapshot_carrying_its_query_and_batch_id(spark: Any, 
     # And the schema grew by the new key (strings), after the lineage columns; the name mapping follows
     names = [f.name for f in table.schema().fields]
     assert names[:6] == ["_source_uri", "_source_etag", "_line", "_event_time", "_batch_id", "_ingest_time"]
-    assert names[6:] == ["a", "b"] and str(table.schema().find_field("b").field_type) == "string"
+    assert names[6:] == ["_extra", "a", "b"] and str(table.schema().find_field("b").field_type) == "string"
     mapping = table.metadata.name_mapping()
     assert mapping is not None and {f.names[0] for f in mapping} >= {"a", "b"}
     # And its data files live under the table, partitioned by ingest day, with no file left staged
@@ -190,3 +191,33 @@ def test_the_job_expires_old_snapshots_so_commits_stay_cheap(
     # Then the metadata keeps the table's minimum (10), not all 14, and every row is still there once
     assert len(table.metadata.snapshots) == 10
     assert sorted(int(r["n"]) for r in read_rows(tmp_path / "output")) == list(range(14))
+
+
+def test_a_key_explosion_is_bounded_in_the_table_and_later_batches_stay_narrow(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path, max_columns="20")
+    job = env.job(spark)
+    # Given producers that use ids as keys: 3,000 distinct keys across two objects of one batch
+    first = [{"id": str(n), **{f"user_{n}_{i}": i for i in range(30)}} for n in range(100)]
+    half = len(first) // 2
+    entries = [env.put("ids-1.json", _lines(*first[:half])), env.put("ids-2.json", _lines(*first[half:]))]
+    job.run([env.manifest("m0", entries)], 0)
+    # Then the table has 20 data columns (the first seen), and every other value is in _extra
+    table = load(env.settings)
+    data = [f.name for f in table.schema().fields if not f.name.startswith("_")]
+    assert len(data) == 20 and "id" in data
+    assert str(table.schema().find_field("_extra").field_type) == "map<string, string>"
+    rows = table.scan().to_arrow().to_pylist()
+    assert len(rows) == 100
+    for row in rows:
+        values = {k: row[k] for k in data if row[k] is not None}
+        values.update(dict(row["_extra"] or []))
+        n = int(values["id"])
+        assert values == {"id": str(n), **{f"user_{n}_{i}": str(i) for i in range(30)}}
+    # (3,100 values: 100 ids and 19 single-record keys are columns, the rest went to _extra)
+    assert job.committed[-1].stats.extra_values == 3_100 - 100 - 19
+    # And a later one-record batch writes a file 20 data columns wide, not 3,000
+    job.run([env.manifest("m1", [env.put("small.json", _lines({"v": 1}))])], 1)
+    widths = {len(pq.read_schema(f).names) for f in visible_parquet(tmp_path / "output")}
+    assert widths == {20 + len(LINEAGE_COLUMNS) + 1}
+    (small,) = [r for r in load(env.settings).scan().to_arrow().to_pylist() if r["_batch_id"] == 1]
+    assert small["_extra"] == [("v", "1")]

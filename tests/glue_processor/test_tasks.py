@@ -72,7 +72,7 @@ def test_a_task_stages_rows_and_quarantines_bad_lines(tmp_path: Path) -> None:
     (staged,) = result.data
     assert staged.keys == ("a", "b")
     table = pq.read_table(local_path(staged.uri))
-    assert table.column_names == ["a", "b", *LINEAGE_COLUMNS]
+    assert table.column_names == ["a", "b", *LINEAGE_COLUMNS, "_extra"]
     rows = sorted((r["a"], r["b"], r["_source_uri"], r["_line"], r["_batch_id"]) for r in table.to_pylist())
     assert rows == [
         ("1", None, "s3://b/a b+%.json", 1, 7),
