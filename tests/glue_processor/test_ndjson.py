@@ -148,6 +148,34 @@ def test_any_objects_round_trip(records: list[dict[str, Any]], ascii_only: bool)
     assert rows_of(T.parse_ndjson(text.encode(), sorted({k for r in records for k in r}))) == got
 
 
+tricky_text = st.text(alphabet=st.sampled_from(['"', "\\", " ", "\t", ",", ":", "{", "]", "a", "é", "\n"]), max_size=8)
+nested_values = st.recursive(
+    st.none() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | tricky_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(tricky_text, inner, max_size=3),
+    max_leaves=10,
+).filter(lambda v: isinstance(v, list | dict))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.dictionaries(st.sampled_from(["a", "b", "c"]), nested_values, min_size=1, max_size=3), max_size=6),
+    st.sampled_from([(", ", ": "), (" , ", " : "), ("\t,\t", "\t:\t"), (",  ", ":")]),
+    st.booleans(),
+)
+def test_nested_values_are_exactly_their_compact_text(
+    records: list[dict[str, Any]], separators: tuple[str, str], ascii_only: bool
+) -> None:
+    # Given nested values written with white space between tokens, and strings full of quotes,
+    # backslashes, white space and brackets
+    text = "".join(json.dumps(r, ensure_ascii=ascii_only, separators=separators) + "\n" for r in records)
+    for known in ([], ["a", "b", "c"]):  # the fresh path and the known-keys path
+        got = rows_of(T.parse_ndjson(text.encode(), known))
+        # Then each is the compact text of what was written: white space outside strings gone, the rest as is
+        for line, record in enumerate(records, 1):
+            expected = {k: json.dumps(v, ensure_ascii=ascii_only, separators=(",", ":")) for k, v in record.items()}
+            assert got.get(line, {}) == expected
+
+
 POOL = [f"k{i:03d}" for i in range(120)] + ["Dup", "dup", 'q"uote', ""]
 
 
