@@ -17,8 +17,6 @@ import pyarrow.compute as pc
 
 EXTRA = "_extra"
 EXTRA_TYPE = pa.map_(pa.string(), pa.string())
-# The most data columns a table gets from the keys it finds (declared columns count toward it).
-DEFAULT_MAX_COLUMNS = 1000
 
 
 def admit(keys: list[str], seen: set[str], found: Sequence[str], max_columns: int) -> list[str]:

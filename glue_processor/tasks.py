@@ -29,8 +29,9 @@ import pyarrow.parquet as pq
 
 from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, BadLine, ParsedText, column_names, parse_ndjson
 from glue_processor.objects import ObjectMissing, ObjectStore, VersionGone, store_for
-from glue_processor.overflow import DEFAULT_MAX_COLUMNS, EXTRA, EXTRA_TYPE, admit, to_map
+from glue_processor.overflow import EXTRA, EXTRA_TYPE, admit, to_map
 from glue_processor.reading import Chunk, Limits, LongLine, ReadFailed, StreamStopped, TooLarge, chunks, decompressed
+from glue_processor.settings import DEFAULT_MAX_COLUMNS
 from glue_processor.table.declared import RESCUED, DeclaredSchema, conform
 from glue_processor.table.partitioning import PartitionPlan
 
