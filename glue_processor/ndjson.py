@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import operator
 import sys
 from collections.abc import Iterator, Sequence
@@ -229,18 +230,20 @@ def _parse_sparse(data: bytes, known: Sequence[str]) -> ParsedText | None:
     # every (row, key, value) flat, grouped by key with a stable sort: each key's values in row order
     sizes = np.fromiter(map(len, rows), dtype=np.int64, count=n)
     row_of = np.repeat(np.arange(n, dtype=np.int64), sizes)
-    key_of = np.fromiter((index[k] for row in rows for k in row), dtype=np.int64, count=present)
-    flat = [v for row in rows for v in row.values()]
+    key_of = np.fromiter(map(index.__getitem__, itertools.chain.from_iterable(rows)), dtype=np.int64, count=present)
+    flat = list(itertools.chain.from_iterable(map(dict.values, rows)))
     order = np.argsort(key_of, kind="stable")
-    bounds = np.searchsorted(key_of[order], np.arange(len(keys) + 1))
+    bounds = np.searchsorted(key_of[order], np.arange(len(keys) + 1)).tolist()
+    # every value in key order, made strings in one pass; each key's values are then a slice
+    values = _strings(tuple(map(flat.__getitem__, order.tolist()))) if present else pa.nulls(0, STRING)
     columns = []
     for c in range(len(keys)):
-        picked = order[bounds[c] : bounds[c + 1]]
-        if not len(picked):
+        start, stop = bounds[c], bounds[c + 1]
+        if start == stop:
             columns.append(pa.nulls(n, STRING))
             continue
-        dense = _strings(tuple(map(flat.__getitem__, picked.tolist())))
-        columns.append(dense if len(picked) == n else _spread(dense, row_of[picked], n))
+        dense = values.slice(start, stop - start)
+        columns.append(dense if stop - start == n else _spread(dense, row_of[order[start:stop]], n))
     return ParsedText(keys=keys, columns=columns, lines=pa.array(np.arange(1, n + 1, dtype=np.int32)), bad=[])
 
 

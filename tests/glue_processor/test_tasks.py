@@ -253,3 +253,20 @@ def test_a_task_reads_exactly_the_version_its_event_named() -> None:
         ("s3://versioned/in/x.json", "1"),
         ("s3://versioned/in/x.json", "2"),
     ]
+
+
+def test_row_groups_are_sized_by_values_not_by_the_offsets_of_nulls(tmp_path: Path) -> None:
+    # Given 2 MB of sparse records: 300 keys known, two per record (nbytes counts 8 bytes per NULL per key)
+    src = tmp_path / "sparse.json"
+    rng = random.Random(3)
+    keys = [f"k{i}" for i in range(300)]
+    lines = [json.dumps({rng.choice(keys): rng.randbytes(30).hex(), "id": i}) for i in range(25_000)]
+    src.write_text("\n".join(lines) + "\n")
+    # When a task with 4 MB row groups stages them
+    result = run_task(
+        spec([file_task(src.as_uri())], f"file://{tmp_path}/out", known=(*keys, "id"), row_group_bytes=4 << 20)
+    )
+    # Then they are one row group (the NULL offsets would have made ~20), and every row is there
+    (part,) = result.data
+    meta = pq.read_metadata(local_path(part.uri))
+    assert (meta.num_row_groups, meta.num_rows) == (1, 25_000)
