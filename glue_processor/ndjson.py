@@ -107,10 +107,11 @@ def parse_ndjson(data: bytes, known: Sequence[str] = ()) -> ParsedText:
         # The common case, every line one object of known keys: msgspec decodes all in one call.
         fast = _decode_all(decoder, data)
         if fast is not None:
-            columns = _struct_columns(fast, len(head))
-            columns += [pa.nulls(len(fast), STRING) for _ in others]
-            numbers_all = pa.array(np.arange(1, len(fast) + 1, dtype=np.int32))
-            return ParsedText(keys=head + others, columns=columns, lines=numbers_all, bad=[])
+            return _struct_result(fast, head, others)
+        # keys not known yet (a task's first file, or a file with new keys): learnt in one call
+        learnt = _parse_new_keys(data, known, others)
+        if learnt is not None:
+            return learnt
     lines = data.split(b"\n")
     invalid = set() if valid else {n for n, line in enumerate(lines, 1) if not _is_utf8(line)}
     decode = decoder.decode
@@ -202,6 +203,31 @@ def _decode_all(decoder: msgspec.json.Decoder[Any], data: bytes) -> list[Any] | 
     return rows if len(rows) == lines else None
 
 
+def _struct_result(rows: list[Any], head: tuple[str, ...], others: tuple[str, ...]) -> ParsedText:
+    columns = _struct_columns(rows, len(head))
+    columns += [pa.nulls(len(rows), STRING) for _ in others]
+    numbers = pa.array(np.arange(1, len(rows) + 1, dtype=np.int32))
+    return ParsedText(keys=head + others, columns=columns, lines=numbers, bad=[])
+
+
+def _parse_new_keys(data: bytes, known: Sequence[str], others: tuple[str, ...]) -> ParsedText | None:
+    """Every line one object, some with keys not in ``known``: one dict decode finds the keys, then
+    the rows take the struct path with them (or the sparse path, when they are many and rows hold
+    few). None when a line is not an object of one line, or a new key cannot be a struct field."""
+    rows = _decode_all(_DICT_ROWS, data)
+    if not rows:
+        return None
+    new = sorted(set().union(*rows).difference(known))
+    if not new or not all(map(_fieldable, new)):
+        return None
+    keys = (*known, *new)
+    if len(keys) >= SPARSE_MIN_KEYS and sum(map(len, rows)) <= SPARSE_DENSITY * len(rows) * len(keys):
+        return _sparse_rows(rows, known)
+    head = tuple(k for k in keys if _fieldable(k))
+    fast = _decode_all(_row_decoder(head), data)
+    return None if fast is None else _struct_result(fast, head, others)
+
+
 def _parse_sparse(data: bytes, known: Sequence[str]) -> ParsedText | None:
     """Many known keys, few of them per row (keys that vary per record): a struct per row would cost
     ``rows x known keys`` however few keys a row has; dicts cost what the rows hold. None when a line
@@ -219,9 +245,15 @@ def _parse_sparse(data: bytes, known: Sequence[str]) -> ParsedText | None:
     rows = sample if cut == len(data) else _decode_all(_DICT_ROWS, data)
     if rows is None:
         return None
-    present = sum(map(len, rows))
-    if present > SPARSE_DENSITY * len(rows) * len(known):
+    if sum(map(len, rows)) > SPARSE_DENSITY * len(rows) * len(known):
         return None
+    return _sparse_rows(rows, known)
+
+
+def _sparse_rows(rows: list[dict[str, msgspec.Raw]], known: Sequence[str]) -> ParsedText:
+    """Columns of dict rows, each key's values grouped by one stable sort: cost follows what the rows
+    hold, not rows x keys."""
+    present = sum(map(len, rows))
     known_set = set(known)
     new = sorted({k for row in rows for k in row} - known_set) if present else []
     keys = tuple(known) + tuple(new)
