@@ -18,6 +18,7 @@ Sizes are exact here (the parts exist), so the output sizes do not depend on an 
 
 from __future__ import annotations
 
+import math
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ from glue_processor.tasks import _PARQUET_OPTIONS, Staged, _output_table
 
 # A part within this fraction of the target is a file of its own already.
 FULL = 0.85
+# Output files within this fraction of the target count as on target.
+TOLERANCE = 0.15
 
 
 @dataclass(frozen=True)
@@ -77,13 +80,33 @@ def plan_merge(
     merges: list[MergeSpec] = []
     for label in sorted(by_partition):  # a file holds one partition's rows
         rest = by_partition[label]
-        total = sum(p.bytes for p in rest)
         where = f"{out_dir}/{label}" if label else out_dir
-        for group in plan_groups([p.bytes for p in rest], max(1, round(total / target_bytes))):
+        for group in _packing([p.bytes for p in rest], target_bytes):
             i = len(merges)
             uri = f"{where}/{prefix}-{i:05d}.parquet"
             merges.append(MergeSpec(i, tuple(rest[j] for j in group), keys, uri, declared, label))
     return MergePlan(tuple(keep), tuple(merges))
+
+
+def _packing(sizes: list[int], target_bytes: int) -> list[list[int]]:
+    """Groups of parts for files of about the target: of the file counts around ``total / target``,
+    the one whose packing puts the most bytes within ±15 % of the target (parts come in steps of
+    about a quarter of it, so ``round`` alone can leave every file just outside)."""
+    total = sum(sizes)
+    counts = sorted({max(1, math.floor(total / target_bytes)), max(1, math.ceil(total / target_bytes))})
+    best: list[list[int]] = []
+    best_score = (-1, 0.0)
+    for n in counts:
+        groups = plan_groups(sizes, n)
+        within = sum(
+            sum(sizes[i] for i in g)
+            for g in groups
+            if abs(sum(sizes[i] for i in g) - target_bytes) <= TOLERANCE * target_bytes
+        )
+        score = (within, -abs(n - total / target_bytes))
+        if score > best_score:
+            best, best_score = groups, score
+    return best
 
 
 def concatenable(spec: MergeSpec) -> bool:

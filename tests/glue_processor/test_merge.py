@@ -74,3 +74,16 @@ def test_a_full_part_with_the_final_columns_is_kept_as_it_is(tmp_path: Path) -> 
     assert plan.keep and all(p.bytes >= 0.85 * target for p in plan.keep)
     assert all(local_path(p.uri).exists() for p in plan.keep)
     assert sum(len(m.parts) for m in plan.merges) + len(plan.keep) == len(parts)
+
+
+def test_parts_of_a_quarter_target_pack_into_files_on_target() -> None:
+    from glue_processor.tasks import Staged
+
+    # Given 20 parts of 36 MB (714 MB, 5.6 targets): six files would be 108-144 MB, two outside ±15%
+    mb = 1024 * 1024
+    parts = [Staged(f"file:///p/{i}.parquet", 36 * mb, ("a",)) for i in range(20)]
+    plan = plan_merge(parts, ("a",), target_bytes=128 * mb, out_dir="file:///out", keep_parts=False)
+    # Then the plan takes the file count whose files are all on target, with every part once
+    sizes = [sum(p.bytes for p in m.parts) for m in plan.merges]
+    assert sorted(u for m in plan.merges for u in (p.uri for p in m.parts)) == sorted(p.uri for p in parts)
+    assert all(abs(s - 128 * mb) <= 0.15 * 128 * mb for s in sizes), [s // mb for s in sizes]
