@@ -42,6 +42,8 @@ from glue_processor.tasks import FileOutcome, FileTask, Staged, TaskSpec, run_ta
 if TYPE_CHECKING:
     from glue_processor.metrics.setup import JobMetrics
 
+# A parse task stages parts of 1/PART_FRACTION of the target file size.
+PART_FRACTION = 8
 logger = logging.getLogger(__name__)
 GZIP_EXPANSION_PRIOR = 5.0
 COMMITTED_KEPT = 1000
@@ -341,10 +343,13 @@ class ManifestBatchJob:
                 quarantine_dir=staging[1],
                 batch_id=batch_id,
                 ingest_time=committed_at,
-                # parts of a quarter of the target: the write stage packs them into files of about
-                # the target whatever each task wrote (whole-target parts left ~0.6-target tails)
-                target_bytes=max(1, target // 4),
-                row_group_bytes=max(1, target // 4),
+                # parts of an eighth of the target, one row group each: the write stage packs them
+                # into files of about the target whatever each task wrote (whole-target parts left
+                # ~0.6-target tails; quarter-target parts came out at 0.28 of it, and files of 3 or 4
+                # of them at 0.84 or 1.12)
+                target_bytes=max(1, target // PART_FRACTION),
+                row_group_bytes=max(1, target // PART_FRACTION),
+                row_groups_per_file=1,
                 limits=Limits(
                     max_line_bytes=self.settings.max_line_mb * MIB, max_object_bytes=self.settings.max_object_mb * MIB
                 ),

@@ -74,6 +74,8 @@ class TaskSpec:
     target_bytes: int
     # Arrow bytes per Parquet row group; also the step in which a file grows toward the target.
     row_group_bytes: int = 32 * 1024 * 1024
+    # Row groups a file is written in at least (a file stops within half a row group of the target).
+    row_groups_per_file: int = 4
     # How an object is read: chunks of whole lines, the longest line, the most text (see reading.py).
     limits: Limits = field(default_factory=Limits)
     # Declared column types (--schema): converted here, what does not convert goes to _rescued.
@@ -391,9 +393,9 @@ class _ParquetFiles:
 
     @property
     def _step(self) -> int:
-        """Weight (see :func:`_weight`) per row group: at most a quarter of the target, so a file stops
-        close to it."""
-        return min(self.spec.row_group_bytes, self.spec.target_bytes // 4)
+        """Weight (see :func:`_weight`) per row group: by default at most a quarter of the target, so a
+        file stops close to it."""
+        return min(self.spec.row_group_bytes, max(1, self.spec.target_bytes // self.spec.row_groups_per_file))
 
     def _flush(self) -> None:
         if not self._pending:
