@@ -29,6 +29,7 @@ from glue_processor.dedupe import DedupeIndex, load_snapshot, save_snapshot
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.merge import concatenable, merge_parts, plan_merge
 from glue_processor.metrics.convert import record_datums, table_datums
+from glue_processor.ndjson import LINEAGE_COLUMNS
 from glue_processor.overflow import admit
 from glue_processor.planning import BatchPlan, Rejection, SourceFile, latency_seconds, plan_batch, poison_plan
 from glue_processor.reading import MIB, Limits
@@ -86,6 +87,8 @@ class ManifestBatchJob:
         self.known_keys: set[str] = set()
         if self.declared is not None:
             self.known_keys.update(self.declared.keys)
+        if self.partitions is not None:  # a partition's source is a column from the start, bound or not
+            self.known_keys.update(f.key for f in self.partitions.fields if f.key not in LINEAGE_COLUMNS)
         self._query_id = query_id
         # The latest commit records only (for the local runner's summary): a 24/7 driver must not
         # grow with its history.

@@ -156,3 +156,20 @@ def test_partition_by_names_what_it_cannot_use() -> None:
     hive = {**base, "checkpoint_uri": "s3://a/c", "table_format": "hive-parquet", "partition_by": "kind"}
     with pytest.raises(ConfigError, match="partition_by needs table_format iceberg"):
         settings_from_mapping(hive)
+
+
+def test_an_identity_partition_source_stays_a_column_past_the_column_bound(spark: Any, tmp_path: Path) -> None:
+    from glue_processor.table.read import current_files, load
+
+    # Given a bound of one column, a table partitioned by kind, and a first batch where kind is not the first key
+    env = Env(tmp_path, partition_by="kind", max_columns="1")
+    lines = [{"a": "x", "kind": "k1"}, {"b": 2, "kind": "k2"}, {"a": "y"}]
+    body = "".join(json.dumps(r) + "\n" for r in lines).encode()
+    env.job(spark).run([env.manifest("m0", [env.put("f.json", body)])], 0)
+    # Then kind is the one column, and it partitions the files; the other keys are in _extra
+    table = load(env.settings)
+    assert [f.name for f in table.schema().fields if not f.name.startswith("_")] == ["kind"]
+    dirs = sorted(p.split("/data/", 1)[1].rsplit("/", 1)[0] for p in current_files(table))
+    assert dirs == ["kind=k1", "kind=k2", "kind=null"]
+    rows = sorted((r["kind"] or "", dict(r["_extra"] or [])) for r in table.scan().to_arrow().to_pylist())
+    assert rows == [("", {"a": "y"}), ("k1", {"a": "x"}), ("k2", {"b": "2"})]
