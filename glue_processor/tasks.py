@@ -269,7 +269,8 @@ def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec, spill: lis
     pairs = list(zip(parsed.keys, parsed.columns, strict=True))
     if spill:
         spilled = set(spill)
-        extra = to_map(spill, [c for k, c in pairs if k in spilled], n)
+        by_key = dict(pairs)
+        extra = to_map(spill, [by_key[k] for k in spill], n)
         pairs = [(k, c) for k, c in pairs if k not in spilled]
     else:
         extra = pa.nulls(n, EXTRA_TYPE)
