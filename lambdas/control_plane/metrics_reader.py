@@ -48,7 +48,9 @@ class CloudWatchReader:
     def _points(
         self, name: str, *, minutes: int, stat: str, dimensions: dict[str, str] | None
     ) -> list[tuple[datetime, float]]:
-        end = datetime.now(UTC)
+        # whole minutes, as CloudWatch aligns 60 s periods: a window cut mid-minute would split one
+        # minute's datapoints over two buckets (the arrival rate is a per-minute Sum)
+        end = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
         dims = self.dimensions if dimensions is None else dimensions
         try:
             out = self.client.get_metric_data(

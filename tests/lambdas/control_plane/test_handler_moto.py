@@ -101,7 +101,7 @@ def script(run_id: str, state: str, *, ago_s: float = 0) -> None:
 
 def put_utilization(values: list[float]) -> None:
     cw = boto3.client("cloudwatch", region_name="us-east-1")
-    now = datetime.now(UTC)
+    now = datetime.now(UTC).replace(second=30, microsecond=0)  # mid-minute: one point per 60 s bucket
     cw.put_metric_data(
         Namespace="NdjsonIngest",
         MetricData=[
@@ -287,8 +287,9 @@ def test_restart_of_a_paused_job_is_refused(plane: Any) -> None:
 
 
 def _put(name: str, points: list[tuple[float, float]], dims: list[dict[str, str]], unit: str = "Count") -> None:
-    """(minutes ago, value) datapoints of one metric."""
-    now = datetime.now(UTC)
+    """(minutes ago, value) datapoints of one metric, each in the middle of its minute (CloudWatch's
+    60 s periods are whole minutes: a point on a boundary could fall in either bucket)."""
+    now = datetime.now(UTC).replace(second=30, microsecond=0)
     cw = boto3.client("cloudwatch", region_name="us-east-1")
     cw.put_metric_data(
         Namespace="NdjsonIngest",
