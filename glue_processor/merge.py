@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, column_names
 from glue_processor.objects import ObjectStore, local_path, store_for
-from glue_processor.overflow import EXTRA, to_map
+from glue_processor.overflow import EXTRA, to_map, values_in
 from glue_processor.parquet_concat import concat
 from glue_processor.sizing import plan_groups
 from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema
@@ -98,11 +98,8 @@ def _packing(sizes: list[int], target_bytes: int) -> list[list[int]]:
     best_score = (-1, 0.0)
     for n in counts:
         groups = plan_groups(sizes, n)
-        within = sum(
-            sum(sizes[i] for i in g)
-            for g in groups
-            if abs(sum(sizes[i] for i in g) - target_bytes) <= TOLERANCE * target_bytes
-        )
+        totals = [sum(sizes[i] for i in g) for g in groups]
+        within = sum(t for t in totals if abs(t - target_bytes) <= TOLERANCE * target_bytes)
         score = (within, -abs(n - total / target_bytes))
         if score > best_score:
             best, best_score = groups, score
@@ -148,6 +145,7 @@ def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
     one row group)."""
     out = stores(spec.uri)
     final_names = column_names(spec.keys)
+    final = set(spec.keys)
     folded = 0
     with out.writer(spec.uri) as path:
         writer: pq.ParquetWriter | None = None
@@ -155,7 +153,6 @@ def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
             for part in spec.parts:
                 source = pq.ParquetFile(pa.BufferReader(stores(part.uri).read(part.uri).data))
                 names = dict(column_names(part.keys))
-                final = set(spec.keys)
                 spilled = [key for key in part.keys if key not in final]  # past the bound: to _extra
                 for group in range(source.num_row_groups):
                     table = source.read_row_group(group)
@@ -174,7 +171,7 @@ def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
                     extra = table.column(EXTRA).combine_chunks()
                     if spilled:
                         columns = [table.column(names[key]).combine_chunks() for key in spilled]
-                        folded += sum(len(c) - c.null_count for c in columns)
+                        folded += values_in(columns)
                         extra = to_map(spilled, columns, len(table), base=extra)
                     conformed = _output_table(data, spec.keys, lineage, rescued, extra)
                     if writer is None:

@@ -222,7 +222,7 @@ def _parse_new_keys(data: bytes, known: Sequence[str], others: tuple[str, ...]) 
         return None
     keys = (*known, *new)
     if len(keys) >= SPARSE_MIN_KEYS and sum(map(len, rows)) <= SPARSE_DENSITY * len(rows) * len(keys):
-        return _sparse_rows(rows, known)
+        return _sparse_rows(rows, keys)
     head = tuple(k for k in keys if _fieldable(k))
     fast = _decode_all(_row_decoder(head), data)
     return None if fast is None else _struct_result(fast, head, others)
@@ -247,16 +247,13 @@ def _parse_sparse(data: bytes, known: Sequence[str]) -> ParsedText | None:
         return None
     if sum(map(len, rows)) > SPARSE_DENSITY * len(rows) * len(known):
         return None
-    return _sparse_rows(rows, known)
+    return _sparse_rows(rows, (*known, *sorted(set().union(*rows).difference(known))))
 
 
-def _sparse_rows(rows: list[dict[str, msgspec.Raw]], known: Sequence[str]) -> ParsedText:
-    """Columns of dict rows, each key's values grouped by one stable sort: cost follows what the rows
-    hold, not rows x keys."""
+def _sparse_rows(rows: list[dict[str, msgspec.Raw]], keys: tuple[str, ...]) -> ParsedText:
+    """Columns of dict rows over ``keys`` (every key the rows hold), each key's values grouped by one
+    stable sort: cost follows what the rows hold, not rows x keys."""
     present = sum(map(len, rows))
-    known_set = set(known)
-    new = sorted({k for row in rows for k in row} - known_set) if present else []
-    keys = tuple(known) + tuple(new)
     index = {k: i for i, k in enumerate(keys)}
     n = len(rows)
     # every (row, key, value) flat, grouped by key with a stable sort: each key's values in row order
@@ -282,7 +279,6 @@ def _sparse_rows(rows: list[dict[str, msgspec.Raw]], known: Sequence[str]) -> Pa
 def _spread(dense: pa.Array, rows: np.ndarray, n: int) -> pa.Array:
     """``dense`` (values of rows ``rows``, ascending) as a column of ``n`` rows, NULL elsewhere: the
     value bytes stay as they are, only the offsets and the validity change."""
-    dense = dense.cast(STRING) if dense.type != STRING else dense
     _, offsets_buf, data_buf = dense.buffers()[:3]
     dense_offsets = np.frombuffer(offsets_buf, dtype=np.int64, count=len(dense) + 1, offset=dense.offset * 8)
     valid = np.zeros(n, dtype=bool)

@@ -34,6 +34,11 @@ def admit(keys: list[str], seen: set[str], found: Sequence[str], max_columns: in
     return spill
 
 
+def values_in(columns: Sequence[pa.Array]) -> int:
+    """How many values ``columns`` hold (what folding them into ``_extra`` moves there)."""
+    return sum(len(c) - c.null_count for c in columns)
+
+
 def to_map(keys: Sequence[str], columns: Sequence[pa.Array], rows: int, base: pa.Array | None = None) -> pa.Array:
     """One ``_extra`` value per row from string ``columns`` (one per key, NULL where the row has no
     value), merged with the entries of ``base`` (an ``_extra`` column already made) after them."""

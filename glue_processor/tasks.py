@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, BadLine, ParsedText, column_names, parse_ndjson
 from glue_processor.objects import ObjectMissing, ObjectStore, VersionGone, store_for
-from glue_processor.overflow import EXTRA, EXTRA_TYPE, admit, to_map
+from glue_processor.overflow import EXTRA, EXTRA_TYPE, admit, to_map, values_in
 from glue_processor.reading import Chunk, Limits, LongLine, ReadFailed, StreamStopped, TooLarge, chunks, decompressed
 from glue_processor.settings import DEFAULT_MAX_COLUMNS
 from glue_processor.table.declared import RESCUED, DeclaredSchema, conform
@@ -201,8 +201,8 @@ def _parse_stream(
             spill = admit(keys, seen, parsed.keys, spec.max_columns)
             bad_records.extend(_quarantine_record(item, b, spec.batch_id) for b in parsed.bad)
             if parsed.rows:
-                table = _with_lineage(parsed, item, spec, spill)
-                out.extra_values += len(table.column(EXTRA).chunk(0).keys) if spill else 0
+                table, spilled = _with_lineage(parsed, item, spec, spill)
+                out.extra_values += spilled
                 out.add(table, tuple(keys))
     except StreamStopped as exc:
         what = REASON_UNREADABLE if isinstance(exc, ReadFailed) else "object too large"
@@ -257,9 +257,9 @@ def _stopped_record(item: FileTask, reason: str, batch_id: int) -> dict[str, Any
     }
 
 
-def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec, spill: list[str]) -> pa.Table:
+def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec, spill: list[str]) -> tuple[pa.Table, int]:
     """The parsed rows with their lineage; the values of ``spill`` keys (past the column bound) in
-    ``_extra``."""
+    ``_extra``, and how many they are."""
     n = parsed.rows
     zeros = pa.array(np.zeros(n, dtype=np.int32))
 
@@ -267,11 +267,14 @@ def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec, spill: lis
         return pa.array([value], type_).take(zeros)
 
     pairs = list(zip(parsed.keys, parsed.columns, strict=True))
+    spilled = 0
     if spill:
-        spilled = set(spill)
         by_key = dict(pairs)
-        extra = to_map(spill, [by_key[k] for k in spill], n)
-        pairs = [(k, c) for k, c in pairs if k not in spilled]
+        folded = [by_key[k] for k in spill]
+        extra = to_map(spill, folded, n)
+        spilled = values_in(folded)
+        out_of_bound = set(spill)
+        pairs = [(k, c) for k, c in pairs if k not in out_of_bound]
     else:
         extra = pa.nulls(n, EXTRA_TYPE)
     columns = {f"{_DATA}{k}": c for k, c in pairs}
@@ -286,7 +289,7 @@ def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec, spill: lis
             EXTRA: extra,
         }
     )
-    return pa.table(columns)
+    return pa.table(columns), spilled
 
 
 def _output_table(
