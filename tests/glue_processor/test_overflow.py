@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,24 +15,14 @@ from glue_processor.merge import MergeSpec, merge_parts
 from glue_processor.ndjson import LINEAGE_COLUMNS, column_names
 from glue_processor.objects import local_path
 from glue_processor.overflow import EXTRA, admit, to_map
-from glue_processor.tasks import FileTask, TaskSpec, run_task
-
-NOW = datetime.now(UTC)
+from glue_processor.tasks import TaskSpec, run_task
+from tests.glue_processor.test_tasks import file_task
+from tests.glue_processor.test_tasks import spec as task_spec
 
 
 def spec(files: list[Path], out: str, **overrides: Any) -> TaskSpec:
-    values: dict[str, Any] = {
-        "index": 0,
-        # listed by an event of now (the objects were written just before)
-        "files": tuple(FileTask(p.as_uri(), p.as_uri(), "e", datetime.now(UTC), "s3://m/m.json") for p in files),
-        "known": (),
-        "data_dir": f"{out}/data",
-        "quarantine_dir": f"{out}/quarantine",
-        "batch_id": 1,
-        "ingest_time": NOW,
-        "target_bytes": 128 * 1024 * 1024,
-    }
-    return TaskSpec(**{**values, **overrides})
+    """test_tasks' task over ``files``, with no keys known unless said."""
+    return task_spec([file_task(p.as_uri()) for p in files], out, **{"known": (), **overrides})
 
 
 def rows_of(uris: list[str]) -> list[dict[str, Any]]:
