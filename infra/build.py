@@ -14,7 +14,13 @@ import yaml
 
 from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
 from infra.observability import alarm_resources, dashboard_resource
-from infra.runtime import DEFAULT_GLUE_VERSION, STREAMING_WORKER_TYPES, additional_python_modules, glue_runtimes
+from infra.runtime import (
+    DEFAULT_GLUE_VERSION,
+    NATIVE_WHEEL_URI,
+    STREAMING_WORKER_TYPES,
+    additional_python_modules,
+    glue_runtimes,
+)
 
 HERE = Path(__file__).parent
 BASE = HERE / "template.yaml"
@@ -57,7 +63,7 @@ def apply_runtime(template: dict[str, Any]) -> None:
     params["GlueVersion"]["AllowedValues"] = sorted(glue_runtimes())
     params["WorkerType"]["AllowedValues"] = list(STREAMING_WORKER_TYPES)
     args = template["Resources"]["GlueJob"]["Properties"]["DefaultArguments"]
-    args["--additional-python-modules"] = additional_python_modules()
+    args["--additional-python-modules"] = {"Fn::Sub": additional_python_modules(NATIVE_WHEEL_URI)}
 
 
 def apply_object_filter(template: dict[str, Any]) -> None:

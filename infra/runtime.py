@@ -6,6 +6,9 @@ modules the job installs on top (``--additional-python-modules``), each defined 
 - pyproject's ``glue`` extra: what the job installs on top, pinned with ``==`` only. Glue splits
   ``--additional-python-modules`` on every comma, so a requirement holding a comma (``>=2.7,<3``)
   would reach pip as two broken ones; :func:`additional_python_modules` refuses it.
+- the parser's native core (``native/``), a manylinux wheel built by ``infra.package`` and named in
+  the same argument by its S3 location (Glue installs wheels from S3 and compiles no native code:
+  AWS Glue Developer Guide, "Using Python libraries with AWS Glue").
 """
 
 from __future__ import annotations
@@ -83,9 +86,17 @@ def job_python_modules() -> tuple[str, ...]:
     return modules
 
 
-def additional_python_modules() -> str:
-    """The value of the job's ``--additional-python-modules`` argument."""
-    return ",".join(job_python_modules())
+# Where the template puts the native wheel: the deploy uploads it under a key that keeps its file
+# name (pip reads a wheel's tags from its name).
+NATIVE_WHEEL_URI = "s3://${CodeBucket}/${JobNativeWheelKey}"
+
+
+def additional_python_modules(native_wheel: str) -> str:
+    """The value of the job's ``--additional-python-modules`` argument, the native wheel at
+    ``native_wheel`` (an S3 URI on AWS, a local path in the parity environments)."""
+    if "," in native_wheel:
+        raise ValueError(f"{native_wheel!r}: Glue splits --additional-python-modules on every comma")
+    return ",".join((*job_python_modules(), native_wheel))
 
 
 def split_as_glue_does(value: str) -> list[str]:

@@ -303,3 +303,18 @@ def test_the_declared_schema_is_optional_and_readable_by_the_job() -> None:
     statements = role_statements(R["GlueJob"]["Properties"]["Role"])
     read = [st for st in statements if st.get("Sid") == "ReadDeclaredSchema"]
     assert len(read) == 1 and read[0]["Resource"]["Fn::If"][0] == "HasSchema"
+
+
+def test_the_job_may_read_every_artifact_it_starts_from() -> None:
+    # Glue fetches the script, --extra-py-files and the S3 wheels of --additional-python-modules with
+    # the job's role (AWS Glue Developer Guide, "Using Python libraries with AWS Glue"; "Setting up
+    # IAM permissions for AWS Glue"): a missing grant fails the job at start, after a clean deploy.
+    job = R["GlueJob"]["Properties"]
+    statements = role_statements(job["Role"])
+    wheels = [m for m in job["DefaultArguments"]["--additional-python-modules"]["Fn::Sub"].split(",") if "://" in m]
+    locations = [job["Command"]["ScriptLocation"]["Fn::Sub"], job["DefaultArguments"]["--extra-py-files"]["Fn::Sub"]]
+    assert len(wheels) == 1
+    for uri in [*locations, *wheels]:
+        assert uri.startswith("s3://${CodeBucket}/")
+        arn = {"Fn::Sub": "arn:${AWS::Partition}:s3:::" + uri.removeprefix("s3://")}
+        assert grants(statements, "s3:GetObject", arn), uri

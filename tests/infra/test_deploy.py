@@ -36,6 +36,7 @@ TEMPLATE: dict[str, Any] = {
             "ControlPlaneKey": "",
             "JobScriptKey": "",
             "JobPackageKey": "",
+            "JobNativeWheelKey": "",
             "MaxWorkers": "10",
             "AlarmEmail": "",
             "ManifestLambdaReservedConcurrency": "0",
@@ -89,6 +90,9 @@ class World:
             path = tmp / f"{name}.zip"
             path.write_bytes(name.encode())
             self.artifacts[name] = path
+        wheel = tmp / "ndjson_arrow-0.1.0-cp311-cp311-manylinux_2_17_x86_64.whl"
+        wheel.write_bytes(b"wheel")
+        self.artifacts["job_native_wheel"] = wheel
         self.keys = {name: content_key(path) for name, path in self.artifacts.items()}
 
     def _record(self, params: dict[str, Any], model: Any, **_: Any) -> None:
@@ -114,6 +118,7 @@ class World:
             "ControlPlaneKey": self.keys["lambdas"],
             "JobScriptKey": self.keys["job_script"],
             "JobPackageKey": self.keys["job_package"],
+            "JobNativeWheelKey": self.keys["job_native_wheel"],
             **overrides,
         }
 
@@ -255,11 +260,18 @@ def test_a_describe_error_is_reported_as_itself_not_as_no_stack(
     assert "CreateStack" not in world.calls
 
 
+@pytest.mark.parametrize(
+    ("changed", "old_key"),
+    [
+        ("JobPackageKey", "artifacts/job_package-0000.zip"),
+        ("JobNativeWheelKey", "artifacts/0000/ndjson_arrow-0.1.0-cp311-cp311-manylinux_2_17_x86_64.whl"),
+    ],
+)
 def test_a_code_update_restarts_the_job_through_the_control_plane(
-    world: World, capsys: pytest.CaptureFixture[str]
+    world: World, capsys: pytest.CaptureFixture[str], changed: str, old_key: str
 ) -> None:
-    # Given a stack whose job runs an older build
-    previous = world.previous(JobPackageKey="artifacts/job_package-0000.zip")
+    # Given a stack whose job runs an older build (its Python package, or its native parser)
+    previous = world.previous(**{changed: old_key})
     world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", previous), None)
     world.lambda_stub.add_response("get_account_settings", ACCOUNT, {})
     world.cfn_stub.add_response("update_stack", {"StackId": "id"}, None)
@@ -289,8 +301,22 @@ def test_a_code_update_restarts_the_job_through_the_control_plane(
     # Then, after the update finished, the control plane is asked to restart the job
     assert world.calls.index("UpdateStack") < world.calls.index("Invoke")
     assert json.loads(world.requests["Invoke"]["Payload"]) == {"command": "restart"}
-    assert "JobPackageKey" in capsys.readouterr().out
+    assert changed in capsys.readouterr().out
     world.lambda_stub.assert_no_pending_responses()
+
+
+def test_the_native_wheel_is_uploaded_under_its_own_file_name(tmp_path: Path) -> None:
+    # pip takes a wheel's name, version and tags from its file name (PEP 427): a key that renamed it
+    # would make Glue's pip refuse the file
+    from packaging.utils import parse_wheel_filename
+
+    wheel = tmp_path / "ndjson_arrow-0.1.0-cp311-cp311-manylinux_2_17_x86_64.whl"
+    wheel.write_bytes(b"wheel")
+    key = content_key(wheel)
+    assert key.startswith("artifacts/") and key.endswith("/ndjson_arrow-0.1.0-cp311-cp311-manylinux_2_17_x86_64.whl")
+    name, version, _, tags = parse_wheel_filename(key.rsplit("/", 1)[1])
+    assert (name, str(version)) == ("ndjson-arrow", "0.1.0")
+    assert {t.platform for t in tags} == {"manylinux_2_17_x86_64"}
 
 
 # -- the concurrency check ----------------------------------------------------------------------

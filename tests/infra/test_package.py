@@ -65,6 +65,57 @@ def test_job_zip_and_wheel_import(artifacts: dict[str, Path], tmp_path: Path) ->
     assert out.returncode == 0, out.stderr
 
 
+# Glue 5.0 and 5.1 run on Amazon Linux 2023 with glibc 2.34 (AWS Glue Developer Guide, "Using Python
+# libraries with AWS Glue", the table of versions); Glue compiles no native code, so the wheel must
+# run there as built.
+GLUE_GLIBC = (2, 34)
+
+
+def glibc_needs(so: bytes) -> set[tuple[int, ...]]:
+    """The GLIBC_x.y symbol versions an ELF shared object requires."""
+    import io
+
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.gnuversions import GNUVerNeedSection
+
+    needs = set()
+    for section in ELFFile(io.BytesIO(so)).iter_sections():
+        if isinstance(section, GNUVerNeedSection):
+            for _, auxes in section.iter_versions():
+                for aux in auxes:
+                    if aux.name.startswith("GLIBC_") and aux.name[6:].replace(".", "").isdigit():
+                        needs.add(tuple(int(p) for p in aux.name[6:].split(".")))
+    return needs
+
+
+def test_the_native_wheel_runs_on_glue_as_built(artifacts: dict[str, Path], tmp_path: Path) -> None:
+    from packaging.utils import parse_wheel_filename
+
+    wheel = artifacts["job_native_wheel"]
+    # Given the wheel make package builds for --additional-python-modules
+    name, _, _, tags = parse_wheel_filename(wheel.name)
+    assert name == "ndjson-arrow"
+    # Then it is for CPython 3.11 on x86-64 Linux with a glibc no newer than Glue 5's
+    assert {(t.interpreter, t.abi) for t in tags} == {("cp311", "cp311")}
+    for tag in tags:
+        assert tag.platform.endswith("_x86_64") and tag.platform.startswith("manylinux")
+    with zipfile.ZipFile(wheel) as zf:
+        (so,) = [n for n in zf.namelist() if n.endswith(".so")]
+        needs = glibc_needs(zf.read(so))
+        assert not any(n.endswith(".c") for n in zf.namelist())
+    assert needs and max(needs) <= GLUE_GLIBC, needs
+    # And it installs and scans in a clean interpreter with nothing else
+    pip_install(tmp_path / "native", "--no-deps", str(wheel))
+    out = clean_python(
+        "import ndjson_arrow\n"
+        'new, cols, lines, rows, bad, extra = ndjson_arrow.scan(b\'{"a":"x"}\\nnope\\n\', [], 10)\n'
+        "print(new, rows, [b[:2] for b in bad])",
+        tmp_path / "native",
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"['a'] 1 [(2, {__import__('ndjson_arrow').MALFORMED})]"
+
+
 def test_deploy_without_credentials_fails_clearly(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -26,8 +26,15 @@ from contracts.layout import manifest_key
 from contracts.manifest import Manifest, ManifestEntry
 from infra.build import render
 from infra.package import build
-from infra.parity import glue_env, lambda_env
-from infra.runtime import DEFAULT_GLUE_VERSION, ROOT, glue_runtimes, job_python_modules, split_as_glue_does
+from infra.parity import glue_env, lambda_env, local_native_wheel
+from infra.runtime import (
+    DEFAULT_GLUE_VERSION,
+    NATIVE_WHEEL_URI,
+    ROOT,
+    glue_runtimes,
+    job_python_modules,
+    split_as_glue_does,
+)
 
 STUB = Path(__file__).parent / "glue_stub"
 TEMPLATE = render()
@@ -46,14 +53,24 @@ def isolated(python: Path, code: str, *, env: dict[str, str] | None = None, time
 
 
 def test_additional_python_modules_survive_glues_comma_split() -> None:
-    # Given the value the stack passes to Glue
-    value = JOB_ARGS["--additional-python-modules"]
-    # When Glue splits it on commas, each part is one valid requirement, pinned exactly
-    parts = split_as_glue_does(value)
-    assert parts == list(job_python_modules())
-    for part in parts:
+    # Given the value the stack passes to Glue (CloudFormation substitutes the wheel's location)
+    value = JOB_ARGS["--additional-python-modules"]["Fn::Sub"]
+    # When Glue splits it on commas, each part is one valid requirement pinned exactly, then the
+    # native wheel's S3 location (AWS Glue Developer Guide, "Using Python libraries with AWS Glue":
+    # wheels in S3 are listed in the same argument)
+    *pins, wheel = split_as_glue_does(value)
+    assert pins == list(job_python_modules())
+    for part in pins:
         req = Requirement(part)
         assert len(req.specifier) == 1 and next(iter(req.specifier)).operator == "=="
+    assert wheel == NATIVE_WHEEL_URI
+
+
+def template_modules(wheel: Path) -> str:
+    """The template's ``--additional-python-modules`` with the native wheel at ``wheel``."""
+    value: str = JOB_ARGS["--additional-python-modules"]["Fn::Sub"]
+    assert value.count(NATIVE_WHEEL_URI) == 1
+    return value.replace(NATIVE_WHEEL_URI, str(wheel))
 
 
 def test_local_pins_are_the_default_glue_versions_libraries() -> None:
@@ -78,7 +95,14 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="module", params=sorted(glue_runtimes()))
 def glue_python(request: pytest.FixtureRequest) -> Path:
     """An environment like the Glue version's, with the template's modules installed as Glue does."""
-    return glue_env(request.param, modules=JOB_ARGS["--additional-python-modules"])
+    return glue_env(request.param, modules=template_modules(local_native_wheel()))
+
+
+@pytest.mark.slow
+def test_the_native_wheel_tested_here_is_the_one_that_ships(artifacts: dict[str, Path]) -> None:
+    # the parity environments install .parity/wheels/; make deploy uploads make package's: same bytes
+    assert artifacts["job_native_wheel"].name == local_native_wheel().name
+    assert artifacts["job_native_wheel"].read_bytes() == local_native_wheel().read_bytes()
 
 
 def zip_modules(path: Path) -> list[str]:
