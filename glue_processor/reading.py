@@ -24,7 +24,10 @@ READ_BYTES = 8 * MIB
 
 @dataclass(frozen=True)
 class Limits:
-    chunk_bytes: int = 64 * MIB
+    # A parsed chunk is dense: every column has an offset per row, so a chunk costs rows x columns
+    # x 4 bytes besides its text (8 MiB of 100-byte rows at the 1,000-column bound: 335 MB). The
+    # native parser has no per-call cost to amortise, so chunks stay small.
+    chunk_bytes: int = 8 * MIB
     max_line_bytes: int = 256 * MIB
     max_object_bytes: int = 20 * 1024 * MIB
 

@@ -16,9 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from contracts.exceptions import ConfigError
 from contracts.metrics import DEFAULT_NAMESPACE
 from contracts.validation import describe
+from glue_processor.defaults import DEFAULT_MAX_COLUMNS
 
-# The most data columns a table gets from the keys it finds (declared columns count toward it).
-DEFAULT_MAX_COLUMNS = 1000
 MIB = 1024 * 1024
 _URI = r"^(s3|s3a|file|hdfs)://.+"
 # Glue passes its own arguments too (--JOB_NAME, --enable-metrics, --TempDir, ...). Ours are

@@ -29,9 +29,9 @@ import pyarrow.parquet as pq
 
 from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, BadLine, ParsedText, column_names, parse_ndjson
 from glue_processor.objects import ObjectMissing, ObjectStore, VersionGone, store_for
-from glue_processor.overflow import EXTRA, EXTRA_TYPE, admit, to_map, values_in
+from glue_processor.overflow import EXTRA, EXTRA_TYPE
 from glue_processor.reading import Chunk, Limits, LongLine, ReadFailed, StreamStopped, TooLarge, chunks, decompressed
-from glue_processor.settings import DEFAULT_MAX_COLUMNS
+from glue_processor.defaults import DEFAULT_MAX_COLUMNS
 from glue_processor.table.declared import RESCUED, DeclaredSchema, conform
 from glue_processor.table.partitioning import PartitionPlan
 
@@ -183,8 +183,7 @@ def _load_one(
 def _parse_stream(
     item: FileTask, text: Any, keys: list[str], *, spec: TaskSpec, out: _ParquetFiles, bad_records: list[dict[str, Any]]
 ) -> FileOutcome:
-    seen = set(keys)
-    first_keys = set(seen)
+    first_keys = set(keys)
     good = bad = text_bytes = 0
     reason: str | None = None
     try:
@@ -194,16 +193,16 @@ def _parse_stream(
                 bad_records.append(_long_line_record(item, piece, spec.batch_id))
                 text_bytes += piece.size
                 continue
-            parsed = _parse_chunk(piece, keys)
+            # keys past the column bound never become columns: their values come back in parsed.extra
+            parsed = _parse_chunk(piece, keys, room=spec.max_columns - len(keys))
             text_bytes += len(piece.text)
             good += parsed.rows
             bad += len(parsed.bad)
-            spill = admit(keys, seen, parsed.keys, spec.max_columns)
+            keys.extend(parsed.keys[len(keys) :])
             bad_records.extend(_quarantine_record(item, b, spec.batch_id) for b in parsed.bad)
             if parsed.rows:
-                table, spilled = _with_lineage(parsed, item, spec, spill)
-                out.extra_values += spilled
-                out.add(table, tuple(keys))
+                out.extra_values += parsed.extra_values
+                out.add(_with_lineage(parsed, item, spec), tuple(keys))
     except StreamStopped as exc:
         what = REASON_UNREADABLE if isinstance(exc, ReadFailed) else "object too large"
         if isinstance(exc, TooLarge):
@@ -228,9 +227,9 @@ class _ParseFailed(Exception):
     """The parser itself failed on a chunk (any error, out of memory included)."""
 
 
-def _parse_chunk(piece: Chunk, keys: list[str]) -> ParsedText:
+def _parse_chunk(piece: Chunk, keys: list[str], *, room: int) -> ParsedText:
     try:
-        parsed = parse_ndjson(piece.text, keys)
+        parsed = parse_ndjson(piece.text, keys, room=room)
     except Exception as exc:
         raise _ParseFailed(str(exc)) from exc
     if piece.first_line == 1:
@@ -238,7 +237,7 @@ def _parse_chunk(piece: Chunk, keys: list[str]) -> ParsedText:
     offset = piece.first_line - 1
     lines = pc.add(parsed.lines, pa.scalar(offset, pa.int32()))
     bad = [BadLine(b.line + offset, b.reason, b.raw) for b in parsed.bad]
-    return ParsedText(keys=parsed.keys, columns=parsed.columns, lines=lines, bad=bad)
+    return ParsedText(keys=parsed.keys, columns=parsed.columns, lines=lines, bad=bad, extra=parsed.extra)
 
 
 def _long_line_record(item: FileTask, long: LongLine, batch_id: int) -> dict[str, Any]:
@@ -257,27 +256,15 @@ def _stopped_record(item: FileTask, reason: str, batch_id: int) -> dict[str, Any
     }
 
 
-def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec, spill: list[str]) -> tuple[pa.Table, int]:
-    """The parsed rows with their lineage; the values of ``spill`` keys (past the column bound) in
-    ``_extra``, and how many they are."""
+def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec) -> pa.Table:
+    """The parsed rows with their lineage and ``_extra``."""
     n = parsed.rows
     zeros = pa.array(np.zeros(n, dtype=np.int32))
 
     def constant(value: Any, type_: pa.DataType) -> pa.Array:
         return pa.array([value], type_).take(zeros)
 
-    pairs = list(zip(parsed.keys, parsed.columns, strict=True))
-    spilled = 0
-    if spill:
-        by_key = dict(pairs)
-        folded = [by_key[k] for k in spill]
-        extra = to_map(spill, folded, n)
-        spilled = values_in(folded)
-        out_of_bound = set(spill)
-        pairs = [(k, c) for k, c in pairs if k not in out_of_bound]
-    else:
-        extra = pa.nulls(n, EXTRA_TYPE)
-    columns = {f"{_DATA}{k}": c for k, c in pairs}
+    columns = {f"{_DATA}{k}": c for k, c in zip(parsed.keys, parsed.columns, strict=True)}
     columns.update(
         {
             "_source_uri": constant(item.source_uri, STRING),
@@ -286,10 +273,10 @@ def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec, spill: lis
             "_event_time": constant(item.event_time, TIMESTAMP),
             "_batch_id": constant(spec.batch_id, pa.int64()),
             "_ingest_time": constant(spec.ingest_time, TIMESTAMP),
-            EXTRA: extra,
+            EXTRA: parsed.extra if parsed.extra is not None else pa.nulls(n, EXTRA_TYPE),
         }
     )
-    return pa.table(columns), spilled
+    return pa.table(columns)
 
 
 def _output_table(

@@ -24,7 +24,7 @@ def local_session(
 ) -> SparkSession:
     """A local SparkSession configured as the job expects."""
     os.environ["JAVA_HOME"] = java_home()
-    # The batch's tasks run Python (msgspec, pyarrow): the workers use this interpreter, not
+    # The batch's tasks run Python (the native parser, pyarrow): the workers use this interpreter, not
     # whichever python3 is first on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (

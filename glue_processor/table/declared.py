@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from contracts.exceptions import ConfigError
+from glue_processor.ndjson import STRING
 
 RESCUED = "_rescued"
 RESCUED_TYPE = pa.map_(pa.string(), pa.string())
@@ -57,7 +58,7 @@ class Column:
         if m := _DECIMAL.match(self.type):
             return pa.decimal128(int(m[1]), int(m[2]))
         return {
-            "string": pa.large_string(),
+            "string": STRING,
             "bigint": pa.int64(),
             "double": pa.float64(),
             "boolean": pa.bool_(),
@@ -112,7 +113,7 @@ def convert(raw: pa.Array, column: Column) -> tuple[pa.Array, pa.Array]:
     """(converted values, mask of values that did not convert) for a string array of JSON texts."""
     if isinstance(raw, pa.ChunkedArray):
         raw = raw.combine_chunks()
-    raw = raw.cast(pa.large_string()) if raw.type != pa.large_string() else raw
+    raw = raw.cast(STRING) if raw.type != STRING else raw
     if column.type == "string":
         return raw, pa.array(np.zeros(len(raw), dtype=bool))
     target = column.arrow_type
@@ -125,7 +126,7 @@ def convert(raw: pa.Array, column: Column) -> tuple[pa.Array, pa.Array]:
 
 
 def _vectorised(raw: pa.Array, column: Column, target: pa.DataType) -> pa.Array:
-    null = pa.nulls(len(raw), pa.large_string())
+    null = pa.nulls(len(raw), STRING)
     if column.type == "boolean":
         return pc.if_else(pc.equal(raw, "true"), True, pc.if_else(pc.equal(raw, "false"), False, None))
     if column.type == "bigint":
@@ -164,7 +165,7 @@ def _one(text: str | None, column: Column) -> Any:
         if column.type == "timestamp" and column.format == "iso8601":
             parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
             return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-        return pa.array([text], pa.large_string()).cast(column.arrow_type)[0].as_py()
+        return pa.array([text], STRING).cast(column.arrow_type)[0].as_py()
     except (ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
 

@@ -16,7 +16,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform, MonthTransform, YearTransform
 from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
 
-from glue_processor.ndjson import column_names
+from glue_processor.ndjson import STRING, column_names
 from glue_processor.overflow import EXTRA, EXTRA_TYPE
 from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema
 from glue_processor.table.partitioning import PartitionPlan
@@ -69,7 +69,7 @@ def data_columns(keys: Iterable[str], declared: pa.Schema | None = None) -> pa.S
     """The Arrow schema of a batch's data columns (strings, or the type a file declares), to union
     into the table's."""
     types = {f.name: f.type for f in declared} if declared is not None else {}
-    fields = [pa.field(name, types.get(name, pa.large_string())) for _, name in column_names(tuple(keys))]
+    fields = [pa.field(name, types.get(name, STRING)) for _, name in column_names(tuple(keys))]
     if RESCUED in types:
         fields.append(pa.field(RESCUED, types[RESCUED]))
     return pa.schema(fields)
@@ -96,5 +96,5 @@ def typed_columns(declared: DeclaredSchema | None, plan: PartitionPlan) -> pa.Sc
         fields[RESCUED] = RESCUED_TYPE
     for f in plan.fields:
         if f.column not in fields and f.column not in LINEAGE_TYPES:
-            fields[f.column] = pa.large_string()
+            fields[f.column] = STRING
     return pa.schema([pa.field(n, t) for n, t in fields.items()])

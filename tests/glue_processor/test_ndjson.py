@@ -204,13 +204,41 @@ def test_sparse_rows_over_many_known_keys_read_back_the_same(
             assert (got[line][key] if isinstance(value, str) else json.loads(got[line][key])) == value
 
 
-def test_the_sparse_path_runs_for_sparse_rows_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[Any] = []
-    real = T._parse_sparse
-    monkeypatch.setattr(T, "_parse_sparse", lambda d, k: calls.append(real(d, k)) or calls[-1])
-    sparse = b'{"k000": 1}\n{"k005": "x", "k100": [1, 2]}\n'
-    parsed = T.parse_ndjson(sparse, POOL[:120])
-    assert calls[-1] is not None and rows_of(parsed) == {1: {"k000": "1"}, 2: {"k005": "x", "k100": "[1,2]"}}
-    dense = ("{" + ",".join(f'"k{i:03d}": {i}' for i in range(100)) + "}\n").encode()
-    T.parse_ndjson(dense, POOL[:100])
-    assert calls[-1] is None  # 100 of 100 keys per row: the struct path
+def test_keys_past_the_room_go_to_extra_with_the_same_value_semantics() -> None:
+    # Given room for one new key, and lines with three (one repeated, one null)
+    data = b'{"a":1,"b":"x\\u00e9","c":{ "d" : [1, 2] }}\n{"c":"first","c":null}\n{"c":1,"c":2,"b":null}\n'
+    parsed = T.parse_ndjson(data, ["a"], room=1)
+    # Then "b" (first seen) is a column, "c" is in extra: unescaped, compact, last value wins, null not kept
+    assert parsed.keys == ("a", "b")
+    assert rows_of(parsed) == {1: {"a": "1", "b": "x\u00e9"}, 2: {}, 3: {}}
+    assert parsed.extra is not None
+    assert parsed.extra.to_pylist() == [[("c", '{"d":[1,2]}')], None, [("c", "2")]]
+    assert parsed.extra_values == 2
+
+
+def test_a_bad_line_leaves_nothing_behind_not_even_its_keys() -> None:
+    # Given lines that introduce keys and then fail (after the object, inside a value, in a key)
+    data = b'{"new":1,"x":2} junk\n{"other":[1,}\n{"a":1}\n{"late":"ok","\xff":1}\n'
+    parsed = T.parse_ndjson(data, [], room=1)
+    # Then only the good line counts: its key took the one place, and nothing else is a key or a value
+    assert parsed.keys == ("a",)
+    assert rows_of(parsed) == {3: {"a": "1"}}
+    assert parsed.extra is None
+    assert [(b.line, b.reason) for b in parsed.bad] == [
+        (1, T.REASON_TRAILING),
+        (2, T.REASON_MALFORMED),
+        (4, T.REASON_NOT_UTF8),
+    ]
+
+
+def test_known_keys_keep_their_order_and_are_null_where_absent() -> None:
+    parsed = T.parse_ndjson(b'{"b":1,"z":2}\n', ["b", "a"])
+    assert parsed.keys == ("b", "a", "z")
+    assert [c.to_pylist() for c in parsed.columns] == [["1"], [None], ["2"]]
+
+
+def test_lone_surrogate_escapes_are_malformed_anywhere() -> None:
+    lines = [b'{"a":"\\ud800"}', b'{"a":{"b":"\\udc00"}}', b'{"\\ud800":1}', b'{"a":"\\ud83d\\ude00"}']
+    parsed = T.parse_ndjson(b"\n".join(lines))
+    assert [(b.line, b.reason) for b in parsed.bad] == [(n, T.REASON_MALFORMED) for n in (1, 2, 3)]
+    assert rows_of(parsed) == {4: {"a": "\U0001f600"}}

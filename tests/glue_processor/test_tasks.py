@@ -173,10 +173,10 @@ def test_a_file_the_parser_fails_on_is_quarantined_and_the_rest_loads(
     # Given a parser that fails on one object (whatever the cause)
     real = tasks.parse_ndjson
 
-    def parse(data: bytes, known: Any = ()) -> Any:
+    def parse(data: bytes, known: Any = (), **kw: Any) -> Any:
         if b"boom" in data:
             raise MemoryError("boom")
-        return real(data, known)
+        return real(data, known, **kw)
 
     monkeypatch.setattr(tasks, "parse_ndjson", parse)
     (tmp_path / "a.json").write_bytes(b'{"a":"boom"}\n')
