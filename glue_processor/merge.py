@@ -27,6 +27,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from glue_processor import parquet_writer
 from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, column_names
 from glue_processor.objects import ObjectStore, local_path, store_for
 from glue_processor.overflow import EXTRA, to_map, values_in
@@ -34,7 +35,7 @@ from glue_processor.parquet_concat import concat
 from glue_processor.sizing import plan_groups
 from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema
 from glue_processor.table.footer import footer_of
-from glue_processor.tasks import _PARQUET_OPTIONS, Staged, _output_table
+from glue_processor.tasks import Staged, _output_table
 
 # A part within this fraction of the target is a file of its own already.
 FULL = 0.85
@@ -175,7 +176,7 @@ def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
                         extra = to_map(spilled, columns, len(table), base=extra)
                     conformed = _output_table(data, spec.keys, lineage, rescued, extra)
                     if writer is None:
-                        writer = pq.ParquetWriter(path, conformed.schema, **_PARQUET_OPTIONS)
+                        writer = parquet_writer.writer(path, conformed)
                     writer.write_table(conformed, row_group_size=max(1, len(conformed)))
         finally:
             if writer is not None:

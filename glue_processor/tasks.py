@@ -25,13 +25,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from glue_processor import parquet_writer
+from glue_processor.defaults import DEFAULT_MAX_COLUMNS
 from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, BadLine, ParsedText, column_names, parse_ndjson
 from glue_processor.objects import ObjectMissing, ObjectStore, VersionGone, store_for
 from glue_processor.overflow import EXTRA, EXTRA_TYPE
 from glue_processor.reading import Chunk, Limits, LongLine, ReadFailed, StreamStopped, TooLarge, chunks, decompressed
-from glue_processor.defaults import DEFAULT_MAX_COLUMNS
 from glue_processor.table.declared import RESCUED, DeclaredSchema, conform
 from glue_processor.table.partitioning import PartitionPlan
 
@@ -151,9 +151,6 @@ def run_task(spec: TaskSpec, stores: Callable[[str], ObjectStore] = store_for) -
 
 
 # -- internals -------------------------------------------------------------------------------
-_PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "store_schema": False}
-
-
 def _load_one(
     item: FileTask,
     keys: list[str],
@@ -419,7 +416,7 @@ class _ParquetFiles:
             self._close(label)
             current = None
         if current is None:
-            current = self._open[label] = self._start(label, table.schema, keys)
+            current = self._open[label] = self._start(label, table, keys)
         current.writer.write_table(table, row_group_size=max(1, len(table)))
         current.arrow_bytes += _weight(table)
         written = current.path.stat().st_size
@@ -427,11 +424,11 @@ class _ParquetFiles:
         if written + next_group / 2 >= self.spec.target_bytes:
             self._close(label)
 
-    def _start(self, label: str, schema: pa.Schema, keys: tuple[str, ...]) -> _OpenFile:
+    def _start(self, label: str, first: pa.Table, keys: tuple[str, ...]) -> _OpenFile:
         uri = f"{self.spec.data_dir}/part-{self.spec.index:05d}-{len(self.staged) + len(self._open):03d}.parquet"
         stack = contextlib.ExitStack()
         path = stack.enter_context(self.stores(uri).writer(uri))
-        return _OpenFile(uri, keys, stack, path, pq.ParquetWriter(path, schema, **_PARQUET_OPTIONS))
+        return _OpenFile(uri, keys, stack, path, parquet_writer.writer(path, first))
 
     def _close(self, label: str) -> None:
         current = self._open.pop(label, None)

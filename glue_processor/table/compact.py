@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
+from glue_processor import parquet_writer
 from glue_processor.objects import store_for
 from glue_processor.sizing import plan_groups
 from glue_processor.table.datafiles import data_file
@@ -34,7 +35,6 @@ from glue_processor.table.footer import footer_of
 logger = logging.getLogger(__name__)
 SMALL = 0.75
 EPOCH = date(1970, 1, 1)
-_PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "store_schema": False}
 
 
 @dataclass
@@ -168,7 +168,7 @@ def _rewrite(directory: str, group: list[DataFile], n: int) -> tuple[str, int, b
     merged = pa.concat_tables(tables, promote_options="permissive")
     uri = f"{directory}/compacted-{uuid.uuid4().hex[:12]}-{n:05d}.parquet"
     with store_for(uri).writer(uri) as path:
-        pq.write_table(merged, path, row_group_size=max(1, len(merged)), **_PARQUET_OPTIONS)
+        parquet_writer.write(merged, path)
         size = Path(path).stat().st_size
         footer = footer_of(path)
     return uri, size, footer
