@@ -27,7 +27,8 @@ def manifest_of(files: list[Path]) -> tuple[str, str]:
 
 
 def batch_job(spark: Any, files: list[Path], out: Path, query_id: str, previous: Any = None) -> Any:
-    """A ManifestBatchJob writing under ``out``; ``previous`` passes on what a warm job learnt."""
+    """A started ManifestBatchJob writing under ``out`` (as the job is when its stream starts: table
+    open, recent batches read); ``previous`` passes on what a warm job learnt."""
     from glue_processor.batch import ManifestBatchJob
     from glue_processor.settings import settings_from_mapping
 
@@ -46,4 +47,5 @@ def batch_job(spark: Any, files: list[Path], out: Path, query_id: str, previous:
         # a 24/7 job carries what it learnt: the keys (and the gzip expansion it sizes tasks by)
         job.gzip_expansion = previous.gzip_expansion
         job.known_keys = set(previous.known_keys)
+    job.start()
     return job

@@ -261,6 +261,12 @@ class ManifestBatchJob:
         logger.info("batch done", extra={"batch_id": batch_id, **record.stats.model_dump()})
         return record
 
+    def start(self) -> None:
+        """Before the stream starts: open the table, so a wrong catalog or table stops the job at
+        start-up and the first batch does only its own work. (What the recent batches learnt is
+        read by the first batch: it needs the query's id, which the checkpoint has only then.)"""
+        self.sink.open()
+
     def resume(self) -> None:
         """After a restart: learn from the recent batches (keys, dedupe index, backlog). The dedupe
         index comes from its latest snapshot plus the commit records written after it, so a

@@ -45,6 +45,7 @@ def run_query(spark: SparkSession, settings: JobSettings) -> list[ManifestBatchJ
         batch_job = ManifestBatchJob(spark, generation, metrics=metrics, rotate_after=rotate_after_batches(settings))
         metrics.attach(spark, generation)
         try:
+            batch_job.start()  # before the first trigger: its batch then does only its own work
             query = start_query(spark, generation, batch_job)
             # processing-time: stop when the trigger is idle; available-now runs batches back to back, so
             # stop soon (an interrupted batch re-runs in the next generation, its objects deduplicated)

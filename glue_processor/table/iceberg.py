@@ -82,6 +82,9 @@ class IcebergSink:
         # retention optimizer.
         self.snapshot_retention = snapshot_retention
 
+    def open(self) -> None:
+        self._table()
+
     def partition(self, committed_at: datetime) -> str:
         return f"{INGEST_DAY}={committed_at:%Y-%m-%d}"
 

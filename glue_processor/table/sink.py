@@ -18,6 +18,11 @@ class Sink(Protocol):
     # True: tasks write final files under output_dir (nothing moves); False: files are staged, then moved
     in_place: bool
 
+    def open(self) -> None:
+        """Reach the table before the first batch: a catalog or table that is wrong stops the job at
+        start-up, and the first batch does only its own work."""
+        ...
+
     def partition(self, committed_at: datetime) -> str:
         """The label of the partition a batch committed at this time writes (its commit record's)."""
         ...

@@ -221,3 +221,20 @@ def test_a_key_explosion_is_bounded_in_the_table_and_later_batches_stay_narrow(s
     assert widths == {20 + len(LINEAGE_COLUMNS) + 1}
     (small,) = [r for r in load(env.settings).scan().to_arrow().to_pylist() if r["_batch_id"] == 1]
     assert small["_extra"] == [("v", "1")]
+
+
+def test_the_job_reaches_its_table_at_start_up(spark: Any, tmp_path: Path) -> None:
+    # Given a job that has run no batch
+    env = Env(tmp_path)
+    job = env.job(spark)
+    # When it starts (what run_query does before the first trigger)
+    job.start()
+    # Then its table exists, empty, before any batch: a wrong catalog would have failed here
+    table = load(env.settings)
+    assert table.metadata.current_snapshot() is None
+    assert [f.name for f in table.schema().fields][:3] == ["_source_uri", "_source_etag", "_line"]
+    # And a start-up that cannot reach its catalog fails then (here: its directory is a file)
+    (tmp_path / "a-file").write_text("")
+    broken = Env(tmp_path / "broken", catalog=f"sqlite:///{tmp_path}/a-file/catalog.db")
+    with pytest.raises(OSError, match="a-file"):
+        broken.job(spark).start()
