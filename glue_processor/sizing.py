@@ -45,13 +45,19 @@ def plan_groups(sizes: Sequence[float], groups: int) -> list[list[int]]:
 MAX_UNIT_BYTES = 256 * 1024 * 1024
 # Tasks per core: enough that a slow object does not leave the other cores idle at the end.
 UNITS_PER_CORE = 2
+# ... but past one task per core, a task has at least this much to read: each costs ~50 ms of
+# scheduling and Python-worker round trip (measured locally), which a small task would feel.
+MIN_SPLIT_BYTES = 32 * 1024 * 1024
 
 
 def parse_unit_count(sizes: Sequence[float], *, cores: int, max_unit_bytes: int = MAX_UNIT_BYTES) -> int:
-    """How many parse tasks a batch runs: by input, never by output. Every core gets work
-    (``UNITS_PER_CORE`` tasks each) and no task reads more than ``max_unit_bytes``, but a task
-    is at least one object, so there are never more tasks than objects."""
+    """How many parse tasks a batch runs: by input, never by output. Every core gets work (one
+    task each, ``UNITS_PER_CORE`` when each would still read ``MIN_SPLIT_BYTES``) and no task
+    reads more than ``max_unit_bytes``, but a task is at least one object, so there are never more
+    tasks than objects."""
     if not sizes:
         return 0
-    by_size = math.ceil(sum(sizes) / max_unit_bytes)
-    return max(1, min(len(sizes), max(UNITS_PER_CORE * max(1, cores), by_size)))
+    total = sum(sizes)
+    cores = max(1, cores)
+    spread = max(cores, min(UNITS_PER_CORE * cores, math.floor(total / MIN_SPLIT_BYTES)))
+    return max(1, min(len(sizes), max(spread, math.ceil(total / max_unit_bytes))))

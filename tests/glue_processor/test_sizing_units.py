@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from glue_processor.sizing import MAX_UNIT_BYTES, parse_unit_count, plan_groups
+from glue_processor.sizing import MAX_UNIT_BYTES, MIN_SPLIT_BYTES, UNITS_PER_CORE, parse_unit_count, plan_groups
 
 MB = 1024 * 1024
 
@@ -31,3 +31,12 @@ def test_units_never_outnumber_objects_and_cap_their_input() -> None:
     assert parse_unit_count([], cores=8) == 0
     big = [MAX_UNIT_BYTES / 4] * 400  # 100 x the cap in all
     assert parse_unit_count(big, cores=4) == 100
+
+
+def test_a_second_task_per_core_only_when_it_has_enough_to_read() -> None:
+    # a small batch: one task per core (a task's fixed cost would be a large share of a small one)
+    assert parse_unit_count([8.0 * MB] * 8, cores=2) == 2
+    # a batch with MIN_SPLIT_BYTES per extra task: two per core
+    assert parse_unit_count([MIN_SPLIT_BYTES / 2] * 16, cores=2) == UNITS_PER_CORE * 2
+    # the seed's trigger (~5.8 GB of ~3.5 MB objects) on 80 cores: two per core
+    assert parse_unit_count([3.5 * MB] * 1667, cores=80) == 160
