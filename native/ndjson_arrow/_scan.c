@@ -43,6 +43,7 @@ static int buf_grow(Buf *b, size_t need) {
 }
 
 static inline int emit(Buf *b, const uint8_t *s, size_t n) {
+    if (n == 0) return 0;
     if (b->len + n > b->cap && buf_grow(b, b->len + n)) return -1;
     memcpy(b->p + b->len, s, n);
     b->len += n;
@@ -100,6 +101,7 @@ typedef struct {
     int64_t *bad; /* (line, reason, start, end) */
     size_t nbad, bad_cap;
     int nomem;
+    int changed; /* the input buffer was written to during the scan */
 } Scan;
 
 static uint8_t PLAIN[256]; /* a byte copied as is inside a string: printable ASCII but " and \ */
@@ -513,7 +515,9 @@ static void rollback(Scan *s, int64_t r, Py_ssize_t nkeys, Py_ssize_t nentries, 
         Key *key = &s->keys[k];
         if (key->spilled) {
             key->last_row = -1;
-        } else if (key->filled == r + 1) {
+        } else if (key->offsets && key->filled >= r) {
+            /* row r's value, whole (filled == r + 1) or cut off by the failure (filled == r, bytes
+             * written past offsets[r]) */
             key->data.len = (size_t)key->offsets[r];
             key->valid[r >> 3] &= (uint8_t)~(1u << (r & 7));
             key->filled = r;
@@ -521,14 +525,17 @@ static void rollback(Scan *s, int64_t r, Py_ssize_t nkeys, Py_ssize_t nentries, 
     }
     s->nentries = nentries;
     s->extra.len = extra_len;
-    if (s->nkeys > nkeys) {
-        for (Py_ssize_t k = nkeys; k < s->nkeys; k++) {
-            if (!s->keys[k].spilled) s->admitted--;
-            key_free(&s->keys[k]);
-        }
-        s->nkeys = nkeys;
-        if (table_build(s, s->table_mask + 1)) s->nomem = 1;
+    /* The line's keys are the newest in the table, after every other key of their probe chains
+     * (a rebuild inserts keys in index order too): emptying their slots, newest first, undoes
+     * their insertion exactly. */
+    for (Py_ssize_t k = s->nkeys - 1; k >= nkeys; k--) {
+        size_t i = (size_t)s->keys[k].hash & s->table_mask;
+        while (s->table[i] != k) i = (i + 1) & s->table_mask;
+        s->table[i] = -1;
+        if (!s->keys[k].spilled) s->admitted--;
+        key_free(&s->keys[k]);
     }
+    s->nkeys = nkeys;
 }
 
 /* One value of a top-level key at p, into its column or the extra list. */
@@ -662,7 +669,10 @@ static void scan_all(Scan *s, const uint8_t *data, size_t size) {
     while (line < stop || (line == stop && number == 0 && size == 0)) {
         const uint8_t *nl = memchr(line, '\n', (size_t)(stop - line));
         const uint8_t *end = nl ? nl : stop;
-        number++;
+        if ((size_t)++number > s->max_rows) { /* more lines than counted: the buffer changed */
+            s->changed = 1;
+            return;
+        }
         const uint8_t *p = skip_white(line, end);
         if (p < end) {
             int reason = 0;
@@ -679,7 +689,6 @@ static void scan_all(Scan *s, const uint8_t *data, size_t size) {
                     s->lines[s->rows++] = (int32_t)number;
                 } else {
                     rollback(s, s->rows, nkeys, nentries, extra_len);
-                    if (s->nomem) return;
                     reason = got == -1 ? R_TRAILING : got == F_DEPTH ? R_TOO_DEEP : R_MALFORMED;
                 }
             } else {
@@ -910,6 +919,10 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     if (s.nomem) {
         PyErr_NoMemory();
+        goto out;
+    }
+    if (s.changed) {
+        PyErr_SetString(PyExc_RuntimeError, "the input buffer was written to while it was scanned");
         goto out;
     }
     names = PyList_New(0);
