@@ -15,11 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import ndjson_arrow
 import pyarrow as pa
 
 from glue_processor.overflow import EXTRA_TYPE
+
+if TYPE_CHECKING:
+    from ndjson_arrow._scan import Column, Extra
 
 # Lineage columns added to every output row. Data fields with the same names are renamed.
 LINEAGE_COLUMNS = ("_source_uri", "_source_etag", "_line", "_event_time", "_batch_id", "_ingest_time")
@@ -80,7 +84,7 @@ def parse_ndjson(data: bytes | memoryview, known: Sequence[str] = (), *, room: i
     are in ``extra``. Values: strings as text, nested objects and arrays as compact JSON (literals
     as written), numbers and booleans as their literal, ``null`` as NULL.
     """
-    limit = len(data) + 1 if room is None else max(0, room)
+    limit = len(data) + 1 if room is None else max(0, room)  # no text has more keys than bytes
     new, columns, lines, rows, bad, extra = ndjson_arrow.scan(data, known, limit)
     return ParsedText(
         keys=(*known, *new),
@@ -112,7 +116,7 @@ def column_names(keys: Sequence[str]) -> list[tuple[str, str]]:
 
 
 # -- internals -------------------------------------------------------------------------------
-def _column(parts: tuple[bytes, bytes, bytes | None, int] | None, rows: int) -> pa.Array:
+def _column(parts: Column | None, rows: int) -> pa.Array:
     if parts is None:
         return pa.nulls(rows, STRING)
     offsets, values, validity, nulls = parts
@@ -120,7 +124,7 @@ def _column(parts: tuple[bytes, bytes, bytes | None, int] | None, rows: int) -> 
     return pa.Array.from_buffers(STRING, rows, buffers, null_count=nulls)
 
 
-def _extra(parts: tuple[bytes, bytes, int, bytes, bytes, bytes, bytes, int], rows: int) -> pa.Array:
+def _extra(parts: Extra, rows: int) -> pa.Array:
     row_offsets, validity, nulls, key_offsets, keys, value_offsets, values, entries = parts
     text = pa.string()
     names = pa.Array.from_buffers(text, entries, [None, pa.py_buffer(key_offsets), pa.py_buffer(keys)])

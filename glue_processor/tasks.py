@@ -407,8 +407,12 @@ class _ParquetFiles:
             return
         labels, nulls = self.spec.partitions.labels(table)
         self.null_partitions += nulls
-        for label in pc.unique(labels).to_pylist():
-            self._write(label, table.filter(pc.equal(labels, label)), keys)
+        names = labels.dictionary.to_pylist()
+        if len(names) == 1:  # the usual case (a day's partition): no copy of the rows
+            self._write(names[0], table, keys)
+            return
+        for code, label in enumerate(names):
+            self._write(label, table.filter(pc.equal(labels.indices, code)), keys)
 
     def _write(self, label: str, table: pa.Table, keys: tuple[str, ...]) -> None:
         current = self._open.get(label)

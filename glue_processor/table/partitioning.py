@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -22,6 +23,7 @@ from glue_processor.table.declared import DeclaredSchema
 
 DEFAULT = "day(_ingest_time)"
 TIME_TRANSFORMS = {"year": "%Y", "month": "%Y-%m", "day": "%Y-%m-%d", "hour": "%Y-%m-%d-%H"}
+_UNITS = {"year": "year", "month": "month", "day": "day", "hour": "hour"}
 TIME_COLUMNS = ("_event_time", "_ingest_time")
 _FIELD = re.compile(r"^\s*(?:(year|month|day|hour|identity)\(\s*([^()]+?)\s*\)|([^(),]+?))\s*$")
 NULL = "null"
@@ -39,21 +41,37 @@ class Field:
 class PartitionPlan:
     fields: tuple[Field, ...]
 
-    def labels(self, table: pa.Table) -> tuple[pa.Array, int]:
-        """Each row's partition path (``name=value/...``), and how many rows have a null value."""
+    def labels(self, table: pa.Table) -> tuple[pa.DictionaryArray, int]:
+        """Each row's partition path (``name=value/...``) as a dictionary array (a batch has few
+        partitions), and how many rows have a null value. The transforms run on distinct values
+        only: a timestamp is first floored to its unit, so ``day(_ingest_time)`` formats one value
+        per batch, not one per row."""
         parts: list[pa.Array] = []
-        nulls = pa.array([False] * len(table))
+        nulls = pa.array(np.zeros(len(table), dtype=bool))
         for f in self.fields:
             values = table.column(f.column)
-            if f.transform == "identity":
-                text = values.cast(pa.string())
-            else:
-                text = pc.strftime(values, format=TIME_TRANSFORMS[f.transform])
-            nulls = pc.or_(nulls, pc.is_null(text))
-            parts.append(pc.binary_join_element_wise(f"{f.name}=", pc.fill_null(text, NULL), ""))
+            if f.transform != "identity":
+                values = pc.floor_temporal(values, unit=_UNITS[f.transform])
+            encoded = pc.dictionary_encode(values)
+            encoded = encoded.combine_chunks() if isinstance(encoded, pa.ChunkedArray) else encoded
+            distinct = encoded.dictionary
+            text = distinct.cast(pa.string()) if f.transform == "identity" else _format(distinct, f.transform)
+            named = pc.binary_join_element_wise(f"{f.name}=", text, "")
+            # a null value (or one that did not convert) is the null partition: one more label
+            named = pa.concat_arrays([named, pa.array([f"{f.name}={NULL}"])])
+            missing = pc.is_null(encoded.indices)
+            nulls = pc.or_(nulls, missing)
+            parts.append(named.take(pc.fill_null(encoded.indices, len(distinct))))
         label = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "/")
         count = pc.sum(nulls).as_py() or 0
-        return (label.combine_chunks() if isinstance(label, pa.ChunkedArray) else label), int(count)
+        return pc.dictionary_encode(label), int(count)
+
+
+def _format(values: pa.Array, transform: str) -> pa.Array:
+    """A time transform's text of each value (Iceberg's human form: 2026-11-23, 2026-11-23-07)."""
+    if pa.types.is_date(values.type):
+        values = values.cast(pa.timestamp("s"))
+    return pc.strftime(values, format=TIME_TRANSFORMS[transform])
 
 
 def parse_partition_by(text: str, declared: DeclaredSchema | None) -> PartitionPlan:
