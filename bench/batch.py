@@ -26,7 +26,9 @@ def manifest_of(files: list[Path]) -> tuple[str, str]:
     return ("file:///bench/manifest.json", Manifest.of(entries).to_json().decode())
 
 
-def batch_job(spark: Any, files: list[Path], out: Path, query_id: str, previous: Any = None) -> Any:
+def batch_job(
+    spark: Any, files: list[Path], out: Path, query_id: str, previous: Any = None, *, max_columns: int | None = None
+) -> Any:
     """A started ManifestBatchJob writing under ``out`` (as the job is when its stream starts: table
     open, recent batches read); ``previous`` passes on what a warm job learnt."""
     from glue_processor.batch import ManifestBatchJob
@@ -40,6 +42,7 @@ def batch_job(spark: Any, files: list[Path], out: Path, query_id: str, previous:
             "checkpoint_uri": (out / "checkpoint").as_uri(),
             "source_uri_template": f"{files[0].parent.parent.as_uri()}/{{bucket}}/{{key}}",
             "metrics_sinks": "",
+            **({"max_columns": str(max_columns)} if max_columns else {}),
         }
     )
     job = ManifestBatchJob(spark, settings, query_id=query_id)

@@ -53,10 +53,11 @@ def session(cores: str = "2") -> Any:
     return local_session("bench", cores=cores, driver_memory="8g")
 
 
-def start_ours(spark: Any, files: list[Path], out: Path, run: int) -> Any:
+def start_ours(spark: Any, files: list[Path], out: Path, run: int, max_columns: int | None = None) -> Any:
     """The job as its stream starts (modules loaded, table open, what a previous run learnt kept):
     start-up happens once per job, not per batch, so it is not part of a batch's time."""
-    return batch_job(spark, files, out, f"bench{run:04d}", previous=getattr(start_ours, "previous", None))
+    previous = getattr(start_ours, "previous", None)
+    return batch_job(spark, files, out, f"bench{run:04d}", previous=previous, max_columns=max_columns)
 
 
 def run_ours(job: Any, files: list[Path], out: Path, run: int) -> dict[str, Any]:
@@ -107,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--cores", default="2", help="local Spark cores (default 2)")
     p.add_argument("--files", type=int, default=0, help="only the first N files (default all)")
+    p.add_argument("--max-columns", type=int, default=0, help="ours: the job's --max_columns (default: its own)")
     args = p.parse_args(argv)
     args.data, args.out = args.data.resolve(), args.out.resolve()
     files = sorted(args.data.glob("*.json"))[: args.files or None]
@@ -121,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             out = args.out / f"{args.engine}-{run}"
             shutil.rmtree(out, ignore_errors=True)
             t_start = time.monotonic()
-            job = start_ours(spark, files, out, run) if args.engine == "ours" else None
+            job = start_ours(spark, files, out, run, args.max_columns or None) if args.engine == "ours" else None
             job_start_s = time.monotonic() - t_start
             t0 = time.monotonic()
             if args.engine == "ours":
