@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Scale-out: a batch that writes one file (~180 MB of this data set's NDJSON, 0.7 Parquet/NDJSON),
 # on local[1] and local[2]. Planned by output, it would be one task whatever the cores.
 SCALE_FILES = 18
+SCALE_ROUNDS = 3
 
 
 def run_engine(
@@ -160,14 +161,23 @@ def main(argv: list[str] | None = None) -> int:
         targets["cold_vs_seed>=1.5"] = ratios["ours_cold_vs_seed_cold"] >= 1.5
     scale: dict[str, Any] = {}
     if "ours" in args.engines.split(","):
-        for cores in ("1", "2"):
-            cpus = ",".join(str(c) for c in range(int(cores)))
-            runs = run_engine(
-                "ours", data, args.out / "scale", 3, "--cores", cores, "--files", str(SCALE_FILES), cpus=cpus
-            )
-            warm = min((r for r in runs if r.get("phase") == "warm"), key=lambda r: r["seconds"])
-            mb = warm["input_bytes"] / MB
-            scale[f"local[{cores}]"] = {"seconds": warm["seconds"], "files_out": warm["files"], "mb": mb}
+        # rounds interleave local[1] and local[2], so a slow spell of a shared machine hits both
+        warm_runs: dict[str, list[dict[str, Any]]] = {"1": [], "2": []}
+        for _ in range(SCALE_ROUNDS):
+            for cores in ("1", "2"):
+                cpus = ",".join(str(c) for c in range(int(cores)))
+                runs = run_engine(
+                    "ours", data, args.out / "scale", 3, "--cores", cores, "--files", str(SCALE_FILES), cpus=cpus
+                )
+                warm_runs[cores] += [r for r in runs if r.get("phase") == "warm"]
+        for cores, runs in warm_runs.items():
+            warm = min(runs, key=lambda r: r["seconds"])
+            scale[f"local[{cores}]"] = {
+                "seconds": warm["seconds"],
+                "files_out": warm["files"],
+                "mb": warm["input_bytes"] / MB,
+                "all_warm_s": sorted(r["seconds"] for r in runs),
+            }
         speedup = round(scale["local[1]"]["seconds"] / scale["local[2]"]["seconds"], 2)
         scale["speedup"] = speedup
         targets["local2_vs_local1>=1.8"] = speedup >= 1.8
@@ -183,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         one, two = scale["local[1]"], scale["local[2]"]
         print(
             f"scale-out, one batch of {one['mb']:.0f} MB writing {two['files_out']} file(s), warm: "
-            f"local[1] {one['seconds']} s, local[2] {two['seconds']} s, speed-up {scale['speedup']}x"
+            f"local[1] {one['seconds']} s, local[2] {two['seconds']} s, speed-up {scale['speedup']}x "
+            f"(best of {len(one['all_warm_s'])} warm runs each: {one['all_warm_s']} / {two['all_warm_s']})"
         )
     print(f"fixed overhead (warm): {overhead}")
     print(f"ratios (speed-up, >1 means ours is faster): {ratios}")

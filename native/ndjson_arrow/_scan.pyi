@@ -2,9 +2,12 @@ from collections.abc import Sequence
 
 MAX_DEPTH: int
 
-Column = tuple[bytes, bytes, bytes | None, int]
+class Buffer:
+    """Read-only memory of a scan's result (the buffer protocol); freed with the object."""
+
+Column = tuple[Buffer, Buffer, Buffer | None, int]
 Extra = tuple[bytes, bytes, int, bytes, bytes, bytes, bytes, int]
 
 def scan(
     data: bytes | bytearray | memoryview, known: Sequence[str], room: int, /
-) -> tuple[list[str], list[Column | None], bytes, int, list[tuple[int, int, int, int]], Extra | None]: ...
+) -> tuple[list[str], list[Column | None], Buffer, int, list[tuple[int, int, int, int]], Extra | None]: ...
