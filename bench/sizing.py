@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -181,6 +182,17 @@ def plot(points: list[Point], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def pinned(args: argparse.Namespace, limits: list[int], *, cores: int) -> list[Point]:
+    """``measure`` in a process of its own pinned to ``cores`` CPUs: the JVM and the Python workers
+    it starts share them, so one core is one core's worth of the whole job (in one process the
+    JVM would keep the CPUs it started with)."""
+    cmd = [sys.executable, "-m", "bench.sizing", "--measure-cores", str(cores), "--out", str(args.out)]
+    cmd += ["--limits", ",".join(map(str, limits)), "--file-kb", str(args.file_kb), "--repeats", str(args.repeats)]
+    pin = ["taskset", "-c", ",".join(str(c) for c in range(cores))] if shutil.which("taskset") else []
+    out = subprocess.run([*pin, *cmd], capture_output=True, text=True, check=True)
+    return [Point(**x) for x in json.loads(out.stdout.strip().splitlines()[-1])]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="sizing", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--files-per-hour", type=int, default=200_000)
@@ -189,13 +201,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limits", default="1,2,4,8,16,32,64,128")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", type=Path, default=Path(".bench/sizing"))
+    p.add_argument("--measure-cores", type=int, default=0, help=argparse.SUPPRESS)  # one pinned measurement
     args = p.parse_args(argv)
     args.out = args.out.resolve()
-    shutil.rmtree(args.out, ignore_errors=True)
     limits = [int(x) for x in args.limits.split(",")]
-    points = measure(args.out / "one", limits, args.file_kb, args.repeats)
+    if args.measure_cores:
+        found = measure(
+            args.out / f"cores-{args.measure_cores}", limits, args.file_kb, args.repeats, cores=args.measure_cores
+        )
+        print(json.dumps([asdict(x) for x in found]))
+        return 0
+    shutil.rmtree(args.out, ignore_errors=True)
+    points = pinned(args, limits, cores=1)
     # the same batch sizes where the per-MB cost shows (the larger half), on two cores
-    two = measure(args.out / "two", limits[len(limits) // 2 :], args.file_kb, args.repeats, cores=2)
+    two = pinned(args, limits[len(limits) // 2 :], cores=2)
     efficiency = scaling_efficiency([p for p in points if p.files >= limits[len(limits) // 2]], two)
     rec = recommend(
         points, files_per_hour=args.files_per_hour, file_kb=args.file_kb, sla_s=args.sla_s, efficiency=efficiency
