@@ -7,23 +7,22 @@ that lists every row group, with the byte offsets it records shifted to their ne
 costs I/O only, which is what lets a batch's single output file be written from parts parsed on
 every core (the write stage would otherwise decode and re-encode the whole file on one core).
 
-Only the compact-protocol subset Parquet footers use is read and written, generically (field id,
-type, value), so fields this module does not know are carried through unchanged. Files with page
-indexes, bloom filters or encryption (which this job never writes) are refused.
+The footer is read and written with :mod:`glue_processor.parquet_thrift`, so fields this module
+does not know are carried through unchanged. Files with page indexes, bloom filters or encryption
+(which this job never writes) are refused.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
+
+from glue_processor import parquet_thrift as thrift
+from glue_processor.parquet_thrift import STRUCT, Struct
 
 MAGIC = b"PAR1"
-
-# compact protocol types
-_STOP, _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(13)
 
 # FileMetaData / RowGroup / ColumnChunk / ColumnMetaData field ids (parquet.thrift)
 _FMD_SCHEMA, _FMD_NUM_ROWS, _FMD_ROW_GROUPS, _FMD_ENCRYPTION = 2, 3, 4, 8
@@ -36,165 +35,18 @@ class ConcatError(ValueError):
     """The files cannot be concatenated (not Parquet, different schemas, unsupported features)."""
 
 
-@dataclass
-class Field:
-    id: int
-    type: int
-    value: Any  # int, float, bytes, bool, list[Field] (struct), tuple[int, list] (list/set), map
-
-
-Struct = list[Field]
-
-
-# -- compact protocol ---------------------------------------------------------------------
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def byte(self) -> int:
-        b = self.data[self.pos]
-        self.pos += 1
-        return b
-
-    def varint(self) -> int:
-        shift = result = 0
-        while True:
-            b = self.byte()
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-
-    def zigzag(self) -> int:
-        n = self.varint()
-        return (n >> 1) ^ -(n & 1)
-
-    def value(self, type_: int) -> Any:
-        if type_ in (_TRUE, _FALSE):  # inside a container: one byte
-            return self.byte() == _TRUE
-        if type_ == _BYTE:
-            return struct.unpack("b", bytes([self.byte()]))[0]
-        if type_ in (_I16, _I32, _I64):
-            return self.zigzag()
-        if type_ == _DOUBLE:
-            (v,) = struct.unpack("<d", self.data[self.pos : self.pos + 8])
-            self.pos += 8
-            return v
-        if type_ == _BINARY:
-            n = self.varint()
-            v = self.data[self.pos : self.pos + n]
-            self.pos += n
-            return v
-        if type_ in (_LIST, _SET):
-            head = self.byte()
-            size, elem = head >> 4, head & 0x0F
-            if size == 15:
-                size = self.varint()
-            return (elem, [self.value(elem) for _ in range(size)])
-        if type_ == _MAP:
-            size = self.varint()
-            kv = self.byte() if size else 0
-            return (kv, [(self.value(kv >> 4), self.value(kv & 0x0F)) for _ in range(size)])
-        if type_ == _STRUCT:
-            return self.struct()
-        raise ConcatError(f"unknown compact type {type_}")
-
-    def struct(self) -> Struct:
-        fields: Struct = []
-        last = 0
-        while True:
-            head = self.byte()
-            type_ = head & 0x0F
-            if type_ == _STOP:
-                return fields
-            delta = head >> 4
-            fid = last + delta if delta else self.zigzag()
-            value = (type_ == _TRUE) if type_ in (_TRUE, _FALSE) else self.value(type_)
-            fields.append(Field(fid, type_, value))
-            last = fid
-
-
-class _Writer:
-    def __init__(self) -> None:
-        self.out = bytearray()
-
-    def varint(self, n: int) -> None:
-        while True:
-            if n < 0x80:
-                self.out.append(n)
-                return
-            self.out.append((n & 0x7F) | 0x80)
-            n >>= 7
-
-    def zigzag(self, n: int) -> None:
-        self.varint((n << 1) ^ (n >> 63))
-
-    def value(self, type_: int, v: Any) -> None:
-        if type_ in (_TRUE, _FALSE):
-            self.out.append(_TRUE if v else _FALSE)
-        elif type_ == _BYTE:
-            self.out += struct.pack("b", v)
-        elif type_ in (_I16, _I32, _I64):
-            self.zigzag(v)
-        elif type_ == _DOUBLE:
-            self.out += struct.pack("<d", v)
-        elif type_ == _BINARY:
-            self.varint(len(v))
-            self.out += v
-        elif type_ in (_LIST, _SET):
-            elem, items = v
-            if len(items) < 15:
-                self.out.append((len(items) << 4) | elem)
-            else:
-                self.out.append(0xF0 | elem)
-                self.varint(len(items))
-            for item in items:
-                self.value(elem, item)
-        elif type_ == _MAP:
-            kv, pairs = v
-            self.varint(len(pairs))
-            if pairs:
-                self.out.append(kv)
-            for key, val in pairs:
-                self.value(kv >> 4, key)
-                self.value(kv & 0x0F, val)
-        elif type_ == _STRUCT:
-            self.struct(v)
-        else:
-            raise ConcatError(f"unknown compact type {type_}")
-
-    def struct(self, fields: Struct) -> None:
-        last = 0
-        for f in fields:
-            type_ = (_TRUE if f.value else _FALSE) if f.type in (_TRUE, _FALSE) else f.type
-            delta = f.id - last
-            if 0 < delta <= 15:
-                self.out.append((delta << 4) | type_)
-            else:
-                self.out.append(type_)
-                self.zigzag(f.id)
-            if f.type not in (_TRUE, _FALSE):
-                self.value(f.type, f.value)
-            last = f.id
-        self.out.append(_STOP)
-
-
 def decode_footer(footer: bytes) -> Struct:
-    return _Reader(footer).struct()
+    try:
+        return thrift.decode(footer)
+    except thrift.ThriftError as exc:
+        raise ConcatError(str(exc)) from exc
 
 
-def encode_footer(meta: Struct) -> bytes:
-    w = _Writer()
-    w.struct(meta)
-    return bytes(w.out)
+encode_footer = thrift.encode
+_get = thrift.get
 
 
 # -- Parquet ------------------------------------------------------------------------------
-def _get(fields: Struct, fid: int) -> Field | None:
-    return next((f for f in fields if f.id == fid), None)
-
-
 def _footer_of(f: BinaryIO, size: int) -> tuple[bytes, int]:
     """(footer bytes, where the footer starts)."""
     if size < 12:
@@ -271,7 +123,7 @@ def concat(sources: Iterable[Path], target: Path, *, chunk: int = 8 * 1024 * 102
             if field.id == _FMD_NUM_ROWS:
                 field.value = rows
             elif field.id == _FMD_ROW_GROUPS:
-                field.value = (_STRUCT, row_groups)
+                field.value = (STRUCT, row_groups)
         footer = encode_footer(meta)
         out.write(footer)
         out.write(struct.pack("<I", len(footer)))
