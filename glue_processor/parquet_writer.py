@@ -1,4 +1,4 @@
-"""How the job writes Parquet: one set of options for parts, rewritten files and compaction.
+"""How the job writes Parquet: one writer for parts, rewritten files and compaction.
 
 Snappy, no Arrow schema in the footer (readers take the Parquet schema; files of one table then
 concatenate by bytes whatever Arrow types wrote them), and a dictionary only for columns that
@@ -6,21 +6,54 @@ benefit: a column of mostly distinct values (ids, numbers, free text) fills the 
 falls back to plain encoding, and has meanwhile hashed every value and made the statistics
 slow; measured on 8 MB of ~100-byte records, a writer with a dictionary for every column took
 42 ms, one with dictionaries chosen from a sample 27 ms, and wrote a smaller file.
+
+Mostly-NULL string columns are encoded here, not by Arrow. Arrow's writer costs ~8 ns per row
+per nullable column whatever the column holds (it builds definition levels, derives a bitmap
+back from them and run-length encodes them), so records with many sparse keys (500 columns, a
+few set per row) were written at a few MB/s. A nullable column's definition levels are its
+validity bitmap, so :mod:`ndjson_arrow._pages` copies the bitmap and the values that are set into
+PLAIN data pages, with the statistics Arrow would write. Every other column is written by Arrow
+into a file of its own in memory, whose column chunks are copied in; the schema is the one Arrow
+writes for the whole table, and chunks are laid out in schema order, as readers that split files
+by row-group position expect.
 """
 
 from __future__ import annotations
 
+import functools
+import struct
+from collections.abc import Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from ndjson_arrow._pages import encode_strings
+
+from glue_processor import parquet_thrift as thrift
+from glue_processor.parquet_thrift import BINARY, I32, I64, LIST, STRUCT, TRUE, Field, Struct
 
 OPTIONS: dict[str, Any] = {"compression": "snappy", "store_schema": False}
 # A column gets a dictionary when at most this share of a sample's values are distinct.
 DICTIONARY_MAX_DISTINCT = 0.5
 SAMPLE_ROWS = 2000
+# A string column at least this NULL is encoded here (see the module docstring).
+NATIVE_MIN_NULL_SHARE = 0.5
+# Values per data page (Arrow's default), and the longest min/max Arrow keeps in statistics.
+PAGE_BYTES = 1024 * 1024
+MAX_STATISTICS_BYTES = 4096
+
+MAGIC = b"PAR1"
+_SNAPPY = pa.Codec("snappy")
+# parquet.thrift: Type.BYTE_ARRAY, CompressionCodec.SNAPPY, Encoding.PLAIN / RLE, PageType.DATA_PAGE
+_BYTE_ARRAY, _CODEC_SNAPPY, _PLAIN, _RLE, _DATA_PAGE = 6, 1, 0, 3, 0
+# field ids of FileMetaData, RowGroup, ColumnChunk and ColumnMetaData
+_FMD_VERSION, _FMD_SCHEMA, _FMD_NUM_ROWS, _FMD_ROW_GROUPS, _FMD_CREATED_BY, _FMD_COLUMN_ORDERS = 1, 2, 3, 4, 6, 7
+_RG_COLUMNS, _CC_META = 1, 3
+_CMD_RAW_SIZE, _CMD_SIZE, _CMD_DATA_PAGE, _CMD_INDEX_PAGE, _CMD_DICT_PAGE = 6, 7, 9, 10, 11
+_CC_FILE_OFFSET = 2
 
 
 def dictionary_columns(table: pa.Table) -> list[str]:
@@ -36,12 +69,200 @@ def dictionary_columns(table: pa.Table) -> list[str]:
     return chosen
 
 
-def writer(path: str | Path, first: pa.Table) -> pq.ParquetWriter:
+def writer(path: str | Path, first: pa.Table) -> Writer:
     """A writer for tables of ``first``'s schema, its dictionary columns chosen from ``first``."""
-    return pq.ParquetWriter(path, first.schema, use_dictionary=dictionary_columns(first), **OPTIONS)
+    return Writer(path, first.schema, dictionary_columns(first))
 
 
 def write(table: pa.Table, path: str | Path) -> None:
     """``table`` as one row group."""
     with writer(path, table) as out:
-        out.write_table(table, row_group_size=max(1, len(table)))
+        out.write_table(table)
+
+
+class Writer:
+    """A Parquet file written one row group per :meth:`write_table` (the file grows as it goes, so
+    its size on disk tells how far it is)."""
+
+    def __init__(self, path: str | Path, schema: pa.Schema, dictionary: Sequence[str] = ()) -> None:
+        self.schema = schema
+        self._dictionary = frozenset(dictionary)
+        self._template = _template(schema)
+        self._leaves = [_leaf_count(field.type) for field in schema]
+        self._row_groups: list[Struct] = []
+        self._rows = 0
+        self._file = open(path, "wb")  # noqa: SIM115 - closed by close()
+        self._file.write(MAGIC)
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def write_table(self, table: pa.Table, row_group_size: int | None = None) -> None:
+        """``table`` as one row group (``row_group_size`` is accepted for ``pq.ParquetWriter``'s
+        callers and must not split it)."""
+        if not table.schema.equals(self.schema):
+            raise ValueError(f"table schema differs from the file's:\n{table.schema}\nvs\n{self.schema}")
+        if row_group_size is not None and row_group_size < len(table):
+            raise ValueError("this writer writes one row group per table")
+        if not len(table):
+            return
+        native = [self._native(field, column) for field, column in zip(table.schema, table.columns, strict=True)]
+        arrow_chunks = iter(self._arrow_chunks(table, native))
+        columns: list[Struct] = []
+        start = self._file.tell()
+        for field, column, mine, leaves in zip(table.schema, table.columns, native, self._leaves, strict=True):
+            if mine:
+                columns.append(self._string_chunk(field.name, column))
+                continue
+            for _ in range(leaves):
+                chunk, body = next(arrow_chunks)
+                columns.append(self._place(chunk, body))
+        self._file.flush()
+        compressed = sum(_meta_value(c, _CMD_SIZE) for c in columns)
+        self._row_groups.append(
+            [
+                Field(_RG_COLUMNS, LIST, (STRUCT, columns)),
+                Field(2, I64, sum(_meta_value(c, _CMD_RAW_SIZE) for c in columns)),
+                Field(3, I64, len(table)),
+                Field(5, I64, start),
+                Field(6, I64, compressed),
+                Field(7, thrift.I16, len(self._row_groups)),
+            ]
+        )
+        self._rows += len(table)
+
+    def close(self) -> None:
+        if self._file.closed:
+            return
+        meta = [
+            Field(f.id, f.type, f.value)
+            for f in self._template
+            if f.id in (_FMD_VERSION, _FMD_SCHEMA, _FMD_CREATED_BY, _FMD_COLUMN_ORDERS)
+        ]
+        meta += [Field(_FMD_NUM_ROWS, I64, self._rows), Field(_FMD_ROW_GROUPS, LIST, (STRUCT, self._row_groups))]
+        footer = thrift.encode(sorted(meta, key=lambda f: f.id))
+        self._file.write(footer + struct.pack("<I", len(footer)) + MAGIC)
+        self._file.close()
+
+    # -- internals ---------------------------------------------------------------------------
+    def _native(self, field: pa.Field, column: pa.ChunkedArray) -> bool:
+        if not pa.types.is_string(field.type):
+            return False
+        return field.name not in self._dictionary or column.null_count >= NATIVE_MIN_NULL_SHARE * len(column)
+
+    def _arrow_chunks(self, table: pa.Table, native: list[bool]) -> list[tuple[Struct, memoryview]]:
+        """Arrow's column chunks of the columns not encoded here: (ColumnChunk, its bytes)."""
+        others = [i for i, mine in enumerate(native) if not mine]
+        if not others:
+            return []
+        sub = table.select(others)
+        sink = pa.BufferOutputStream()
+        dictionary = [n for n in sub.column_names if n in self._dictionary]
+        pq.write_table(sub, sink, row_group_size=len(sub), use_dictionary=dictionary, **OPTIONS)
+        data = memoryview(sink.getvalue())
+        (length,) = struct.unpack("<I", data[-8:-4])
+        meta = thrift.decode(bytes(data[-8 - length : -8]))
+        (group,) = thrift.get(meta, _FMD_ROW_GROUPS).value[1]  # type: ignore[union-attr]
+        chunks = thrift.get(group, _RG_COLUMNS).value[1]  # type: ignore[union-attr]
+        out = []
+        for chunk in chunks:
+            first = min(_meta_value(chunk, fid) for fid in (_CMD_DATA_PAGE, _CMD_DICT_PAGE) if _has(chunk, fid))
+            out.append((chunk, data[first : first + _meta_value(chunk, _CMD_SIZE)]))
+        return out
+
+    def _place(self, chunk: Struct, body: memoryview) -> Struct:
+        """An Arrow column chunk written at the end of the file, its page offsets moved there."""
+        where = self._file.tell()
+        first = min(_meta_value(chunk, fid) for fid in (_CMD_DATA_PAGE, _CMD_DICT_PAGE) if _has(chunk, fid))
+        for f in _meta(chunk):
+            if f.id in (_CMD_DATA_PAGE, _CMD_INDEX_PAGE, _CMD_DICT_PAGE):
+                f.value += where - first
+        offset = thrift.get(chunk, _CC_FILE_OFFSET)  # deprecated; older writers set it
+        if offset is not None and offset.value:
+            offset.value += where - first
+        self._file.write(body)
+        return chunk
+
+    def _string_chunk(self, name: str, column: pa.ChunkedArray) -> Struct:
+        """A nullable string column's chunk, encoded here: PLAIN pages, snappy, statistics."""
+        where = self._file.tell()
+        arrays = []
+        for array in column.chunks:
+            validity, offsets, data = array.buffers()
+            arrays.append((offsets, b"" if data is None else data, validity, array.offset, len(array)))
+        pages, nulls, low, high, value_bytes = encode_strings(arrays, PAGE_BYTES)
+        raw = written = 0
+        for body, rows, _ in pages:
+            packed = _SNAPPY.compress(body, asbytes=True)
+            header = _page_header(len(body), len(packed), rows)
+            self._file.write(header)
+            self._file.write(packed)
+            raw += len(header) + len(body)
+            written += len(header) + len(packed)
+        statistics = [Field(3, I64, nulls)]
+        if low is not None and high is not None and max(len(low), len(high)) <= MAX_STATISTICS_BYTES:
+            statistics += [Field(5, BINARY, high), Field(6, BINARY, low), Field(7, TRUE, True), Field(8, TRUE, True)]
+        meta = [
+            Field(1, I32, _BYTE_ARRAY),
+            Field(2, LIST, (I32, [_RLE, _PLAIN])),
+            Field(3, LIST, (BINARY, [name.encode()])),
+            Field(4, I32, _CODEC_SNAPPY),
+            Field(5, I64, len(column)),
+            Field(_CMD_RAW_SIZE, I64, raw),
+            Field(_CMD_SIZE, I64, written),
+            Field(_CMD_DATA_PAGE, I64, where),
+            Field(12, STRUCT, statistics),
+            Field(13, LIST, (STRUCT, [[Field(1, I32, _DATA_PAGE), Field(2, I32, _PLAIN), Field(3, I32, len(pages))]])),
+            Field(16, STRUCT, [Field(1, I64, value_bytes)]),
+        ]
+        return [Field(_CC_FILE_OFFSET, I64, 0), Field(_CC_META, STRUCT, meta)]
+
+
+def _page_header(raw: int, packed: int, rows: int) -> bytes:
+    """A v1 data page's PageHeader: PLAIN values, RLE definition and repetition levels."""
+    return thrift.encode(
+        [
+            Field(1, I32, _DATA_PAGE),
+            Field(2, I32, raw),
+            Field(3, I32, packed),
+            Field(5, STRUCT, [Field(1, I32, rows), Field(2, I32, _PLAIN), Field(3, I32, _RLE), Field(4, I32, _RLE)]),
+        ]
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _template(schema: pa.Schema) -> Struct:
+    """The FileMetaData Arrow writes for ``schema`` (its schema elements, column orders, version)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(schema.empty_table(), sink, **OPTIONS)
+    data = sink.getvalue().to_pybytes()
+    (length,) = struct.unpack("<I", data[-8:-4])
+    return thrift.decode(data[-8 - length : -8])
+
+
+def _leaf_count(type_: pa.DataType) -> int:
+    """Parquet columns (leaves) of an Arrow type."""
+    if pa.types.is_struct(type_):
+        return sum(_leaf_count(type_.field(i).type) for i in range(type_.num_fields))
+    if pa.types.is_map(type_):
+        return _leaf_count(type_.key_type) + _leaf_count(type_.item_type)
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_) or pa.types.is_fixed_size_list(type_):
+        return _leaf_count(type_.value_type)
+    return 1
+
+
+def _meta(chunk: Struct) -> Struct:
+    return thrift.get(chunk, _CC_META).value  # type: ignore[union-attr,no-any-return]
+
+
+def _has(chunk: Struct, fid: int) -> bool:
+    return thrift.get(_meta(chunk), fid) is not None
+
+
+def _meta_value(chunk: Struct, fid: int) -> int:
+    return thrift.get(_meta(chunk), fid).value  # type: ignore[union-attr,no-any-return]
