@@ -9,10 +9,10 @@ has tens of thousands of fields, which cost ~0.1 s per footer in Python. Used to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from ndjson_arrow import _thrift
+from ndjson_arrow._thrift import Field
+
+__all__ = ["Field", "Struct", "ThriftError", "decode", "encode", "get"]
 
 
 class ThriftError(ValueError):
@@ -23,20 +23,13 @@ class ThriftError(ValueError):
 STOP, TRUE, FALSE, BYTE, I16, I32, I64, DOUBLE, BINARY, LIST, SET, MAP, STRUCT = range(13)
 
 
-@dataclass(slots=True)
-class Field:
-    id: int
-    type: int
-    value: Any  # int, float, bytes, bool, list[Field] (struct), tuple[int, list] (list/set), map
-
-
 Struct = list[Field]
 
 
 def decode(data: bytes) -> Struct:
     """The struct encoded in ``data``."""
     try:
-        return _thrift.decode(data, Field)
+        return _thrift.decode(data)
     except (ValueError, TypeError) as exc:
         raise ThriftError(str(exc)) from exc
 

@@ -335,6 +335,7 @@ class _OpenFile:
     path: Path
     writer: Any
     arrow_bytes: int = 0
+    full: bool = False  # about the target: the next rows start a new file
 
 
 @dataclass
@@ -360,7 +361,7 @@ class _ParquetFiles:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         if exc_type is None:
-            self._flush()
+            self._flush(final=True)
             for label in list(self._open):
                 self._close(label)
         else:
@@ -385,7 +386,7 @@ class _ParquetFiles:
         file stops close to it."""
         return min(self.spec.row_group_bytes, max(1, self.spec.target_bytes // self.spec.row_groups_per_file))
 
-    def _flush(self) -> None:
+    def _flush(self, *, final: bool = False) -> None:
         if not self._pending:
             return
         keys = self._pending_keys
@@ -403,30 +404,34 @@ class _ParquetFiles:
         lineage = {c: merged.column(c) for c in LINEAGE_COLUMNS}
         table = _output_table(data, keys, lineage, rescued, merged.column(EXTRA))
         if self.spec.partitions is None:
-            self._write("", table, keys)
+            self._write("", table, keys, final=final)
             return
         labels, nulls = self.spec.partitions.labels(table)
         self.null_partitions += nulls
         names = labels.dictionary.to_pylist()
         if len(names) == 1:  # the usual case (a day's partition): no copy of the rows
-            self._write(names[0], table, keys)
+            self._write(names[0], table, keys, final=final)
             return
         for code, label in enumerate(names):
-            self._write(label, table.filter(pc.equal(labels.indices, code)), keys)
+            self._write(label, table.filter(pc.equal(labels.indices, code)), keys, final=final)
 
-    def _write(self, label: str, table: pa.Table, keys: tuple[str, ...]) -> None:
+    def _write(self, label: str, table: pa.Table, keys: tuple[str, ...], *, final: bool = False) -> None:
+        """A row group into the partition's open file; a full file is closed when more rows come,
+        except a small last remainder, which joins it (rather than making a part of its own, whose
+        footer and scheduling would cost as much as a full one's)."""
+        weight = _weight(table)
         current = self._open.get(label)
-        if current is not None and current.keys != keys:
+        tail = final and weight < self._step / 2
+        if current is not None and (current.keys != keys or (current.full and not tail)):
             self._close(label)
             current = None
         if current is None:
             current = self._open[label] = self._start(label, table, keys)
         current.writer.write_table(table, row_group_size=max(1, len(table)))
-        current.arrow_bytes += _weight(table)
+        current.arrow_bytes += weight
         written = current.path.stat().st_size
         next_group = self._step * written / max(1, current.arrow_bytes)
-        if written + next_group / 2 >= self.spec.target_bytes:
-            self._close(label)
+        current.full = written + next_group / 2 >= self.spec.target_bytes
 
     def _start(self, label: str, first: pa.Table, keys: tuple[str, ...]) -> _OpenFile:
         uri = f"{self.spec.data_dir}/part-{self.spec.index:05d}-{len(self.staged) + len(self._open):03d}.parquet"

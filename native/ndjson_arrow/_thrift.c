@@ -6,7 +6,8 @@
  * metadata), and the write stage decodes every part's footer and encodes one per output file; in
  * Python that cost ~0.1 s per part, more than copying the part's bytes.
  *
- * Values: STRUCT -> list of field objects (the class given to decode: field(id, type, value));
+ * Values: STRUCT -> list of Field(id, type, value) (this module's type; encode also takes any
+ * object with those attributes);
  * LIST/SET -> (element type, list); MAP -> (key type << 4 | value type, list of (key, value));
  * BINARY -> bytes; I16/I32/I64 -> int; DOUBLE -> float; BYTE -> int; TRUE/FALSE -> bool (a
  * struct's bool field keeps the type it was read with; encode picks it from the value).
@@ -14,18 +15,101 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <structmember.h>
 
-enum { STOP, T_TRUE, T_FALSE, T_BYTE, T_I16, T_I32, T_I64, T_DOUBLE, T_BINARY, T_LIST, T_SET, T_MAP, T_STRUCT };
+enum { CT_STOP, CT_TRUE, CT_FALSE, CT_BYTE, CT_I16, CT_I32, CT_I64, CT_DOUBLE, CT_BINARY, CT_LIST, CT_SET, CT_MAP, CT_STRUCT };
 #define MAX_DEPTH 64
 
 static PyObject *s_id, *s_type, *s_value;
 
+/* -- Field: (id, type, value), mutable ------------------------------------------------------- */
+typedef struct {
+    PyObject_HEAD
+    PyObject *id, *type, *value;
+} FieldObject;
+
+static PyTypeObject FieldType;
+
+static PyObject *field_make(PyObject *id, PyObject *type, PyObject *value) {
+    FieldObject *f = PyObject_GC_New(FieldObject, &FieldType);
+    if (!f) return NULL;
+    Py_INCREF(id);
+    Py_INCREF(type);
+    Py_INCREF(value);
+    f->id = id;
+    f->type = type;
+    f->value = value;
+    PyObject_GC_Track(f);
+    return (PyObject *)f;
+}
+
+static PyObject *field_new(PyTypeObject *cls, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"id", "type", "value", NULL};
+    PyObject *id, *type, *value;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO:Field", names, &id, &type, &value)) return NULL;
+    return field_make(id, type, value);
+}
+
+static int field_traverse(FieldObject *f, visitproc visit, void *arg) {
+    Py_VISIT(f->id);
+    Py_VISIT(f->type);
+    Py_VISIT(f->value);
+    return 0;
+}
+
+static int field_clear(FieldObject *f) {
+    Py_CLEAR(f->id);
+    Py_CLEAR(f->type);
+    Py_CLEAR(f->value);
+    return 0;
+}
+
+static void field_dealloc(FieldObject *f) {
+    PyObject_GC_UnTrack(f);
+    field_clear(f);
+    PyObject_GC_Del(f);
+}
+
+static PyObject *field_repr(FieldObject *f) { return PyUnicode_FromFormat("Field(id=%R, type=%R, value=%R)", f->id, f->type, f->value); }
+
+static PyObject *field_richcompare(PyObject *a, PyObject *b, int op) {
+    if ((op != Py_EQ && op != Py_NE) || !PyObject_TypeCheck(b, &FieldType)) Py_RETURN_NOTIMPLEMENTED;
+    FieldObject *x = (FieldObject *)a, *y = (FieldObject *)b;
+    int eq = 1;
+    PyObject *pairs[3][2] = {{x->id, y->id}, {x->type, y->type}, {x->value, y->value}};
+    for (int i = 0; i < 3 && eq == 1; i++) eq = PyObject_RichCompareBool(pairs[i][0], pairs[i][1], Py_EQ);
+    if (eq < 0) return NULL;
+    return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+}
+
+static PyMemberDef field_members[] = {
+    {"id", T_OBJECT_EX, offsetof(FieldObject, id), 0, "field id"},
+    {"type", T_OBJECT_EX, offsetof(FieldObject, type), 0, "compact-protocol type"},
+    {"value", T_OBJECT_EX, offsetof(FieldObject, value), 0, "the value"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject FieldType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ndjson_arrow._thrift.Field",
+    .tp_basicsize = sizeof(FieldObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Field(id, type, value): one field of a compact-protocol struct",
+    .tp_new = field_new,
+    .tp_dealloc = (destructor)field_dealloc,
+    .tp_traverse = (traverseproc)field_traverse,
+    .tp_clear = (inquiry)field_clear,
+    .tp_repr = (reprfunc)field_repr,
+    .tp_richcompare = field_richcompare,
+    .tp_hash = PyObject_HashNotImplemented,
+    .tp_members = field_members,
+};
+
 /* -- decode -------------------------------------------------------------------------------- */
 typedef struct {
     const uint8_t *p, *end;
-    PyObject *field; /* the class of a struct's fields */
     int depth;
 } Reader;
 
@@ -68,32 +152,32 @@ static PyObject *read_value(Reader *r, int type) {
     uint64_t n;
     int64_t v;
     switch (type) {
-    case T_TRUE:
-    case T_FALSE: /* inside a container: one byte */
+    case CT_TRUE:
+    case CT_FALSE: /* inside a container: one byte */
         if (read_byte(r, &b)) return NULL;
-        return PyBool_FromLong(b == T_TRUE);
-    case T_BYTE:
+        return PyBool_FromLong(b == CT_TRUE);
+    case CT_BYTE:
         if (read_byte(r, &b)) return NULL;
         return PyLong_FromLong((int8_t)b);
-    case T_I16:
-    case T_I32:
-    case T_I64:
+    case CT_I16:
+    case CT_I32:
+    case CT_I64:
         if (read_zigzag(r, &v)) return NULL;
         return PyLong_FromLongLong(v);
-    case T_DOUBLE: {
+    case CT_DOUBLE: {
         double d;
         if (r->end - r->p < 8) return fail("truncated"), NULL;
         memcpy(&d, r->p, 8); /* little-endian hosts only (x86-64, aarch64) */
         r->p += 8;
         return PyFloat_FromDouble(d);
     }
-    case T_BINARY:
+    case CT_BINARY:
         if (read_varint(r, &n)) return NULL;
         if ((uint64_t)(r->end - r->p) < n) return fail("truncated"), NULL;
         r->p += n;
         return PyBytes_FromStringAndSize((const char *)r->p - n, (Py_ssize_t)n);
-    case T_LIST:
-    case T_SET: {
+    case CT_LIST:
+    case CT_SET: {
         if (read_byte(r, &b)) return NULL;
         uint64_t size = b >> 4;
         int elem = b & 0x0F;
@@ -114,7 +198,7 @@ static PyObject *read_value(Reader *r, int type) {
         PyObject *out = Py_BuildValue("(iN)", elem, items);
         return out;
     }
-    case T_MAP: {
+    case CT_MAP: {
         if (read_varint(r, &n)) return NULL;
         uint8_t kv = 0;
         if (n && read_byte(r, &kv)) return NULL;
@@ -137,7 +221,7 @@ static PyObject *read_value(Reader *r, int type) {
         r->depth--;
         return Py_BuildValue("(iN)", kv, pairs);
     }
-    case T_STRUCT:
+    case CT_STRUCT:
         return read_struct(r);
     default:
         PyErr_Format(PyExc_ValueError, "compact protocol: unknown type %d", type);
@@ -154,16 +238,20 @@ static PyObject *read_struct(Reader *r) {
         uint8_t head;
         if (read_byte(r, &head)) goto error;
         int type = head & 0x0F;
-        if (type == STOP) break;
+        if (type == CT_STOP) break;
         int64_t fid;
         if (head >> 4) {
             fid = last + (head >> 4);
         } else if (read_zigzag(r, &fid)) {
             goto error;
         }
-        PyObject *value = (type == T_TRUE || type == T_FALSE) ? PyBool_FromLong(type == T_TRUE) : read_value(r, type);
+        PyObject *value = (type == CT_TRUE || type == CT_FALSE) ? PyBool_FromLong(type == CT_TRUE) : read_value(r, type);
         if (!value) goto error;
-        PyObject *field = PyObject_CallFunction(r->field, "LiN", (long long)fid, type, value);
+        PyObject *id_o = PyLong_FromLongLong(fid), *type_o = PyLong_FromLong(type);
+        PyObject *field = id_o && type_o ? field_make(id_o, type_o, value) : NULL;
+        Py_XDECREF(id_o);
+        Py_XDECREF(type_o);
+        Py_DECREF(value);
         if (!field) goto error;
         int rc = PyList_Append(fields, field);
         Py_DECREF(field);
@@ -179,10 +267,12 @@ error:
 
 static PyObject *decode(PyObject *self, PyObject *args) {
     Py_buffer view;
-    PyObject *field;
-    if (!PyArg_ParseTuple(args, "y*O", &view, &field)) return NULL;
-    Reader r = {(const uint8_t *)view.buf, (const uint8_t *)view.buf + view.len, field, 0};
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    Reader r = {(const uint8_t *)view.buf, (const uint8_t *)view.buf + view.len, 0};
+    /* tens of thousands of new container objects: the cyclic GC would scan them over and over */
+    int was_enabled = PyGC_Disable();
     PyObject *out = read_struct(&r);
+    if (was_enabled) PyGC_Enable();
     PyBuffer_Release(&view);
     return out;
 }
@@ -250,39 +340,39 @@ static int pair_of(PyObject *v, long *tag, PyObject **items) {
 static int write_value(Writer *w, int type, PyObject *v) {
     int64_t x;
     switch (type) {
-    case T_TRUE:
-    case T_FALSE: {
+    case CT_TRUE:
+    case CT_FALSE: {
         int t = PyObject_IsTrue(v);
-        return t < 0 ? -1 : put_byte(w, t ? T_TRUE : T_FALSE);
+        return t < 0 ? -1 : put_byte(w, t ? CT_TRUE : CT_FALSE);
     }
-    case T_BYTE:
+    case CT_BYTE:
         if (long_of(v, &x)) return -1;
         return put_byte(w, (uint8_t)(int8_t)x);
-    case T_I16:
-    case T_I32:
-    case T_I64:
+    case CT_I16:
+    case CT_I32:
+    case CT_I64:
         if (long_of(v, &x)) return -1;
         return put_zigzag(w, x);
-    case T_DOUBLE: {
+    case CT_DOUBLE: {
         double d = PyFloat_AsDouble(v);
         if (d == -1.0 && PyErr_Occurred()) return -1;
         return put(w, &d, 8);
     }
-    case T_BINARY: {
+    case CT_BINARY: {
         char *s;
         Py_ssize_t n;
         if (PyBytes_AsStringAndSize(v, &s, &n)) return -1;
         return put_varint(w, (uint64_t)n) || put(w, s, (size_t)n) ? -1 : 0;
     }
-    case T_LIST:
-    case T_SET:
-    case T_MAP: {
+    case CT_LIST:
+    case CT_SET:
+    case CT_MAP: {
         long tag;
         PyObject *items;
         if (pair_of(v, &tag, &items)) return -1;
         Py_ssize_t n = PyList_GET_SIZE(items);
         if (++w->depth > MAX_DEPTH) return fail("nested too deep");
-        if (type == T_MAP) {
+        if (type == CT_MAP) {
             if (put_varint(w, (uint64_t)n) || (n && put_byte(w, (uint8_t)tag))) return -1;
         } else if (n < 15) {
             if (put_byte(w, (uint8_t)((n << 4) | (tag & 0x0F)))) return -1;
@@ -291,7 +381,7 @@ static int write_value(Writer *w, int type, PyObject *v) {
         }
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *item = PyList_GET_ITEM(items, i);
-            if (type != T_MAP) {
+            if (type != CT_MAP) {
                 if (write_value(w, (int)(tag & 0x0F), item)) return -1;
             } else if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
                 PyErr_SetString(PyExc_TypeError, "a map's items are (key, value)");
@@ -304,7 +394,7 @@ static int write_value(Writer *w, int type, PyObject *v) {
         w->depth--;
         return 0;
     }
-    case T_STRUCT:
+    case CT_STRUCT:
         return write_struct(w, v);
     default:
         PyErr_Format(PyExc_ValueError, "compact protocol: unknown type %d", type);
@@ -320,33 +410,43 @@ static int write_struct(Writer *w, PyObject *fields) {
     if (++w->depth > MAX_DEPTH) return fail("nested too deep");
     int64_t last = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(fields); i++) {
-        PyObject *f = PyList_GET_ITEM(fields, i);
-        PyObject *id_o = PyObject_GetAttr(f, s_id), *type_o = id_o ? PyObject_GetAttr(f, s_type) : NULL;
-        PyObject *value = type_o ? PyObject_GetAttr(f, s_value) : NULL;
+        PyObject *f = PyList_GET_ITEM(fields, i), *id_o, *type_o, *value;
+        if (Py_IS_TYPE(f, &FieldType)) {
+            FieldObject *fo = (FieldObject *)f;
+            id_o = fo->id, type_o = fo->type, value = fo->value;
+            Py_XINCREF(id_o);
+            Py_XINCREF(type_o);
+            Py_XINCREF(value);
+            if (!id_o || !type_o || !value) PyErr_SetString(PyExc_AttributeError, "a field without id, type or value");
+        } else {
+            id_o = PyObject_GetAttr(f, s_id);
+            type_o = id_o ? PyObject_GetAttr(f, s_type) : NULL;
+            value = type_o ? PyObject_GetAttr(f, s_value) : NULL;
+        }
         int64_t fid = 0, type = 0;
         int rc = !value || long_of(id_o, &fid) || long_of(type_o, &type);
         Py_XDECREF(id_o);
         Py_XDECREF(type_o);
         if (!rc) {
             int wire = (int)type;
-            if (type == T_TRUE || type == T_FALSE) {
+            if (type == CT_TRUE || type == CT_FALSE) {
                 int t = PyObject_IsTrue(value);
                 if (t < 0) rc = 1;
-                wire = t ? T_TRUE : T_FALSE;
+                wire = t ? CT_TRUE : CT_FALSE;
             }
             int64_t delta = fid - last;
             if (!rc) {
                 if (delta > 0 && delta <= 15) rc = put_byte(w, (uint8_t)((delta << 4) | wire));
                 else rc = put_byte(w, (uint8_t)wire) || put_zigzag(w, fid);
             }
-            if (!rc && wire != T_TRUE && wire != T_FALSE) rc = write_value(w, wire, value);
+            if (!rc && wire != CT_TRUE && wire != CT_FALSE) rc = write_value(w, wire, value);
             last = fid;
         }
         Py_XDECREF(value);
         if (rc) return -1;
     }
     w->depth--;
-    return put_byte(w, STOP);
+    return put_byte(w, CT_STOP);
 }
 
 static PyObject *encode(PyObject *self, PyObject *fields) {
@@ -359,7 +459,7 @@ static PyObject *encode(PyObject *self, PyObject *fields) {
 
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS,
-     "decode(data, field, /)\n--\n\nThe compact-protocol struct in data, as a list of field(id, type, value)."},
+     "decode(data, /)\n--\n\nThe compact-protocol struct in data, as a list of Field(id, type, value)."},
     {"encode", encode, METH_O, "encode(fields, /)\n--\n\nA list of fields (.id, .type, .value) as a compact-protocol struct."},
     {NULL, NULL, 0, NULL},
 };
@@ -370,6 +470,14 @@ PyMODINIT_FUNC PyInit__thrift(void) {
     s_id = PyUnicode_InternFromString("id");
     s_type = PyUnicode_InternFromString("type");
     s_value = PyUnicode_InternFromString("value");
-    if (!s_id || !s_type || !s_value) return NULL;
-    return PyModule_Create(&module);
+    if (!s_id || !s_type || !s_value || PyType_Ready(&FieldType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Py_INCREF(&FieldType);
+    if (PyModule_AddObject(m, "Field", (PyObject *)&FieldType) < 0) {
+        Py_DECREF(&FieldType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -107,6 +107,30 @@ def test_files_roll_at_the_target_size(tmp_path: Path) -> None:
     assert sum(pq.read_metadata(local_path(s.uri)).num_rows for s in result.data) == 30_000
 
 
+def test_a_small_remainder_joins_the_last_full_file_instead_of_a_part_of_its_own(tmp_path: Path) -> None:
+    # Given records for two files of 256 KB and a few rows more, staged as the batch stages its
+    # parts (files of one row group each)
+    rng = random.Random(3)
+    rows = [b'{"a":"%d","p":"%s"}\n' % (i, rng.randbytes(40).hex().encode()) for i in range(40_000)]
+    step = 256 * 1024
+    out = f"file://{tmp_path}/out"
+
+    def stage(lines: list[bytes], name: str) -> list[Staged]:
+        src = tmp_path / name
+        src.write_bytes(b"".join(lines))
+        task = spec([file_task(src.as_uri())], out, target_bytes=step, row_group_bytes=step, row_groups_per_file=1)
+        return list(run_task(task).data)
+
+    whole = stage(rows, "all.json")
+    per_file = sum(pq.read_metadata(local_path(s.uri)).num_rows for s in whole[:2]) // 2
+    more = rows[: 2 * per_file + per_file // 20]
+    # When the task stages them
+    staged = stage(more, "two.json")
+    # Then the remainder is in the second file, not in a third
+    assert len(staged) == 2
+    assert sum(pq.read_metadata(local_path(s.uri)).num_rows for s in staged) == len(more)
+
+
 def test_the_write_stage_adds_the_columns_other_tasks_found(tmp_path: Path) -> None:
     src = tmp_path / "in.json"
     src.write_bytes(b'{"a":1,"_line":"data"}\n')

@@ -112,9 +112,8 @@ def test_the_native_wheel_runs_on_glue_as_built(artifacts: dict[str, Path], tmp_
         "from ndjson_arrow import _pages, _thrift\n"
         'new, cols, lines, rows, bad, extra = ndjson_arrow.scan(b\'{"a":"x"}\\nnope\\n\', [], 10)\n'
         "pages = _pages.encode_strings([(bytes([0, 0, 0, 0, 1, 0, 0, 0]), b'x', None, 0, 1)], 1024)\n"
-        "class F:\n"
-        "    def __init__(self, id, type, value): self.id, self.type, self.value = id, type, value\n"
-        "print(new, rows, [b[:2] for b in bad], pages[0][0][1:], _thrift.encode(_thrift.decode(b'\\x15\\x04\\x00', F)))",
+        "footer = _thrift.encode(_thrift.decode(b'\\x15\\x04\\x00'))\n"
+        "print(new, rows, [b[:2] for b in bad], pages[0][0][1:], footer)",
         tmp_path / "native",
     )
     assert out.returncode == 0, out.stderr
