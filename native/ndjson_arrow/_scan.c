@@ -56,6 +56,11 @@ static inline int emit_byte(Buf *b, uint8_t c) {
     return 0;
 }
 
+/* A value that is set: its row, and where its bytes end in the column's data. */
+typedef struct {
+    int32_t row, end;
+} Cell;
+
 /* A top-level key: a column of its own (dense) or a key whose values go to the extra list. */
 typedef struct {
     char *name;
@@ -63,11 +68,12 @@ typedef struct {
     uint64_t hash;
     int spilled;
     Py_ssize_t next; /* the key that followed this one last time: checked before hashing */
-    /* dense column: offsets[0..filled] and a validity bit per row, sized for every line at once */
-    int32_t *offsets;
-    int64_t filled;
+    /* a column: its values back to back in data, and a cell per value that is set, in row order;
+     * the Arrow offsets and validity are built from the cells at the end (a column's cells fill
+     * in order, so a key set in few rows costs what it holds, not a write per row) */
+    Cell *cells;
+    int64_t ncells, cells_cap;
     Buf data;
-    uint8_t *valid;
     /* spilled: the entry of the current row, for a repeated key */
     int64_t last_row;
     Py_ssize_t last_entry;
@@ -442,9 +448,8 @@ static Py_ssize_t key_add(Scan *s, const uint8_t *name, size_t n, uint64_t h, in
 
 static void key_free(Key *key) {
     free(key->name);
-    free(key->offsets);
+    free(key->cells);
     free(key->data.p);
-    free(key->valid);
 }
 
 /* The key named by p..p+n, found or added (as a column while there is room). */
@@ -470,29 +475,29 @@ static Py_ssize_t key_of(Scan *s, Py_ssize_t prev, const uint8_t *name, size_t n
 }
 
 /* -- columns -------------------------------------------------------------------------------- */
-/* Make row r of a dense column the next to write (NULL-padding the rows before it; a value the
- * row already has, from a repeated key, is dropped: the last one wins). */
+/* Drop a column's value of row r, if it has one (a repeated key: the last one wins; a failed
+ * line), with any bytes written after its last value. */
+static inline void column_drop(Key *key, int64_t r) {
+    if (key->ncells && key->cells[key->ncells - 1].row == r) key->ncells--;
+    key->data.len = key->ncells ? (size_t)key->cells[key->ncells - 1].end : 0;
+}
+
+/* Make row r of a column the next to write: room for its cell, and no earlier value of it. */
 static int column_at(Scan *s, Key *key, int64_t r) {
-    if (!key->offsets) {
-        key->offsets = malloc((s->max_rows + 1) * sizeof(int32_t));
-        key->valid = calloc((s->max_rows + 7) >> 3, 1);
-        if (!key->offsets || !key->valid) return -1;
-        key->offsets[0] = 0;
+    if (key->ncells == key->cells_cap) {
+        int64_t cap = key->cells_cap ? key->cells_cap * 2 : 64;
+        if (cap > (int64_t)s->max_rows) cap = (int64_t)s->max_rows;
+        Cell *cells = realloc(key->cells, (size_t)(cap ? cap : 1) * sizeof(Cell));
+        if (!cells) return -1;
+        key->cells = cells;
+        key->cells_cap = cap;
     }
-    if (key->filled == r + 1) {
-        key->data.len = (size_t)key->offsets[r];
-        key->valid[r >> 3] &= (uint8_t)~(1u << (r & 7));
-        key->filled = r;
-    }
-    int32_t len = (int32_t)key->data.len;
-    while (key->filled < r) key->offsets[++key->filled] = len;
+    column_drop(key, r);
     return 0;
 }
 
 static inline void column_done(Key *key, int64_t r, int is_null) {
-    key->offsets[r + 1] = (int32_t)key->data.len;
-    key->filled = r + 1;
-    if (!is_null) key->valid[r >> 3] |= (uint8_t)(1u << (r & 7));
+    if (!is_null) key->cells[key->ncells++] = (Cell){(int32_t)r, (int32_t)key->data.len};
 }
 
 static int touch(Scan *s, Py_ssize_t k) {
@@ -515,12 +520,8 @@ static void rollback(Scan *s, int64_t r, Py_ssize_t nkeys, Py_ssize_t nentries, 
         Key *key = &s->keys[k];
         if (key->spilled) {
             key->last_row = -1;
-        } else if (key->offsets && key->filled >= r) {
-            /* row r's value, whole (filled == r + 1) or cut off by the failure (filled == r, bytes
-             * written past offsets[r]) */
-            key->data.len = (size_t)key->offsets[r];
-            key->valid[r >> 3] &= (uint8_t)~(1u << (r & 7));
-            key->filled = r;
+        } else {
+            column_drop(key, r); /* row r's value, whole or cut off by the failure */
         }
     }
     s->nentries = nentries;
@@ -762,31 +763,49 @@ static PyObject *bytes_of(const void *p, size_t n) {
     return PyBytes_FromStringAndSize(n ? (const char *)p : "", (Py_ssize_t)n);
 }
 
-/* A dense column padded to ``rows``, as (offsets, data, validity or None, null count), or None
- * when every value is NULL. The buffers move to Python. */
+/* n copies of v (a column's run of NULL rows, as offsets) */
+static inline void fill32(int32_t *restrict p, int64_t n, int32_t v) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) p[i] = p[i + 1] = p[i + 2] = p[i + 3] = v;
+    for (; i < n; i++) p[i] = v;
+}
+
+/* A column as Arrow's (offsets, data, validity or None, null count) for ``rows`` rows, built from
+ * its cells in one pass in row order; or None when every value is NULL. The buffers move to Python. */
 static PyObject *column_result(Scan *s, Key *key) {
-    int64_t rows = s->rows;
-    if (rows == 0 || key->filled == 0) Py_RETURN_NONE;
-    if (key->filled < rows) { /* NULL to the end */
-        if (column_at(s, key, rows - 1)) return PyErr_NoMemory();
-        column_done(key, rows - 1, 1);
+    int64_t rows = s->rows, n = key->ncells;
+    if (rows == 0 || n == 0) Py_RETURN_NONE;
+    int32_t *offsets = malloc(((size_t)rows + 1) * sizeof(int32_t));
+    uint8_t *valid = n == rows ? NULL : calloc(((size_t)rows + 7) >> 3, 1);
+    if (!offsets || (n != rows && !valid) || (!key->data.p && !(key->data.p = malloc(1)))) {
+        free(offsets);
+        free(valid);
+        return PyErr_NoMemory();
     }
-    int64_t valid = 0;
-    size_t full = (size_t)rows >> 3;
-    for (size_t i = 0; i < full; i++) valid += __builtin_popcount(key->valid[i]);
-    for (int64_t r = (int64_t)full * 8; r < rows; r++) valid += (key->valid[r >> 3] >> (r & 7)) & 1;
-    if (valid == 0) Py_RETURN_NONE;
-    if (!key->data.p && !(key->data.p = malloc(1))) return PyErr_NoMemory();
-    PyObject *validity = valid == rows ? Py_NewRef(Py_None) : own((void **)&key->valid, ((size_t)rows + 7) >> 3);
-    PyObject *offsets = own((void **)&key->offsets, ((size_t)rows + 1) * sizeof(int32_t));
+    int64_t row = 0;
+    int32_t end = 0;
+    offsets[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t at = key->cells[i].row;
+        fill32(offsets + 1 + row, at - row, end); /* NULL rows: empty */
+        end = key->cells[i].end;
+        offsets[1 + at] = end;
+        row = at + 1;
+        if (valid) valid[at >> 3] |= (uint8_t)(1u << (at & 7));
+    }
+    fill32(offsets + 1 + row, rows - row, end);
+    PyObject *validity = valid ? own((void **)&valid, ((size_t)rows + 7) >> 3) : Py_NewRef(Py_None);
+    PyObject *offs = own((void **)&offsets, ((size_t)rows + 1) * sizeof(int32_t));
     PyObject *data = own((void **)&key->data.p, key->data.len);
-    if (!validity || !offsets || !data) {
+    free(offsets); /* still ours if own() failed */
+    free(valid);
+    if (!validity || !offs || !data) {
         Py_XDECREF(validity);
-        Py_XDECREF(offsets);
+        Py_XDECREF(offs);
         Py_XDECREF(data);
         return NULL;
     }
-    return Py_BuildValue("(NNNL)", offsets, data, validity, (long long)(rows - valid));
+    return Py_BuildValue("(NNNL)", offs, data, validity, (long long)(rows - n));
 }
 
 /* The extra list as a map column's parts: (row offsets, row validity, null rows, key offsets,
