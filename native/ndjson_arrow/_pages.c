@@ -159,7 +159,7 @@ static int end_page(Job *j) {
     }
     uint32_t levels = (uint32_t)(at - at0 - 4);
     memcpy(dst + at0, &levels, 4);
-    memcpy(dst + at, j->values.p, j->values.len);
+    if (j->values.len) memcpy(dst + at, j->values.p, j->values.len); /* none yet: NULL */
     at += j->values.len;
     j->pages[j->npages++] = (Page){n, j->page_nulls, at0, at - at0};
     j->out.len = at;
