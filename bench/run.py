@@ -127,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=ROOT / ".bench")
     p.add_argument("--engines", default="ours,seed,duckdb")
     p.add_argument("--shapes", default=",".join(SHAPES), help="data shapes to measure (empty: none)")
-    p.add_argument("--shapes-mb", type=int, default=64, help="MB of each shape (default 64)")
+    # A shape's batch is big enough that what every batch costs whatever its size (a Spark job per
+    # stage, the commit: ~0.5 s here) is not most of it; at the seed's load a 30 s trigger takes GBs.
+    p.add_argument("--shapes-mb", type=int, default=256, help="MB of each shape (default 256)")
     args = p.parse_args(argv)
     data = args.out / f"data-{args.mb}"
     files = generate(data, total_mb=args.mb)

@@ -34,7 +34,8 @@ from glue_processor.overflow import admit
 from glue_processor.planning import BatchPlan, Rejection, SourceFile, latency_seconds, plan_batch, poison_plan
 from glue_processor.reading import MIB, Limits
 from glue_processor.settings import JobSettings
-from glue_processor.sizing import LearnedRatio, parse_unit_count, plan_groups
+from glue_processor.sizing import LearnedRatio, Piece, parse_unit_count, plan_groups, plan_pieces
+from glue_processor.splits import number_ranges, object_outcomes
 from glue_processor.table.declared import DeclaredSchema, parse_schema
 from glue_processor.table.partitioning import parse_partition_by
 from glue_processor.table.sink import sink_for
@@ -338,15 +339,21 @@ class ManifestBatchJob:
         committed_at: datetime,
     ) -> None:
         """Read, parse and stage every object of the batch, in parse tasks planned by input: as many
-        as keep every core busy (and no task reads more than its cap), whatever the output size."""
+        as keep every core busy (and no task reads more than its cap), whatever the output size;
+        a large plain object is read in byte ranges by several tasks."""
+        cores = self.spark.sparkContext.defaultParallelism
         estimates = [f.entry.size * (self.gzip_expansion.value if _gzipped(f) else 1.0) for f in files]
+        pieces = plan_pieces(estimates, [not _gzipped(f) for f in files], cores=cores)
+        items, unread = number_ranges([_file_task(files[p.item], p) for p in pieces], self._spark_map)
+        estimate = {(p.item, p.start): p.estimate for p in pieces}
+        weights = [estimate[i.item, i.start] for i in items]
         target = self.settings.target_file_bytes
-        n = parse_unit_count(estimates, cores=self.spark.sparkContext.defaultParallelism)
+        n = parse_unit_count(weights, cores=cores)
         known = tuple(sorted(self.known_keys))
         specs = [
             TaskSpec(
                 index=i,
-                files=tuple(_file_task(files[j]) for j in group),
+                files=tuple(items[j] for j in group),
                 known=known,
                 data_dir=f"{staging[0]}/parts",
                 quarantine_dir=staging[1],
@@ -366,10 +373,10 @@ class ManifestBatchJob:
                 partitions=self.partitions,
                 max_columns=self.settings.max_columns,
             )
-            for i, group in enumerate(plan_groups(estimates, n))
+            for i, group in enumerate(plan_groups(weights, n))
         ]
         results = sorted(self._spark_map(run_task, specs), key=lambda r: r.index)
-        by_uri = {f.read_uri: f for f in files}
+        found_by_object, lost = object_outcomes([*unread, *(found for r in results for found in r.files)])
         # the batch's columns: the known keys, then new keys in task order while the bound has room
         # (tasks admit new keys in parallel; a part with keys past the cut is folded when written)
         keys = sorted(self.known_keys)
@@ -380,15 +387,19 @@ class ManifestBatchJob:
             outcome.null_partitions += result.null_partitions
             outcome.data_files.extend(result.data)
             outcome.quarantine_files.extend(result.quarantine)
-            for found in result.files:
-                source = by_uri[found.read_uri]
-                if found.status in ("missing", "unreadable"):
-                    outcome.file_problem(source, found.status, found.reason or found.status)
-                elif found.status == "superseded":
-                    outcome.add(source, "superseded", reason=found.reason)
-                else:
-                    admit(keys, seen, found.new_keys, self.settings.max_columns)
-                    outcome.read(source, found)
+        for found in found_by_object:
+            source = files[found.item]
+            if found.status in ("missing", "unreadable"):
+                outcome.file_problem(source, found.status, found.reason or found.status)
+            elif found.status == "superseded":
+                outcome.add(source, "superseded", reason=found.reason)
+            else:
+                admit(keys, seen, found.new_keys, self.settings.max_columns)
+                outcome.read(source, found)
+        for part in lost:  # a range that could not be read, of an object whose other ranges loaded
+            source = files[part.item]
+            reason = f"{part.reason or part.status}; bytes {part.start}-{part.end} of the object were not loaded"
+            outcome.rejections.append(Rejection("file", source.source_uri, reason, source.manifest_uri))
         self.known_keys = seen
         outcome.final_keys = tuple(sorted(keys))
 
@@ -523,7 +534,7 @@ def _gzipped(source: SourceFile) -> bool:
     return source.read_uri.lower().endswith(".gz")
 
 
-def _file_task(source: SourceFile) -> FileTask:
+def _file_task(source: SourceFile, piece: Piece) -> FileTask:
     return FileTask(
         read_uri=source.read_uri,
         source_uri=source.source_uri,
@@ -531,6 +542,9 @@ def _file_task(source: SourceFile) -> FileTask:
         event_time=source.entry.event_time,
         manifest_uri=source.manifest_uri,
         version_id=source.entry.version_id,
+        item=piece.item,
+        start=piece.start,
+        end=piece.end,
     )
 
 

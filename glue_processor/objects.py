@@ -49,9 +49,9 @@ class ObjectStream:
 
 class ObjectStore(Protocol):
     def open(
-        self, uri: str, *, version_id: str | None = None, etag: str | None = None
+        self, uri: str, *, version_id: str | None = None, etag: str | None = None, start: int = 0
     ) -> contextlib.AbstractContextManager[ObjectStream]:
-        """The object's bytes as a stream (same version rules as :meth:`read`)."""
+        """The object's bytes from byte ``start`` on, as a stream (same version rules as :meth:`read`)."""
         ...
 
     def read(self, uri: str, *, version_id: str | None = None, etag: str | None = None) -> ObjectBody:
@@ -73,13 +73,16 @@ class LocalStore:
     """``file://`` URIs (also ``file:/``, Hadoop's spelling)."""
 
     @contextlib.contextmanager
-    def open(self, uri: str, *, version_id: str | None = None, etag: str | None = None) -> Iterator[ObjectStream]:
+    def open(
+        self, uri: str, *, version_id: str | None = None, etag: str | None = None, start: int = 0
+    ) -> Iterator[ObjectStream]:
         # a local file has no versions: the caller checks its time against the event's instead
         try:
             f = local_path(uri).open("rb")
         except FileNotFoundError as exc:
             raise ObjectMissing(f"{uri}: object not found") from exc
         with f:
+            f.seek(start)
             yield ObjectStream(f, os.fstat(f.fileno()).st_mtime)
 
     def read(self, uri: str, *, version_id: str | None = None, etag: str | None = None) -> ObjectBody:
@@ -127,8 +130,10 @@ class S3Store:
         self.client = client
 
     @contextlib.contextmanager
-    def open(self, uri: str, *, version_id: str | None = None, etag: str | None = None) -> Iterator[ObjectStream]:
-        response = self._get(uri, version_id=version_id, etag=etag)
+    def open(
+        self, uri: str, *, version_id: str | None = None, etag: str | None = None, start: int = 0
+    ) -> Iterator[ObjectStream]:
+        response = self._get(uri, version_id=version_id, etag=etag, start=start)
         body = response["Body"]
         try:
             yield ObjectStream(body, response["LastModified"].timestamp(), exact=bool(version_id or etag))
@@ -139,11 +144,14 @@ class S3Store:
         response = self._get(uri, version_id=version_id, etag=etag)
         return ObjectBody(response["Body"].read(), response["LastModified"].timestamp(), exact=bool(version_id or etag))
 
-    def _get(self, uri: str, *, version_id: str | None, etag: str | None) -> Any:
+    def _get(self, uri: str, *, version_id: str | None, etag: str | None, start: int = 0) -> Any:
         """Exactly the version the event named: ``VersionId`` in a versioned bucket, else ``If-Match``
-        on its eTag, so another version's bytes are never read under this event (S3 API, GetObject)."""
+        on its eTag, so another version's bytes are never read under this event; from byte ``start``
+        with ``Range: bytes=start-`` (S3 API, GetObject)."""
         bucket, key = split_s3(uri)
         args: dict[str, str] = {"Bucket": bucket, "Key": key}
+        if start:
+            args["Range"] = f"bytes={start}-"
         if version_id:
             args["VersionId"] = version_id
         elif etag:

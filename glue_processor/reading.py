@@ -103,10 +103,10 @@ def read_ahead(stream: BinaryIO, size: int, *, depth: int = 2) -> Iterator[bytes
                 reader.join(timeout=0.05)
 
 
-def chunks(stream: BinaryIO, limits: Limits = Limits()) -> Iterator[Chunk | LongLine]:
-    """Whole-line chunks of ``stream`` (see the module docstring)."""
+def chunks(stream: BinaryIO, limits: Limits = Limits(), *, first_line: int = 1) -> Iterator[Chunk | LongLine]:
+    """Whole-line chunks of ``stream`` (see the module docstring), numbered from ``first_line``."""
     buffer = bytearray()
-    line = 1  # number of the first line in ``buffer``
+    line = first_line  # number of the first line in ``buffer``
     total = 0
     skipping: LongLine | None = None  # a long line being skipped: its number and size so far
     blocks = read_ahead(stream, min(READ_BYTES, limits.chunk_bytes))
@@ -149,3 +149,85 @@ def chunks(stream: BinaryIO, limits: Limits = Limits()) -> Iterator[Chunk | Long
         yield skipping
     elif buffer:
         yield Chunk(bytes(buffer), line)
+
+
+# -- byte ranges of one object ---------------------------------------------------------------
+# A large plain object is read by several tasks, a byte range [start, end) each. A range owns the
+# lines that *start* in it (a line starts at byte 0 or after a newline, and a newline at the very
+# end starts nothing), so every line belongs to exactly one range whatever the cut points.
+
+
+def line_starts(stream: BinaryIO, *, start: int, end: int) -> int:
+    """How many lines start in [start, end), from ``stream`` positioned at ``read_from(start)``
+    (the object's size is ``end`` for the last range)."""
+    first = read_from(start)
+    remaining = max(0, end - 1 - first)  # newlines at [first, end - 1): each starts the next line
+    count = 1 if start == 0 else 0
+    while remaining > 0:
+        block = stream.read(min(READ_BYTES, remaining))
+        if not block:
+            break
+        count += block.count(b"\n")
+        remaining -= len(block)
+    return count
+
+
+def read_from(start: int) -> int:
+    """Where a range's reader starts: one byte early, to see whether a line starts at ``start``."""
+    return max(0, start - 1)
+
+
+class OwnedLines:
+    """The bytes of the lines that start in [start, end), from ``stream`` positioned at
+    ``read_from(start)``: the line cut by ``start`` is skipped, the one cut by ``end`` is read to
+    its newline (or the end of the object)."""
+
+    def __init__(self, stream: BinaryIO, *, start: int, end: int) -> None:
+        self._stream = stream
+        self._pos = read_from(start)  # object position of the next byte of ``stream``
+        self._end = end
+        self._skipping = start > 0  # before the first line that starts in the range
+        self._tail = False  # past ``end``: only the rest of the last line, to its newline
+        self._last = -1  # the last byte returned before ``end``
+        self._done = False
+
+    def read(self, size: int = -1) -> bytes:
+        while not self._done:
+            block = self._stream.read(READ_BYTES if size < 0 else max(size, 1))
+            if not block:
+                self._done = True
+                break
+            at = self._pos
+            self._pos += len(block)
+            if self._skipping:
+                cut = block.find(b"\n")
+                if cut < 0:
+                    continue
+                self._skipping, self._last = False, ord("\n")
+                block, at = block[cut + 1 :], at + cut + 1
+                if at >= self._end:  # no line starts in the range
+                    self._done = True
+                    break
+            if self._tail:
+                return self._to_newline(block, b"")
+            if at + len(block) <= self._end:
+                if not block:
+                    continue
+                self._last = block[-1]
+                return block
+            head = block[: max(0, self._end - at)]
+            if head:
+                self._last = head[-1]
+            if self._last == ord("\n"):  # the next line starts at ``end``: not ours
+                self._done = True
+                return head
+            self._tail = True
+            return self._to_newline(block[len(head) :], head)
+        return b""
+
+    def _to_newline(self, block: bytes, head: bytes) -> bytes:
+        cut = block.find(b"\n")
+        if cut < 0:
+            return head + block
+        self._done = True
+        return head + block[: cut + 1]

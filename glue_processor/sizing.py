@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 
 class LearnedRatio:
@@ -50,14 +52,54 @@ UNITS_PER_CORE = 2
 MIN_SPLIT_BYTES = 32 * 1024 * 1024
 
 
-def parse_unit_count(sizes: Sequence[float], *, cores: int, max_unit_bytes: int = MAX_UNIT_BYTES) -> int:
+# A byte range of a split object is at least this long (its task's fixed cost stays small).
+MIN_RANGE_BYTES = 8 * 1024 * 1024
+
+
+def parse_unit_count(sizes: Sequence[float], *, cores: int, max_unit_bytes: int | None = None) -> int:
     """How many parse tasks a batch runs: by input, never by output. Every core gets work (one
     task each, ``UNITS_PER_CORE`` when each would still read ``MIN_SPLIT_BYTES``) and no task
-    reads more than ``max_unit_bytes``, but a task is at least one object, so there are never more
-    tasks than objects."""
+    reads more than ``max_unit_bytes``, but a task is at least one piece (an object or a range of
+    one: :func:`plan_pieces`), so there are never more tasks than pieces."""
     if not sizes:
         return 0
-    total = sum(sizes)
+    return max(1, min(len(sizes), _units_wanted(sum(sizes), cores, max_unit_bytes)))
+
+
+def _units_wanted(total: float, cores: int, max_unit_bytes: int | None) -> int:
     cores = max(1, cores)
+    max_unit_bytes = max_unit_bytes or MAX_UNIT_BYTES
     spread = max(cores, min(UNITS_PER_CORE * cores, math.floor(total / MIN_SPLIT_BYTES)))
-    return max(1, min(len(sizes), max(spread, math.ceil(total / max_unit_bytes))))
+    return max(spread, math.ceil(total / max_unit_bytes))
+
+
+@dataclass(frozen=True)
+class Piece:
+    """What one parse task reads of an object: all of it (``end`` None), or bytes [start, end)."""
+
+    item: int  # the object's index
+    estimate: float  # text bytes, about
+    start: int = 0
+    end: int | None = None
+
+
+def plan_pieces(
+    sizes: Sequence[float], splittable: Sequence[bool], *, cores: int, max_unit_bytes: int | None = None
+) -> list[Piece]:
+    """The batch's objects as pieces for the parse tasks: an object whole, or, when it is plain
+    text (not gzip) and at least two units long, in byte ranges of about a unit, so a batch of a
+    few huge objects also spreads over every core. A unit is the batch's input over the tasks
+    that keep every core busy (:func:`parse_unit_count`), at least ``MIN_RANGE_BYTES`` and at most
+    ``max_unit_bytes``. Sizes of splittable objects are their exact byte sizes."""
+    total = sum(sizes)
+    max_unit_bytes = max_unit_bytes or MAX_UNIT_BYTES
+    unit = min(max_unit_bytes, max(MIN_RANGE_BYTES, total / _units_wanted(total, cores, max_unit_bytes)))
+    pieces: list[Piece] = []
+    for i, (size, split) in enumerate(zip(sizes, splittable, strict=True)):
+        n = int(size // unit) if split else 1
+        if n < 2:
+            pieces.append(Piece(i, size))
+            continue
+        bounds = [k * int(size) // n for k in range(n + 1)]
+        pieces.extend(Piece(i, b - a, a, b) for a, b in itertools.pairwise(bounds))
+    return pieces

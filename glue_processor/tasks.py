@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -31,7 +32,18 @@ from glue_processor.defaults import DEFAULT_MAX_COLUMNS
 from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, BadLine, ParsedText, column_names, parse_ndjson
 from glue_processor.objects import ObjectMissing, ObjectStore, VersionGone, store_for
 from glue_processor.overflow import EXTRA, EXTRA_TYPE
-from glue_processor.reading import Chunk, Limits, LongLine, ReadFailed, StreamStopped, TooLarge, chunks, decompressed
+from glue_processor.reading import (
+    Chunk,
+    Limits,
+    LongLine,
+    OwnedLines,
+    ReadFailed,
+    StreamStopped,
+    TooLarge,
+    chunks,
+    decompressed,
+    read_from,
+)
 from glue_processor.table.declared import RESCUED, DeclaredSchema, conform
 from glue_processor.table.partitioning import PartitionPlan
 
@@ -60,6 +72,12 @@ class FileTask:
     event_time: datetime
     manifest_uri: str
     version_id: str | None = None
+    item: int = 0  # the object's place in the batch (two versions of one key share a URI)
+    # a large plain object is read by several tasks: the lines that start in bytes [start, end),
+    # numbered from first_line (see glue_processor/splits.py); end None: the whole object
+    start: int = 0
+    end: int | None = None
+    first_line: int = 1
 
 
 @dataclass(frozen=True)
@@ -95,6 +113,9 @@ class FileOutcome:
     text_bytes: int = 0
     new_keys: tuple[str, ...] = ()
     reason: str | None = None
+    start: int = 0  # the byte range read (FileTask.start/end)
+    end: int | None = None
+    item: int = 0  # FileTask.item
 
 
 @dataclass(frozen=True)
@@ -131,7 +152,8 @@ def run_task(spec: TaskSpec, stores: Callable[[str], ObjectStore] = store_for) -
     bad_records: list[dict[str, Any]] = []
     with _ParquetFiles(spec, stores) as out:
         for item in spec.files:
-            outcomes.append(_load_one(item, keys, stores, spec=spec, out=out, bad_records=bad_records))
+            found = _load_one(item, keys, stores, spec=spec, out=out, bad_records=bad_records)
+            outcomes.append(dataclasses.replace(found, item=item.item, start=item.start, end=item.end))
     quarantine: list[Staged] = []
     if bad_records:
         uri = f"{spec.quarantine_dir}/quarantine-{spec.index:05d}.json"
@@ -163,18 +185,24 @@ def _load_one(
     """Stream one object through the parser into the task's Parquet files, chunk by chunk (memory
     bounded whatever its size); ``keys`` grows with the keys it finds."""
     try:
-        with stores(item.read_uri).open(item.read_uri, version_id=item.version_id, etag=item.etag) as body:
+        with stores(item.read_uri).open(item.read_uri, **_version(item), start=read_from(item.start)) as body:
             if not body.exact and overwritten(body.modified_epoch_s, item.event_time):
                 # A newer version replaced the object after this event; that version's own event
                 # brings it. Loading it here under this event's eTag would ingest it twice.
                 return FileOutcome(item.read_uri, "superseded", reason=REASON_SUPERSEDED)
-            text = decompressed(body.stream, gzipped=item.read_uri.lower().endswith(".gz"))
+            stream: Any = body.stream if item.end is None else OwnedLines(body.stream, start=item.start, end=item.end)
+            text = decompressed(stream, gzipped=item.read_uri.lower().endswith(".gz"))
             return _parse_stream(item, text, keys, spec=spec, out=out, bad_records=bad_records)
     except ObjectMissing as exc:
         reason = REASON_MISSING if item.version_id is None else f"{REASON_MISSING}: {exc}"
         return FileOutcome(item.read_uri, "missing", reason=reason)
     except VersionGone:
         return FileOutcome(item.read_uri, "superseded", reason=REASON_VERSION_GONE)
+
+
+def _version(item: FileTask) -> dict[str, str | None]:
+    """Which version of the object to read: the one its event named."""
+    return {"version_id": item.version_id, "etag": item.etag}
 
 
 def _parse_stream(
@@ -184,7 +212,7 @@ def _parse_stream(
     good = bad = text_bytes = 0
     reason: str | None = None
     try:
-        for piece in chunks(text, spec.limits):
+        for piece in chunks(text, spec.limits, first_line=item.first_line):
             if isinstance(piece, LongLine):
                 bad += 1
                 bad_records.append(_long_line_record(item, piece, spec.batch_id))
@@ -205,6 +233,8 @@ def _parse_stream(
         if isinstance(exc, TooLarge):
             what = f"object over max_object_mb ({spec.limits.max_object_bytes // (1024 * 1024)} MiB of text)"
         reason = f"{what}: {exc}; lines from {exc.next_line} on were not loaded"
+        if item.end is not None:
+            reason += f" (to the end of bytes {item.start}-{item.end}, one of the ranges the object was read in)"
         if not good:  # nothing loaded: the driver quarantines the object whole, with this reason
             return FileOutcome(item.read_uri, "unreadable", bad=bad, text_bytes=exc.text_bytes, reason=reason)
         # some lines loaded: the record says exactly from which line on the rest was not
