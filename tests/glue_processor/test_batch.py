@@ -343,3 +343,17 @@ def test_a_key_found_by_one_task_is_a_column_of_every_file(spark: Any, tmp_path:
     rows = read_rows(tmp_path / "output")
     assert sum(1 for r in rows if r["extra"] is not None) == 9000 == record.stats.records_out - 9000
     assert "write" in record.stats.stage_s
+
+
+def test_two_versions_of_one_key_in_a_batch_each_get_their_own_record(spark: Any, tmp_path: Path) -> None:
+    # Given an object written twice, both events in one batch (the first version already gone)
+    env = Env(tmp_path)
+    first = env.put("in/x.json", b'{"v":1}\n')
+    first = first.model_copy(update={"event_time": datetime(2020, 1, 1, tzinfo=UTC)})  # before the rewrite
+    second = env.put("in/x.json", b'{"v":2}\n{"v":3}\n')
+    # When the batch runs
+    record = env.job(spark).run([env.manifest("m0", [first, second])], 0)
+    # Then each version has its own record: the first superseded, the second loaded
+    by_etag = {s.etag: (s.status, s.records) for s in record.sources}
+    assert by_etag == {first.etag: ("superseded", 0), second.etag: ("ingested", 2)}
+    assert sorted(r["v"] for r in read_rows(tmp_path / "output")) == ["2", "3"]
