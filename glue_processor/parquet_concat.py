@@ -14,6 +14,8 @@ does not know are carried through unchanged. Files with page indexes, bloom filt
 
 from __future__ import annotations
 
+import errno
+import os
 import struct
 from collections.abc import Iterable
 from pathlib import Path
@@ -109,14 +111,7 @@ def concat(sources: Iterable[Path], target: Path, *, chunk: int = 8 * 1024 * 102
                     row_groups.append(group)
                 num_rows = _get(part, _FMD_NUM_ROWS)
                 rows += num_rows.value if num_rows else 0
-                f.seek(len(MAGIC))
-                remaining = start - len(MAGIC)
-                while remaining > 0:
-                    block = f.read(min(chunk, remaining))
-                    if not block:
-                        raise ConcatError(f"{path}: truncated")
-                    out.write(block)
-                    remaining -= len(block)
+                _copy(f, out, len(MAGIC), start - len(MAGIC), chunk=chunk, path=path)
         if meta is None:
             raise ConcatError("nothing to concatenate")
         for field in meta:
@@ -129,3 +124,30 @@ def concat(sources: Iterable[Path], target: Path, *, chunk: int = 8 * 1024 * 102
         out.write(struct.pack("<I", len(footer)))
         out.write(MAGIC)
     return rows
+
+
+def _copy(src: BinaryIO, out: BinaryIO, offset: int, length: int, *, chunk: int, path: Path) -> None:
+    """``length`` bytes of ``src`` from ``offset`` to the end of ``out``: in the kernel where it can
+    (``copy_file_range``, no pass through Python's memory), else through one reused buffer."""
+    out.flush()
+    done = 0
+    try:
+        while done < length:
+            n = os.copy_file_range(src.fileno(), out.fileno(), length - done, offset + done)
+            if n == 0:
+                raise ConcatError(f"{path}: truncated")
+            done += n
+        out.seek(0, os.SEEK_END)  # the buffered writer's idea of its position, from the file
+        return
+    except OSError as exc:  # another file system or kernel: copy through memory
+        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+    src.seek(offset + done)
+    buffer = bytearray(min(chunk, max(1, length - done)))
+    view = memoryview(buffer)
+    while done < length:
+        n = src.readinto(view[: min(len(buffer), length - done)])  # type: ignore[attr-defined]
+        if not n:
+            raise ConcatError(f"{path}: truncated")
+        out.write(view[:n])
+        done += n
