@@ -343,7 +343,9 @@ class ManifestBatchJob:
         a large plain object is read in byte ranges by several tasks."""
         cores = self.spark.sparkContext.defaultParallelism
         estimates = [f.entry.size * (self.gzip_expansion.value if _gzipped(f) else 1.0) for f in files]
-        pieces = plan_pieces(estimates, [not _gzipped(f) for f in files], cores=cores)
+        # a gzip object is one stream; one over max_object_mb is read whole, so the cap still applies
+        cap = self.settings.max_object_mb * MIB
+        pieces = plan_pieces(estimates, [not _gzipped(f) and f.entry.size <= cap for f in files], cores=cores)
         items, unread = number_ranges([_file_task(files[p.item], p) for p in pieces], self._spark_map)
         estimate = {(p.item, p.start): p.estimate for p in pieces}
         weights = [estimate[i.item, i.start] for i in items]
@@ -377,7 +379,7 @@ class ManifestBatchJob:
         ]
         results = sorted(self._spark_map(run_task, specs), key=lambda r: r.index)
         found_by_object, lost = object_outcomes([*unread, *(found for r in results for found in r.files)])
-        # the batch's columns: the known keys, then new keys in task order while the bound has room
+        # the batch's columns: the known keys, then new keys in object order while the bound has room
         # (tasks admit new keys in parallel; a part with keys past the cut is folded when written)
         keys = sorted(self.known_keys)
         seen = set(keys)
@@ -398,8 +400,7 @@ class ManifestBatchJob:
                 outcome.read(source, found)
         for part in lost:  # a range that could not be read, of an object whose other ranges loaded
             source = files[part.item]
-            reason = f"{part.reason or part.status}; bytes {part.start}-{part.end} of the object were not loaded"
-            outcome.rejections.append(Rejection("file", source.source_uri, reason, source.manifest_uri))
+            outcome.rejections.append(Rejection("file", source.source_uri, part.reason or "", source.manifest_uri))
         self.known_keys = seen
         outcome.final_keys = tuple(sorted(keys))
 

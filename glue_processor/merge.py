@@ -1,7 +1,7 @@
 """The write side of a batch: parts staged by the parse tasks become files of about the target size.
 
 The parse tasks are planned by input, so that every core of the cluster has work whatever the
-batch's output size; each stages Parquet *parts* of at most the target size. This module plans
+batch's output size; each stages Parquet *parts* of about an eighth of the target size. This module plans
 and writes the batch's output files from those parts, one Spark task per output file:
 
 - a part of about the target size whose columns are already the batch's final ones is kept as
@@ -149,7 +149,7 @@ def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
     final = set(spec.keys)
     folded = 0
     with out.writer(spec.uri) as path:
-        writer: pq.ParquetWriter | None = None
+        writer: parquet_writer.Writer | None = None
         try:
             for part in spec.parts:
                 source = pq.ParquetFile(pa.BufferReader(stores(part.uri).read(part.uri).data))

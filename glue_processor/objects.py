@@ -49,9 +49,16 @@ class ObjectStream:
 
 class ObjectStore(Protocol):
     def open(
-        self, uri: str, *, version_id: str | None = None, etag: str | None = None, start: int = 0
+        self,
+        uri: str,
+        *,
+        version_id: str | None = None,
+        etag: str | None = None,
+        start: int = 0,
+        length: int | None = None,
     ) -> contextlib.AbstractContextManager[ObjectStream]:
-        """The object's bytes from byte ``start`` on, as a stream (same version rules as :meth:`read`)."""
+        """The object's bytes from byte ``start`` on (``length`` of them at most), as a stream (same
+        version rules as :meth:`read`)."""
         ...
 
     def read(self, uri: str, *, version_id: str | None = None, etag: str | None = None) -> ObjectBody:
@@ -74,9 +81,16 @@ class LocalStore:
 
     @contextlib.contextmanager
     def open(
-        self, uri: str, *, version_id: str | None = None, etag: str | None = None, start: int = 0
+        self,
+        uri: str,
+        *,
+        version_id: str | None = None,
+        etag: str | None = None,
+        start: int = 0,
+        length: int | None = None,
     ) -> Iterator[ObjectStream]:
         # a local file has no versions: the caller checks its time against the event's instead
+        # (and reads at most ``length`` bytes itself: a local read past it costs nothing)
         try:
             f = local_path(uri).open("rb")
         except FileNotFoundError as exc:
@@ -131,9 +145,15 @@ class S3Store:
 
     @contextlib.contextmanager
     def open(
-        self, uri: str, *, version_id: str | None = None, etag: str | None = None, start: int = 0
+        self,
+        uri: str,
+        *,
+        version_id: str | None = None,
+        etag: str | None = None,
+        start: int = 0,
+        length: int | None = None,
     ) -> Iterator[ObjectStream]:
-        response = self._get(uri, version_id=version_id, etag=etag, start=start)
+        response = self._get(uri, version_id=version_id, etag=etag, start=start, length=length)
         body = response["Body"]
         try:
             yield ObjectStream(body, response["LastModified"].timestamp(), exact=bool(version_id or etag))
@@ -144,14 +164,17 @@ class S3Store:
         response = self._get(uri, version_id=version_id, etag=etag)
         return ObjectBody(response["Body"].read(), response["LastModified"].timestamp(), exact=bool(version_id or etag))
 
-    def _get(self, uri: str, *, version_id: str | None, etag: str | None, start: int = 0) -> Any:
+    def _get(
+        self, uri: str, *, version_id: str | None, etag: str | None, start: int = 0, length: int | None = None
+    ) -> Any:
         """Exactly the version the event named: ``VersionId`` in a versioned bucket, else ``If-Match``
         on its eTag, so another version's bytes are never read under this event; from byte ``start``
-        with ``Range: bytes=start-`` (S3 API, GetObject)."""
+        with ``Range: bytes=start-[start + length - 1]`` (S3 API, GetObject; a range past the end
+        of the object is ``InvalidRange``: the object is not what its event said)."""
         bucket, key = split_s3(uri)
         args: dict[str, str] = {"Bucket": bucket, "Key": key}
-        if start:
-            args["Range"] = f"bytes={start}-"
+        if start or length is not None:
+            args["Range"] = f"bytes={start}-" + ("" if length is None else str(start + max(1, length) - 1))
         if version_id:
             args["VersionId"] = version_id
         elif etag:
@@ -166,6 +189,8 @@ class S3Store:
                 raise ObjectMissing(f"{uri}: version {version_id} not found (deleted or expired)") from exc
             if code in ("PreconditionFailed", "412"):
                 raise VersionGone(f"{uri}: no longer has eTag {etag} (overwritten before it was read)") from exc
+            if code in ("InvalidRange", "416"):
+                raise ObjectMissing(f"{uri}: no byte {start} (shorter than its event said)") from exc
             raise
         return response
 

@@ -22,15 +22,23 @@ from pathlib import Path
 from typing import BinaryIO
 
 from glue_processor import parquet_thrift as thrift
-from glue_processor.parquet_thrift import STRUCT, Struct
-
-MAGIC = b"PAR1"
-
-# FileMetaData / RowGroup / ColumnChunk / ColumnMetaData field ids (parquet.thrift)
-_FMD_SCHEMA, _FMD_NUM_ROWS, _FMD_ROW_GROUPS, _FMD_ENCRYPTION = 2, 3, 4, 8
-_RG_COLUMNS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 5, 7
-_CC_FILE_OFFSET, _CC_META, _CC_OFFSET_INDEX, _CC_COLUMN_INDEX, _CC_CRYPTO = 2, 3, 4, 6, 8
-_CMD_DATA_PAGE, _CMD_INDEX_PAGE, _CMD_DICT_PAGE, _CMD_BLOOM = 9, 10, 11, 14
+from glue_processor.parquet_thrift import (
+    CC_COLUMN_INDEX,
+    CC_CRYPTO,
+    CC_META,
+    CC_OFFSET_INDEX,
+    CMD_BLOOM,
+    FMD_ENCRYPTION,
+    FMD_NUM_ROWS,
+    FMD_ROW_GROUPS,
+    FMD_SCHEMA,
+    MAGIC,
+    RG_COLUMNS,
+    RG_FILE_OFFSET,
+    RG_ORDINAL,
+    STRUCT,
+    Struct,
+)
 
 
 class ConcatError(ValueError):
@@ -42,10 +50,6 @@ def decode_footer(footer: bytes) -> Struct:
         return thrift.decode(footer)
     except thrift.ThriftError as exc:
         raise ConcatError(str(exc)) from exc
-
-
-encode_footer = thrift.encode
-_get = thrift.get
 
 
 # -- Parquet ------------------------------------------------------------------------------
@@ -65,23 +69,17 @@ def _footer_of(f: BinaryIO, size: int) -> tuple[bytes, int]:
 
 def _shift(row_group: Struct, by: int, ordinal: int) -> None:
     for f in row_group:
-        if f.id == _RG_FILE_OFFSET:
+        if f.id == RG_FILE_OFFSET:
             f.value += by
-        elif f.id == _RG_ORDINAL:
+        elif f.id == RG_ORDINAL:
             f.value = ordinal
-        elif f.id == _RG_COLUMNS:
+        elif f.id == RG_COLUMNS:
             for chunk in f.value[1]:
-                for c in chunk:
-                    if c.id in (_CC_OFFSET_INDEX, _CC_COLUMN_INDEX, _CC_CRYPTO):
-                        raise ConcatError("page indexes and encryption are not supported")
-                    if c.id == _CC_FILE_OFFSET and c.value:
-                        c.value += by
-                    elif c.id == _CC_META:
-                        for m in c.value:
-                            if m.id == _CMD_BLOOM:
-                                raise ConcatError("bloom filters are not supported")
-                            if m.id in (_CMD_DATA_PAGE, _CMD_INDEX_PAGE, _CMD_DICT_PAGE):
-                                m.value += by
+                if any(c.id in (CC_OFFSET_INDEX, CC_COLUMN_INDEX, CC_CRYPTO) for c in chunk):
+                    raise ConcatError("page indexes and encryption are not supported")
+                if any(m.id == CMD_BLOOM for m in thrift.get(chunk, CC_META).value):  # type: ignore[union-attr]
+                    raise ConcatError("bloom filters are not supported")
+                thrift.move_chunk(chunk, by)
 
 
 def concat(sources: Iterable[Path], target: Path, *, chunk: int = 8 * 1024 * 1024) -> int:
@@ -97,29 +95,29 @@ def concat(sources: Iterable[Path], target: Path, *, chunk: int = 8 * 1024 * 102
             with path.open("rb") as f:
                 footer, start = _footer_of(f, size)
                 part = decode_footer(footer)
-                if _get(part, _FMD_ENCRYPTION) is not None:
+                if thrift.get(part, FMD_ENCRYPTION) is not None:
                     raise ConcatError(f"{path}: encrypted files are not supported")
-                part_schema = encode_footer([_get(part, _FMD_SCHEMA)])  # type: ignore[list-item]
+                part_schema = thrift.encode([thrift.get(part, FMD_SCHEMA)])  # type: ignore[list-item]
                 if schema is None:
                     meta, schema = part, part_schema
                 elif part_schema != schema:
                     raise ConcatError(f"{path}: schema differs from the first file's")
                 by = out.tell() - len(MAGIC)
-                groups = _get(part, _FMD_ROW_GROUPS)
+                groups = thrift.get(part, FMD_ROW_GROUPS)
                 for group in groups.value[1] if groups else []:
                     _shift(group, by, len(row_groups))
                     row_groups.append(group)
-                num_rows = _get(part, _FMD_NUM_ROWS)
+                num_rows = thrift.get(part, FMD_NUM_ROWS)
                 rows += num_rows.value if num_rows else 0
                 _copy(f, out, len(MAGIC), start - len(MAGIC), chunk=chunk, path=path)
         if meta is None:
             raise ConcatError("nothing to concatenate")
         for field in meta:
-            if field.id == _FMD_NUM_ROWS:
+            if field.id == FMD_NUM_ROWS:
                 field.value = rows
-            elif field.id == _FMD_ROW_GROUPS:
+            elif field.id == FMD_ROW_GROUPS:
                 field.value = (STRUCT, row_groups)
-        footer = encode_footer(meta)
+        footer = thrift.encode(meta)
         out.write(footer)
         out.write(struct.pack("<I", len(footer)))
         out.write(MAGIC)
@@ -134,14 +132,15 @@ def _copy(src: BinaryIO, out: BinaryIO, offset: int, length: int, *, chunk: int,
     try:
         while done < length:
             n = os.copy_file_range(src.fileno(), out.fileno(), length - done, offset + done)
-            if n == 0:
-                raise ConcatError(f"{path}: truncated")
+            if n == 0:  # some file systems copy nothing rather than refuse: the buffer tells
+                break
             done += n
-        out.seek(0, os.SEEK_END)  # the buffered writer's idea of its position, from the file
-        return
     except OSError as exc:  # another file system or kernel: copy through memory
         if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
             raise
+    out.seek(0, os.SEEK_END)  # the buffered writer's idea of its position, from the file
+    if done == length:
+        return
     src.seek(offset + done)
     buffer = bytearray(min(chunk, max(1, length - done)))
     view = memoryview(buffer)

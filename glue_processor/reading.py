@@ -178,14 +178,14 @@ def read_from(start: int) -> int:
 
 
 class OwnedLines:
-    """The bytes of the lines that start in [start, end), from ``stream`` positioned at
-    ``read_from(start)``: the line cut by ``start`` is skipped, the one cut by ``end`` is read to
-    its newline (or the end of the object)."""
+    """The bytes of the lines that start in [start, end) (``end`` None: to the end of the object),
+    from ``stream`` positioned at ``read_from(start)``: the line cut by ``start`` is skipped, the
+    one cut by ``end`` is read to its newline (or the end of the object)."""
 
-    def __init__(self, stream: BinaryIO, *, start: int, end: int) -> None:
+    def __init__(self, stream: BinaryIO, *, start: int, end: int | None) -> None:
         self._stream = stream
         self._pos = read_from(start)  # object position of the next byte of ``stream``
-        self._end = end
+        self._end = end if end is not None else 1 << 62
         self._skipping = start > 0  # before the first line that starts in the range
         self._tail = False  # past ``end``: only the rest of the last line, to its newline
         self._last = -1  # the last byte returned before ``end``
@@ -200,8 +200,12 @@ class OwnedLines:
             at = self._pos
             self._pos += len(block)
             if self._skipping:
-                cut = block.find(b"\n")
+                # a newline at or past end - 1 starts no line of ours: not worth reading to
+                cut = block.find(b"\n", 0, max(0, self._end - 1 - at))
                 if cut < 0:
+                    if at + len(block) >= self._end - 1:
+                        self._done = True
+                        break
                     continue
                 self._skipping, self._last = False, ord("\n")
                 block, at = block[cut + 1 :], at + cut + 1

@@ -1,8 +1,9 @@
 """One parse task of a batch: read a group of objects, parse them, stage Parquet parts.
 
 The driver splits a batch's objects into groups by input, so every core has work
-(:func:`glue_processor.sizing.parse_unit_count`); each group is one task. A task reads its objects
-whole (gzip by the ``.gz`` suffix), parses them with :func:`glue_processor.ndjson.parse_ndjson`,
+(:func:`glue_processor.sizing.parse_unit_count`); each group is one task. A task streams its
+objects (gzip by the ``.gz`` suffix), or byte ranges of large plain ones
+(:mod:`glue_processor.splits`), parses them with :func:`glue_processor.ndjson.parse_ndjson`,
 and stages its rows as Parquet parts of at most about the target size, and its bad lines as JSON
 quarantine records. It returns what it found per object and what it staged; the write stage
 (:mod:`glue_processor.merge`) makes the batch's files from the parts, and the driver commits
@@ -16,12 +17,12 @@ import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -74,10 +75,15 @@ class FileTask:
     version_id: str | None = None
     item: int = 0  # the object's place in the batch (two versions of one key share a URI)
     # a large plain object is read by several tasks: the lines that start in bytes [start, end),
-    # numbered from first_line (see glue_processor/splits.py); end None: the whole object
+    # numbered from first_line (see glue_processor/splits.py); end None: to the end of the object
     start: int = 0
     end: int | None = None
     first_line: int = 1
+
+    @property
+    def ranged(self) -> bool:
+        """One of several byte ranges of its object (not the whole of it)."""
+        return self.start > 0 or self.end is not None
 
 
 @dataclass(frozen=True)
@@ -182,27 +188,49 @@ def _load_one(
     out: _ParquetFiles,
     bad_records: list[dict[str, Any]],
 ) -> FileOutcome:
-    """Stream one object through the parser into the task's Parquet files, chunk by chunk (memory
-    bounded whatever its size); ``keys`` grows with the keys it finds."""
+    """Stream one object (or its range) through the parser into the task's Parquet files, chunk by
+    chunk (memory bounded whatever its size); ``keys`` grows with the keys it finds."""
     try:
-        with stores(item.read_uri).open(item.read_uri, **_version(item), start=read_from(item.start)) as body:
+        with event_version(item, stores) as body:
+            stream: Any = OwnedLines(body, start=item.start, end=item.end) if item.ranged else body
+            text = decompressed(stream, gzipped=item.read_uri.lower().endswith(".gz"))
+            return _parse_stream(item, text, keys, spec=spec, out=out, bad_records=bad_records)
+    except NotReadable as exc:
+        return FileOutcome(item.read_uri, exc.status, reason=exc.reason)
+
+
+class NotReadable(Exception):
+    """The version an event named cannot be read: ``status`` is missing or superseded."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+@contextlib.contextmanager
+def event_version(
+    item: FileTask, stores: Callable[[str], ObjectStore], *, length: int | None = None
+) -> Iterator[BinaryIO]:
+    """The bytes of the object version ``item``'s event named, from where its range's reader starts
+    (``length`` of them at most); :class:`NotReadable` when it is gone or was overwritten."""
+    try:
+        with stores(item.read_uri).open(
+            item.read_uri, version_id=item.version_id, etag=item.etag, start=read_from(item.start), length=length
+        ) as body:
             if not body.exact and overwritten(body.modified_epoch_s, item.event_time):
                 # A newer version replaced the object after this event; that version's own event
                 # brings it. Loading it here under this event's eTag would ingest it twice.
-                return FileOutcome(item.read_uri, "superseded", reason=REASON_SUPERSEDED)
-            stream: Any = body.stream if item.end is None else OwnedLines(body.stream, start=item.start, end=item.end)
-            text = decompressed(stream, gzipped=item.read_uri.lower().endswith(".gz"))
-            return _parse_stream(item, text, keys, spec=spec, out=out, bad_records=bad_records)
+                raise NotReadable("superseded", REASON_SUPERSEDED)
+            yield body.stream
     except ObjectMissing as exc:
-        reason = REASON_MISSING if item.version_id is None else f"{REASON_MISSING}: {exc}"
-        return FileOutcome(item.read_uri, "missing", reason=reason)
-    except VersionGone:
-        return FileOutcome(item.read_uri, "superseded", reason=REASON_VERSION_GONE)
+        raise NotReadable("missing", REASON_MISSING if item.version_id is None else f"{REASON_MISSING}: {exc}") from exc
+    except VersionGone as exc:
+        raise NotReadable("superseded", REASON_VERSION_GONE) from exc
 
 
-def _version(item: FileTask) -> dict[str, str | None]:
-    """Which version of the object to read: the one its event named."""
-    return {"version_id": item.version_id, "etag": item.etag}
+def byte_range(start: int, end: int | None) -> str:
+    """How a quarantine record names one of the byte ranges an object was read in."""
+    return f"bytes {start}-{'' if end is None else end} of the object (one of the ranges it was read in)"
 
 
 def _parse_stream(
@@ -233,8 +261,8 @@ def _parse_stream(
         if isinstance(exc, TooLarge):
             what = f"object over max_object_mb ({spec.limits.max_object_bytes // (1024 * 1024)} MiB of text)"
         reason = f"{what}: {exc}; lines from {exc.next_line} on were not loaded"
-        if item.end is not None:
-            reason += f" (to the end of bytes {item.start}-{item.end}, one of the ranges the object was read in)"
+        if item.ranged:
+            reason += f" (to the end of {byte_range(item.start, item.end)})"
         if not good:  # nothing loaded: the driver quarantines the object whole, with this reason
             return FileOutcome(item.read_uri, "unreadable", bad=bad, text_bytes=exc.text_bytes, reason=reason)
         # some lines loaded: the record says exactly from which line on the rest was not

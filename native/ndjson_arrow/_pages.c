@@ -112,9 +112,11 @@ static int set_bits(Job *j, int64_t n, int value) {
 }
 
 static inline int add_value(Job *j, const Chunk *c, int64_t i) {
-    int32_t a = c->offsets[i], n = c->offsets[i + 1] - a;
-    if (n < 0 || a < c->offsets[0] || a + n > c->offsets[c->length]) return E_OFFSETS;
+    int32_t a = c->offsets[i], b = c->offsets[i + 1];
+    if (a > b || a < c->offsets[0] || b > c->offsets[c->length]) return E_OFFSETS;
+    int32_t n = b - a;
     const uint8_t *v = c->data + a;
+    j->value_bytes += n;
     if (out_reserve(&j->values, 4 + (size_t)n)) return E_NOMEM;
     memcpy(j->values.p + j->values.len, &n, 4); /* little-endian hosts only (x86-64, aarch64) */
     memcpy(j->values.p + j->values.len + 4, v, (size_t)n);
@@ -210,19 +212,21 @@ static int add_rows(Job *j, const Chunk *c, int64_t from, int64_t to) {
 static int encode(Job *j, const Chunk *chunks, Py_ssize_t nchunks) {
     for (Py_ssize_t k = 0; k < nchunks; k++) {
         const Chunk *c = &chunks[k];
-        j->value_bytes += c->offsets[c->length] - c->offsets[0];
         int64_t i = 0;
         while (i < c->length) {
-            /* the rows that fit in this page: values up to page_bytes (binary search on offsets) */
+            /* the rows that fit in this page: their values and 4-byte lengths up to page_bytes (a
+             * bound: a NULL row has no length), found by a binary search on the offsets */
             int64_t room = j->page_bytes - (int64_t)j->values.len;
             int64_t lo = i + 1, hi = c->length;
-            if ((int64_t)(c->offsets[hi] - c->offsets[i]) > room) {
+#define PLAIN_BYTES(to) ((int64_t)c->offsets[to] - c->offsets[i] + 4 * ((to) - i))
+            if (PLAIN_BYTES(hi) > room) {
                 while (lo < hi) {
                     int64_t mid = lo + (hi - lo) / 2;
-                    if ((int64_t)(c->offsets[mid] - c->offsets[i]) >= room) hi = mid;
+                    if (PLAIN_BYTES(mid) >= room) hi = mid;
                     else lo = mid + 1;
                 }
             }
+#undef PLAIN_BYTES
             int e = add_rows(j, c, i, hi);
             if (e) return e;
             i = hi;

@@ -325,6 +325,13 @@ static int long_of(PyObject *o, int64_t *v) {
 
 static int write_struct(Writer *w, PyObject *fields);
 
+/* 0 when lo <= x <= hi, else an OverflowError (a reader would reject the value) */
+static int in_range(int64_t x, int64_t lo, int64_t hi) {
+    if (x >= lo && x <= hi) return 0;
+    PyErr_Format(PyExc_OverflowError, "compact protocol: %lld does not fit its type", (long long)x);
+    return -1;
+}
+
 /* a (type, items) pair as list/set/map values are held */
 static int pair_of(PyObject *v, long *tag, PyObject **items) {
     if (!PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 2 || !PyList_Check(PyTuple_GET_ITEM(v, 1))) {
@@ -346,12 +353,14 @@ static int write_value(Writer *w, int type, PyObject *v) {
         return t < 0 ? -1 : put_byte(w, t ? CT_TRUE : CT_FALSE);
     }
     case CT_BYTE:
-        if (long_of(v, &x)) return -1;
+        if (long_of(v, &x) || in_range(x, INT8_MIN, INT8_MAX)) return -1;
         return put_byte(w, (uint8_t)(int8_t)x);
     case CT_I16:
     case CT_I32:
     case CT_I64:
         if (long_of(v, &x)) return -1;
+        if (type == CT_I16 && in_range(x, INT16_MIN, INT16_MAX)) return -1;
+        if (type == CT_I32 && in_range(x, INT32_MIN, INT32_MAX)) return -1;
         return put_zigzag(w, x);
     case CT_DOUBLE: {
         double d = PyFloat_AsDouble(v);
@@ -379,17 +388,24 @@ static int write_value(Writer *w, int type, PyObject *v) {
         } else if (put_byte(w, (uint8_t)(0xF0 | (tag & 0x0F))) || put_varint(w, (uint64_t)n)) {
             return -1;
         }
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *item = PyList_GET_ITEM(items, i);
+        for (Py_ssize_t i = 0; i < n && i < PyList_GET_SIZE(items); i++) {
+            PyObject *item = Py_NewRef(PyList_GET_ITEM(items, i)); /* held: see write_struct */
+            int rc;
             if (type != CT_MAP) {
-                if (write_value(w, (int)(tag & 0x0F), item)) return -1;
+                rc = write_value(w, (int)(tag & 0x0F), item);
             } else if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
                 PyErr_SetString(PyExc_TypeError, "a map's items are (key, value)");
-                return -1;
-            } else if (write_value(w, (int)(tag >> 4), PyTuple_GET_ITEM(item, 0)) ||
-                       write_value(w, (int)(tag & 0x0F), PyTuple_GET_ITEM(item, 1))) {
-                return -1;
+                rc = -1;
+            } else {
+                rc = write_value(w, (int)(tag >> 4), PyTuple_GET_ITEM(item, 0)) ||
+                     write_value(w, (int)(tag & 0x0F), PyTuple_GET_ITEM(item, 1));
             }
+            Py_DECREF(item);
+            if (rc) return -1;
+        }
+        if (PyList_GET_SIZE(items) != n) { /* its header already gave n */
+            PyErr_SetString(PyExc_RuntimeError, "a list changed while it was encoded");
+            return -1;
         }
         w->depth--;
         return 0;
@@ -410,7 +426,8 @@ static int write_struct(Writer *w, PyObject *fields) {
     if (++w->depth > MAX_DEPTH) return fail("nested too deep");
     int64_t last = 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(fields); i++) {
-        PyObject *f = PyList_GET_ITEM(fields, i), *id_o, *type_o, *value;
+        /* held while it is read: another object's attribute lookup may run code that changes the list */
+        PyObject *f = Py_NewRef(PyList_GET_ITEM(fields, i)), *id_o, *type_o, *value;
         if (Py_IS_TYPE(f, &FieldType)) {
             FieldObject *fo = (FieldObject *)f;
             id_o = fo->id, type_o = fo->type, value = fo->value;
@@ -443,6 +460,7 @@ static int write_struct(Writer *w, PyObject *fields) {
             last = fid;
         }
         Py_XDECREF(value);
+        Py_DECREF(f);
         if (rc) return -1;
     }
     w->depth--;

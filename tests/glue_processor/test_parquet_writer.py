@@ -197,3 +197,21 @@ def test_spark_reads_every_row_whatever_its_reader_and_splits(spark: Any, tmp_pa
         # Then every row is read once, with its values
         assert splits > 1
         assert rows == want, vectorized
+
+
+def test_required_string_columns_and_long_tables_are_written_as_arrow_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a table with a REQUIRED (not nullable) string column, longer than a row group may be
+    monkeypatch.setattr(parquet_writer, "MAX_ROW_GROUP_ROWS", 1000)
+    schema = pa.schema([pa.field("id", pa.string(), nullable=False), pa.field("note", pa.string())])
+    table = pa.table({"id": [f"k{i}" for i in range(2500)], "note": [None] * 2499 + ["x"]}, schema=schema)
+    # When it is written
+    path = tmp_path / "f.parquet"
+    with parquet_writer.writer(path, table) as out:
+        out.write_table(table)
+    # Then it reads back whole, in row groups of at most that many rows, the REQUIRED column by Arrow
+    assert pq.read_table(path).equals(table)
+    meta = pq.read_metadata(path)
+    assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == [1000, 1000, 500]
+    assert meta.schema.column(0).max_definition_level == 0

@@ -38,5 +38,16 @@ def test_a_second_task_per_core_only_when_it_has_enough_to_read() -> None:
     assert parse_unit_count([8.0 * MB] * 8, cores=2) == 2
     # a batch with MIN_SPLIT_BYTES per extra task: two per core
     assert parse_unit_count([MIN_SPLIT_BYTES / 2] * 16, cores=2) == UNITS_PER_CORE * 2
-    # the seed's trigger (~5.8 GB of ~3.5 MB objects) on 80 cores: two per core
-    assert parse_unit_count([3.5 * MB] * 1667, cores=80) == 160
+    # the seed's trigger (~5.8 GB of ~3.5 MB objects) on 80 cores: 73 MB a task, one per core
+    assert parse_unit_count([3.5 * MB] * 1667, cores=80) == 80
+    # twice that: two per core
+    assert parse_unit_count([3.5 * MB] * 3334, cores=80) == 160
+
+
+def test_every_core_gets_the_same_number_of_tasks() -> None:
+    # Given batches between one and two MIN_SPLIT_BYTES per core, or past the cap per task
+    for cores in (2, 7, 80):
+        for total in (1.5 * MIN_SPLIT_BYTES * cores, 3 * MIN_SPLIT_BYTES * cores, 5.5 * MAX_UNIT_BYTES * cores):
+            sizes = [total / 4000] * 4000
+            # Then the tasks are a multiple of the cores, so no core waits on another's second task
+            assert parse_unit_count(sizes, cores=cores) % cores == 0

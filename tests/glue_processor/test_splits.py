@@ -3,10 +3,13 @@ object's own line numbers, and one outcome per object."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import json
 import tempfile
+from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from glue_processor import sizing
-from glue_processor.objects import local_path, store_for
+from glue_processor.objects import ObjectStream, local_path, store_for
 from glue_processor.reading import Chunk, Limits, OwnedLines, chunks, line_starts, read_from
 from glue_processor.splits import RangeLines, count_lines, number_ranges, object_outcomes
 from glue_processor.tasks import FileOutcome, FileTask, TaskSpec, run_task
@@ -58,7 +61,8 @@ def test_ranges_own_every_line_once_with_its_own_number(
     # When each range is counted and read from where its reader starts, numbered from the counts
     got, parts, first = [], [], 1
     for start, end in itertools.pairwise(bounds):
-        owned = OwnedLines(io.BytesIO(text[read_from(start) :]), start=start, end=end)
+        last = end == len(text)  # the last range reads to the end of the object
+        owned = OwnedLines(io.BytesIO(text[read_from(start) :]), start=start, end=None if last else end)
         body = b"".join(iter(lambda owned=owned: owned.read(read), b""))
         parts.append(body)
         got += numbered_lines(list(chunks(io.BytesIO(body), Limits(chunk_bytes=7), first_line=first)))  # type: ignore[arg-type]
@@ -79,7 +83,7 @@ def test_a_gb_object_alone_on_16_g1x_workers_keeps_every_core_busy() -> None:
     weights = [p.estimate for p in pieces]
     units = sizing.plan_groups(weights, sizing.parse_unit_count(weights, cores=cores))
     # Then it is read in ranges that cover it exactly, at least a task a core
-    assert pieces[0].start == 0 and pieces[-1].end == 1024 * mb
+    assert pieces[0].start == 0 and pieces[-1].end is None  # the last range reads to the end
     assert all(a.end == b.start for a, b in itertools.pairwise(pieces))
     assert len(units) >= cores
     # and a gzip object (one stream) is read whole, as are small objects
@@ -88,15 +92,17 @@ def test_a_gb_object_alone_on_16_g1x_workers_keeps_every_core_busy() -> None:
 
 
 def test_ranges_are_numbered_from_their_counts_and_an_object_that_cannot_be_counted_is_not_read() -> None:
-    # Given two split objects and a whole one; the second's last range is gone when counted
+    # Given two split objects and a whole one; the second's middle range is gone when counted
     def task(item: int, start: int, end: int | None) -> FileTask:
         return FileTask(f"file:///o{item}", f"s3://b/o{item}", "e", NOW, "m", item=item, start=start, end=end)
 
-    items = [task(0, 0, 10), task(0, 10, 20), task(0, 20, 30), task(1, 0, 10), task(1, 10, 20), task(2, 0, None)]
-    counts = {(0, 0): 4, (0, 10): 0, (0, 20): 3, (1, 0): 2}
+    items = [task(0, 0, 10), task(0, 10, 20), task(0, 20, None), task(1, 0, 10), task(1, 10, 20), task(1, 20, None)]
+    items.append(task(2, 0, None))
+    counts = {(0, 0): 4, (0, 10): 0, (1, 0): 2}
 
     def run(fn: Any, ranges: list[FileTask]) -> list[RangeLines]:
-        assert fn is count_lines and all(r.end is not None for r in ranges)
+        # the last range of each object is not counted: no range comes after it
+        assert fn is count_lines and [(r.item, r.start) for r in ranges] == [(0, 0), (0, 10), (1, 0), (1, 10)]
         return [
             RangeLines(r.item, r.start, counts[r.item, r.start])
             if (r.item, r.start) in counts
@@ -175,10 +181,11 @@ def test_ranges_of_an_s3_object_are_counted_and_read_from_its_version() -> None:
     s3.put_object(Bucket="landing", Key="big.json", Body=b'{"i":"other version"}\n')
     uri = "s3://landing/big.json"
     stores = lambda u: store_for(u, s3_client=s3)  # noqa: E731
-    cuts = [0, 7, 1000, 1001, len(body)]  # mid-line, on a line start, the end
+    cuts = [0, 7, 1000, 1001, None]  # mid-line, on a line start, to the end
     items = [
         FileTask(uri, uri, first["ETag"].strip('"'), NOW, "m", first["VersionId"], item=0, start=a, end=b)
         for a, b in itertools.pairwise(cuts)
+        if a is not None
     ]
     # When its ranges are counted (Range GETs of that version), numbered and read by two tasks
     numbered, problems = number_ranges(items, lambda fn, xs: [fn(x, stores) for x in xs])
@@ -206,3 +213,25 @@ def task_spec(files: list[FileTask]) -> TaskSpec:
         ingest_time=NOW,
         target_bytes=1 << 27,
     )
+
+
+def test_a_range_whose_read_breaks_while_counted_makes_its_object_unreadable_not_the_batch() -> None:
+    # Given a range whose stream breaks (a reset connection) while its lines are counted
+    class Broken(io.RawIOBase):
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, b: Any) -> int:
+            raise ConnectionResetError("connection reset by peer")
+
+    class Store:
+        @contextlib.contextmanager
+        def open(self, uri: str, **_: Any) -> Iterator[ObjectStream]:
+            yield ObjectStream(io.BufferedReader(Broken()), 0.0, exact=True)
+
+    item = FileTask("s3://landing/x", "s3://landing/x", "e", NOW, "m", item=3, start=0, end=100)
+    # When it is counted, Then the range says so (the batch goes on; the object is quarantined whole)
+    got = count_lines(item, lambda _: Store())  # type: ignore[arg-type,return-value]
+    assert (got.item, got.status) == (3, "unreadable") and "connection reset" in (got.reason or "")
+    numbered, problems = number_ranges([item, replace(item, start=100, end=None)], lambda fn, xs: [got])
+    assert numbered == [] and [(p.item, p.status) for p in problems] == [(3, "unreadable")]

@@ -169,6 +169,13 @@ def test_truncated_and_too_deep_input_is_an_error() -> None:
         thrift.decode(deep)
 
 
+def test_a_value_that_does_not_fit_its_type_is_refused() -> None:
+    for field in (Field(1, I32, 2**31), Field(1, I16, -(2**15) - 1), Field(1, BYTE, 128)):
+        with pytest.raises(thrift.ThriftError, match="does not fit"):
+            thrift.encode([field])
+    assert thrift.decode(thrift.encode([Field(1, I32, -(2**31))])) == [Field(1, I32, -(2**31))]
+
+
 def test_arrow_footers_round_trip_byte_for_byte(tmp_path: Path) -> None:
     # Given a file with statistics, dictionaries, a map and several row groups, as Arrow writes it
     n = 5000
