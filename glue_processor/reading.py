@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from ndjson_arrow import newlines
+
 MIB = 1024 * 1024
 READ_BYTES = 8 * MIB
 
@@ -34,7 +36,7 @@ class Limits:
 
 @dataclass(frozen=True)
 class Chunk:
-    text: bytes  # whole lines (the last may lack its newline at the end of the object)
+    text: bytes | memoryview  # whole lines (the last may lack its newline at the end of the object)
     first_line: int  # 1-based number of its first line
 
 
@@ -104,9 +106,12 @@ def read_ahead(stream: BinaryIO, size: int, *, depth: int = 2) -> Iterator[bytes
 
 
 def chunks(stream: BinaryIO, limits: Limits = Limits(), *, first_line: int = 1) -> Iterator[Chunk | LongLine]:
-    """Whole-line chunks of ``stream`` (see the module docstring), numbered from ``first_line``."""
-    buffer = bytearray()
-    line = first_line  # number of the first line in ``buffer``
+    """Whole-line chunks of ``stream`` (see the module docstring), numbered from ``first_line``.
+
+    A chunk is the complete lines of one block read, as a view of the block (no copy), except the
+    line that began in an earlier block, which is a chunk of its own (its bytes joined once)."""
+    carry = bytearray()  # the start of a line that began in an earlier block
+    line = first_line  # number of the next line to yield (the one in ``carry``, if any)
     total = 0
     skipping: LongLine | None = None  # a long line being skipped: its number and size so far
     blocks = read_ahead(stream, min(READ_BYTES, limits.chunk_bytes))
@@ -120,35 +125,35 @@ def chunks(stream: BinaryIO, limits: Limits = Limits(), *, first_line: int = 1) 
         total += len(block)
         if total > limits.max_object_bytes:
             raise TooLarge(f"more than {limits.max_object_bytes // MIB} MiB of text", next_line=line, text_bytes=total)
+        at = 0
         if skipping is not None:
             cut = block.find(b"\n")
             if cut < 0:
                 skipping = LongLine(skipping.line, skipping.size + len(block), skipping.head)
                 continue
             yield LongLine(skipping.line, skipping.size + cut + 1, skipping.head)
-            skipping = None
-            line += 1
-            block = block[cut + 1 :]
-        buffer += block
-        if len(buffer) < limits.chunk_bytes:
-            if b"\n" not in buffer and len(buffer) > limits.max_line_bytes:
-                skipping, buffer = LongLine(line, len(buffer), bytes(buffer[:1000])), bytearray()
-            continue
-        cut = buffer.rfind(b"\n")
-        if cut < 0:
-            if len(buffer) > limits.max_line_bytes:
-                skipping, buffer = LongLine(line, len(buffer), bytes(buffer[:1000])), bytearray()
-            continue
-        text = bytes(buffer[: cut + 1])
-        del buffer[: cut + 1]
-        yield Chunk(text, line)
-        line += text.count(b"\n")
-        if b"\n" not in buffer and len(buffer) > limits.max_line_bytes:
-            skipping, buffer = LongLine(line, len(buffer), bytes(buffer[:1000])), bytearray()
+            skipping, line, at = None, line + 1, cut + 1
+        view = memoryview(block)
+        first = block.find(b"\n", at)
+        if first < 0:  # no line ends in this block
+            carry += view[at:]
+        else:
+            if carry:  # the line that began before ends here
+                carry += view[at : first + 1]
+                yield Chunk(bytes(carry), line)
+                carry, line, at = bytearray(), line + 1, first + 1
+            last = block.rfind(b"\n", at)
+            if last >= at:
+                yield Chunk(view[at : last + 1], line)
+                line += newlines(block, at, last + 1)
+                at = last + 1
+            carry += view[at:]
+        if len(carry) > limits.max_line_bytes:
+            skipping, carry = LongLine(line, len(carry), bytes(carry[:1000])), bytearray()
     if skipping is not None:
         yield skipping
-    elif buffer:
-        yield Chunk(bytes(buffer), line)
+    elif carry:
+        yield Chunk(bytes(carry), line)
 
 
 # -- byte ranges of one object ---------------------------------------------------------------
@@ -163,13 +168,24 @@ def line_starts(stream: BinaryIO, *, start: int, end: int) -> int:
     first = read_from(start)
     remaining = max(0, end - 1 - first)  # newlines at [first, end - 1): each starts the next line
     count = 1 if start == 0 else 0
+    buffer = bytearray(min(READ_BYTES, remaining))
+    view = memoryview(buffer)
     while remaining > 0:
-        block = stream.read(min(READ_BYTES, remaining))
-        if not block:
+        n = _read_into(stream, view[: min(len(buffer), remaining)])
+        if not n:
             break
-        count += block.count(b"\n")
-        remaining -= len(block)
+        count += newlines(buffer, 0, n)
+        remaining -= n
     return count
+
+
+def _read_into(stream: BinaryIO, view: memoryview) -> int:
+    """Fill ``view`` from ``stream`` as far as it goes (one reused buffer, no new bytes per read)."""
+    if hasattr(stream, "readinto"):
+        return int(stream.readinto(view))
+    block = stream.read(len(view))  # botocore's streams have no readinto
+    view[: len(block)] = block
+    return len(block)
 
 
 def read_from(start: int) -> int:

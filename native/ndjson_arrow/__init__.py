@@ -21,10 +21,13 @@ returns ``(new_keys, columns, lines, rows, bad, extra)``:
 
 Lines nested deeper than :data:`MAX_DEPTH` levels are bad (``TOO_DEEP``). The GIL is released
 while scanning.
+
+``newlines(data, start, end)`` counts the LF bytes of ``data[start:end]`` without copying it (for
+line numbers: several times faster than ``bytes.count``).
 """
 
-from ndjson_arrow._scan import MAX_DEPTH, scan
+from ndjson_arrow._scan import MAX_DEPTH, newlines, scan
 
 NOT_UTF8, TRAILING, ARRAY, SCALAR, MALFORMED, TOO_DEEP = range(1, 7)
 
-__all__ = ["ARRAY", "MALFORMED", "MAX_DEPTH", "NOT_UTF8", "SCALAR", "TOO_DEEP", "TRAILING", "scan"]
+__all__ = ["ARRAY", "MALFORMED", "MAX_DEPTH", "NOT_UTF8", "SCALAR", "TOO_DEEP", "TRAILING", "newlines", "scan"]

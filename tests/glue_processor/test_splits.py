@@ -38,7 +38,8 @@ _LINES = st.lists(
 def numbered_lines(pieces: list[Chunk]) -> list[tuple[int, bytes]]:
     out = []
     for piece in pieces:
-        body = piece.text[:-1] if piece.text.endswith(b"\n") else piece.text
+        text = bytes(piece.text)
+        body = text[:-1] if text.endswith(b"\n") else text
         out.extend((piece.first_line + i, line) for i, line in enumerate(body.split(b"\n")))
     return out
 
