@@ -17,7 +17,7 @@ import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -155,23 +155,16 @@ def run_task(spec: TaskSpec, stores: Callable[[str], ObjectStore] = store_for) -
     """Read, parse and stage one group of objects."""
     keys = list(spec.known)
     outcomes: list[FileOutcome] = []
-    bad_records: list[dict[str, Any]] = []
-    with _ParquetFiles(spec, stores) as out:
+    quarantine = _QuarantineFile(f"{spec.quarantine_dir}/quarantine-{spec.index:05d}.json", stores)
+    with _ParquetFiles(spec, stores) as out, quarantine:
         for item in spec.files:
-            found = _load_one(item, keys, stores, spec=spec, out=out, bad_records=bad_records)
+            found = _load_one(item, keys, stores, spec=spec, out=out, bad_records=quarantine)
             outcomes.append(dataclasses.replace(found, item=item.item, start=item.start, end=item.end))
-    quarantine: list[Staged] = []
-    if bad_records:
-        uri = f"{spec.quarantine_dir}/quarantine-{spec.index:05d}.json"
-        body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in bad_records).encode()
-        with stores(uri).writer(uri) as path:
-            path.write_bytes(body)
-        quarantine.append(Staged(uri, len(body)))
     return TaskResult(
         spec.index,
         tuple(outcomes),
         tuple(out.staged),
-        tuple(quarantine),
+        tuple(quarantine.staged),
         out.rescued,
         out.null_partitions,
         out.extra_values,
@@ -179,6 +172,41 @@ def run_task(spec: TaskSpec, stores: Callable[[str], ObjectStore] = store_for) -
 
 
 # -- internals -------------------------------------------------------------------------------
+class _QuarantineFile:
+    """A task's quarantine records, written to its file as they come (an object with millions of
+    bad lines must not hold them in memory), the file opened with the first record."""
+
+    def __init__(self, uri: str, stores: Callable[[str], ObjectStore]) -> None:
+        self.uri, self._stores = uri, stores
+        self._stack = contextlib.ExitStack()
+        self._file: Any = None
+        self.staged: list[Staged] = []
+
+    def append(self, record: dict[str, Any]) -> None:
+        if self._file is None:
+            path = self._stack.enter_context(self._stores(self.uri).writer(self.uri))
+            self._file = self._stack.enter_context(path.open("w", encoding="utf-8"))
+        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def extend(self, records: Iterable[dict[str, Any]]) -> None:
+        for record in records:
+            self.append(record)
+
+    def __enter__(self) -> _QuarantineFile:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._file is None:
+            return
+        self._file.flush()
+        size = self._file.buffer.tell()
+        self._stack.__exit__(exc_type, exc, tb)  # a failed task's file is discarded, never put in place
+        if exc_type is None:
+            self.staged.append(Staged(self.uri, size))
+
+
 def _load_one(
     item: FileTask,
     keys: list[str],
@@ -186,7 +214,7 @@ def _load_one(
     *,
     spec: TaskSpec,
     out: _ParquetFiles,
-    bad_records: list[dict[str, Any]],
+    bad_records: _QuarantineFile,
 ) -> FileOutcome:
     """Stream one object (or its range) through the parser into the task's Parquet files, chunk by
     chunk (memory bounded whatever its size); ``keys`` grows with the keys it finds."""
@@ -234,7 +262,7 @@ def byte_range(start: int, end: int | None) -> str:
 
 
 def _parse_stream(
-    item: FileTask, text: Any, keys: list[str], *, spec: TaskSpec, out: _ParquetFiles, bad_records: list[dict[str, Any]]
+    item: FileTask, text: Any, keys: list[str], *, spec: TaskSpec, out: _ParquetFiles, bad_records: _QuarantineFile
 ) -> FileOutcome:
     first_keys = set(keys)
     good = bad = text_bytes = 0

@@ -217,8 +217,9 @@ def test_a_file_the_parser_fails_on_is_quarantined_and_the_rest_loads(
 
 
 def test_a_task_that_fails_mid_file_leaves_no_staged_parquet(tmp_path: Path) -> None:
-    # Given a task whose first object is already being written when reading the second one fails
-    (tmp_path / "a.json").write_bytes(b"".join(b'{"a":"%d"}\n' % i for i in range(5000)))
+    # Given a task whose first object (with a bad line: its quarantine record already written) is
+    # being written when reading the second one fails
+    (tmp_path / "a.json").write_bytes(b"nope\n" + b"".join(b'{"a":"%d"}\n' % i for i in range(5000)))
 
     class Failing(LocalStore):
         def open(self, uri: str, **version: Any) -> Any:
@@ -230,7 +231,8 @@ def test_a_task_that_fails_mid_file_leaves_no_staged_parquet(tmp_path: Path) -> 
     # When the task fails (Spark retries it)
     with pytest.raises(PermissionError):
         run_task(spec(files, f"file://{tmp_path}/out", target_bytes=256 * 1024), lambda uri: Failing())
-    # Then the file it was writing (below the target, so still open) is discarded, not put in place
+    # Then the files it was writing (Parquet below the target, so still open, and quarantine records)
+    # are discarded, not put in place
     assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file() and not p.name.startswith(".")]
 
 
