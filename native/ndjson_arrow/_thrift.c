@@ -163,6 +163,8 @@ static PyObject *read_value(Reader *r, int type) {
     case CT_I32:
     case CT_I64:
         if (read_zigzag(r, &v)) return NULL;
+        if ((type == CT_I16 && (v < INT16_MIN || v > INT16_MAX)) || (type == CT_I32 && (v < INT32_MIN || v > INT32_MAX)))
+            return fail("an integer does not fit its type"), NULL; /* as encode refuses it */
         return PyLong_FromLongLong(v);
     case CT_DOUBLE: {
         double d;
