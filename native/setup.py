@@ -1,4 +1,6 @@
-"""The native modules (the NDJSON scanner, the Parquet page encoder, the Thrift codec); the rest is in pyproject.toml."""
+"""The native modules: the NDJSON scanner, the Parquet page encoder, the Thrift codec.
+
+Everything else about the package is in pyproject.toml."""
 
 from setuptools import Extension, setup
 

@@ -845,7 +845,7 @@ static PyObject *extra_result(Scan *s) {
         Key *key = &s->keys[e->key];
         memcpy(kdata + kl, key->name, key->name_len);
         kl += key->name_len;
-        memcpy(vdata + vl, s->extra.p + e->start, (size_t)e->len);
+        if (e->len) memcpy(vdata + vl, s->extra.p + e->start, (size_t)e->len); /* only empty ones: extra.p NULL */
         vl += (size_t)e->len;
         j++;
         key_off[j] = (int32_t)kl;

@@ -289,6 +289,18 @@ def test_a_bad_line_leaves_no_bytes_in_a_column(data: bytes, known: list[str]) -
     assert T.parse_ndjson(data, known).columns[0].to_pylist()[-1] in ("3", "2", "z")
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"a":"x","b":""}\n',  # spilled values all empty: no extra bytes at all (a NULL buffer, make sanitize)
+        b'{"a":"x","b":"","c":""}\n{"a":"y"}\n',
+        b'{"b":""}\n{"a":"x","b":"y"}\n',
+    ],
+)
+def test_empty_spilled_values(data: bytes) -> None:
+    _check(data, [], 1)
+
+
 @pytest.mark.parametrize("depth", [MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1])
 def test_depth_limit(depth: int) -> None:
     lines = [
