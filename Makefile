@@ -113,8 +113,9 @@ format: setup ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix contracts glue_processor lambdas infra bench tests
 	$(BIN)/ruff format contracts glue_processor lambdas infra bench tests
 
-test: setup lint parity ## everything CI runs: lint, then the whole test suite
+test: setup lint parity ## everything CI runs: lint, the whole test suite, then the native core's tests under ASan and UBSan
 	$(BIN)/python -m pytest -q
+	$(MAKE) --no-print-directory sanitize
 
 sanitize: setup ## the native modules built with AddressSanitizer and UBSan, under the tests that drive them (fuzz and property tests; a finding aborts with its report on stderr)
 	@rm -rf .sanitize && mkdir -p .sanitize/ndjson_arrow && cp native/ndjson_arrow/*.py .sanitize/ndjson_arrow/
