@@ -25,7 +25,6 @@ from glue_processor import parquet_thrift as thrift
 from glue_processor.parquet_thrift import (
     CC_COLUMN_INDEX,
     CC_CRYPTO,
-    CC_META,
     CC_OFFSET_INDEX,
     CMD_BLOOM,
     FMD_ENCRYPTION,
@@ -77,7 +76,7 @@ def _shift(row_group: Struct, by: int, ordinal: int) -> None:
             for chunk in f.value[1]:
                 if any(c.id in (CC_OFFSET_INDEX, CC_COLUMN_INDEX, CC_CRYPTO) for c in chunk):
                     raise ConcatError("page indexes and encryption are not supported")
-                if any(m.id == CMD_BLOOM for m in thrift.get(chunk, CC_META).value):  # type: ignore[union-attr]
+                if any(m.id == CMD_BLOOM for m in thrift.chunk_meta(chunk)):
                     raise ConcatError("bloom filters are not supported")
                 thrift.move_chunk(chunk, by)
 

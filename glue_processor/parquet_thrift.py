@@ -17,6 +17,7 @@ __all__ = [
     "Field",
     "Struct",
     "ThriftError",
+    "chunk_meta",
     "chunk_start",
     "decode",
     "encode",
@@ -84,7 +85,8 @@ def footer_in(data: bytes | memoryview) -> tuple[Struct, int]:
     return decode(bytes(data[start:-8])), start
 
 
-def _meta(chunk: Struct) -> Struct:
+def chunk_meta(chunk: Struct) -> Struct:
+    """A column chunk's ColumnMetaData."""
     meta = get(chunk, CC_META)
     if meta is None:
         raise ThriftError("a column chunk without its metadata")
@@ -93,12 +95,12 @@ def _meta(chunk: Struct) -> Struct:
 
 def chunk_start(chunk: Struct) -> int:
     """Where a column chunk's first page (dictionary or data) is in its file."""
-    return int(min(f.value for f in _meta(chunk) if f.id in (CMD_DATA_PAGE, CMD_DICT_PAGE)))
+    return int(min(f.value for f in chunk_meta(chunk) if f.id in (CMD_DATA_PAGE, CMD_DICT_PAGE)))
 
 
 def move_chunk(chunk: Struct, by: int) -> None:
     """Shift the file positions a column chunk records (its pages moved ``by`` bytes)."""
-    for f in _meta(chunk):
+    for f in chunk_meta(chunk):
         if f.id in (CMD_DATA_PAGE, CMD_INDEX_PAGE, CMD_DICT_PAGE):
             f.value += by
     offset = get(chunk, CC_FILE_OFFSET)  # deprecated; older writers set it

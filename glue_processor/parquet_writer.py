@@ -250,5 +250,4 @@ def _leaf_count(type_: pa.DataType) -> int:
 
 
 def _meta_value(chunk: Struct, fid: int) -> int:
-    meta = thrift.get(chunk, thrift.CC_META).value  # type: ignore[union-attr]
-    return thrift.get(meta, fid).value  # type: ignore[union-attr,no-any-return]
+    return thrift.get(thrift.chunk_meta(chunk), fid).value  # type: ignore[union-attr,no-any-return]

@@ -4,9 +4,9 @@ outcome per object from its ranges' outcomes.
 The driver splits such an object into ranges (:func:`glue_processor.sizing.plan_pieces`). A range
 owns the lines that start in it (:class:`glue_processor.reading.OwnedLines`), so every line is
 read once whatever the cut points. Line numbers must be the object's own, so before the parse
-tasks run, one task per range counts the lines that start in it (a pass of ``bytes.count`` over
-the range, which costs a second read of the bytes but no parsing), and each range's first line is
-the count of the ranges before it plus one.
+tasks run, one task per range but the last counts the lines that start in it (a native LF count
+over the range, which costs a second read of the bytes but no parsing), and each range's first
+line is the count of the ranges before it plus one.
 """
 
 from __future__ import annotations
