@@ -85,11 +85,27 @@ static PyObject *field_richcompare(PyObject *a, PyObject *b, int op) {
     return PyBool_FromLong(op == Py_EQ ? eq : !eq);
 }
 
-static PyMemberDef field_members[] = {
-    {"id", T_OBJECT_EX, offsetof(FieldObject, id), 0, "field id"},
-    {"type", T_OBJECT_EX, offsetof(FieldObject, type), 0, "compact-protocol type"},
-    {"value", T_OBJECT_EX, offsetof(FieldObject, value), 0, "the value"},
-    {NULL, 0, 0, 0, NULL},
+/* id, type and value may be replaced but never deleted: every use of a Field reads all three */
+static PyObject **field_slot(FieldObject *f, void *which) {
+    return which == (void *)0 ? &f->id : which == (void *)1 ? &f->type : &f->value;
+}
+
+static PyObject *field_get(FieldObject *f, void *which) { return Py_NewRef(*field_slot(f, which)); }
+
+static int field_set(FieldObject *f, PyObject *value, void *which) {
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "a Field's id, type and value cannot be deleted");
+        return -1;
+    }
+    Py_SETREF(*field_slot(f, which), Py_NewRef(value));
+    return 0;
+}
+
+static PyGetSetDef field_getset[] = {
+    {"id", (getter)field_get, (setter)field_set, "field id", (void *)0},
+    {"type", (getter)field_get, (setter)field_set, "compact-protocol type", (void *)1},
+    {"value", (getter)field_get, (setter)field_set, "the value", (void *)2},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject FieldType = {
@@ -104,7 +120,7 @@ static PyTypeObject FieldType = {
     .tp_repr = (reprfunc)field_repr,
     .tp_richcompare = field_richcompare,
     .tp_hash = PyObject_HashNotImplemented,
-    .tp_members = field_members,
+    .tp_getset = field_getset,
 };
 
 /* -- decode -------------------------------------------------------------------------------- */
@@ -245,6 +261,10 @@ static PyObject *read_struct(Reader *r) {
         if (head >> 4) {
             fid = last + (head >> 4);
         } else if (read_zigzag(r, &fid)) {
+            goto error;
+        }
+        if (fid < INT16_MIN || fid > INT16_MAX) { /* a field id is an i16 */
+            fail("field id out of range");
             goto error;
         }
         PyObject *value = (type == CT_TRUE || type == CT_FALSE) ? PyBool_FromLong(type == CT_TRUE) : read_value(r, type);
@@ -444,6 +464,7 @@ static int write_struct(Writer *w, PyObject *fields) {
         }
         int64_t fid = 0, type = 0;
         int rc = !value || long_of(id_o, &fid) || long_of(type_o, &type);
+        if (!rc && in_range(fid, INT16_MIN, INT16_MAX)) rc = 1; /* a field id is an i16 */
         Py_XDECREF(id_o);
         Py_XDECREF(type_o);
         if (!rc) {
