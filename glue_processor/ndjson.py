@@ -8,19 +8,26 @@ Arrow arrays, without copying them again.
 
 A line is a row when it is one JSON object in valid UTF-8 and nothing else; anything else (bar
 blank lines) becomes a :class:`BadLine` with its number and reason, whatever keys are known.
-Keys past the column room (``room``) never become columns: their values come back in ``extra``.
+Keys past the column room (``room``), and keys that cannot be a column's name where the table lives
+(:mod:`contracts.column_names`), never become columns: their values come back in ``extra``.
+
+A scan holds at most ``max_cells`` cells (rows x columns): it stops at the line that would take it
+past them and says how far it got (``consumed``, ``next_line``); :func:`parse_pieces` scans a text
+to its end in as many pieces as that takes, so a chunk's memory is bounded by its rows x columns
+whatever the shape (a million ``{}`` lines under a thousand known columns included).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import ndjson_arrow
 import pyarrow as pa
 
-from glue_processor.overflow import EXTRA_TYPE
+from contracts.column_names import fit, valid_column_name
+from glue_processor.overflow import EXTRA_TYPE, to_map
 
 if TYPE_CHECKING:
     from ndjson_arrow._scan import Column, Extra
@@ -36,6 +43,7 @@ REASON_ARRAY = "line is a JSON array, expected an object"
 REASON_SCALAR = "line is a JSON scalar, expected an object"
 REASON_MALFORMED = "malformed JSON"
 REASON_TOO_DEEP = f"JSON nested deeper than {ndjson_arrow.MAX_DEPTH} levels"
+REASON_TOO_MANY_KEYS = f"more than {ndjson_arrow.MAX_LINE_KEYS} distinct keys in one object"
 _REASONS = {
     ndjson_arrow.NOT_UTF8: REASON_NOT_UTF8,
     ndjson_arrow.TRAILING: REASON_TRAILING,
@@ -43,7 +51,12 @@ _REASONS = {
     ndjson_arrow.SCALAR: REASON_SCALAR,
     ndjson_arrow.MALFORMED: REASON_MALFORMED,
     ndjson_arrow.TOO_DEEP: REASON_TOO_DEEP,
+    ndjson_arrow.TOO_MANY_KEYS: REASON_TOO_MANY_KEYS,
 }
+# The most cells (rows x columns: an offset each, 4 bytes, and a validity bit) a scan holds, and so
+# a chunk's columns at most ~150 MB, whatever its rows and the columns known (see tasks.MEMORY).
+MAX_CELLS = 32 * 1024 * 1024
+LINE = pa.int64()
 
 STRING = pa.string()
 
@@ -57,14 +70,19 @@ class BadLine:
 
 @dataclass(frozen=True)
 class ParsedText:
-    """The rows of one NDJSON text: ``columns[i]`` holds the values of ``keys[i]``; ``extra`` the
-    values of keys that had no room for a column (``None`` when there were none)."""
+    """The rows of one NDJSON text (or of its first ``consumed`` bytes): ``columns[i]`` holds the
+    values of ``keys[i]``; ``extra`` the values of keys that had no column (``None`` when there
+    were none); ``lines`` the int64 number of each row's line; ``next_line`` the number of the
+    first line not read."""
 
     keys: tuple[str, ...]
     columns: list[pa.Array]
     lines: pa.Array
     bad: list[BadLine]
     extra: pa.Array | None = None
+    consumed: int = 0
+    next_line: int = 1
+    probes: int = 0  # hash-table slots the scan visited (its cost in lookups)
 
     @property
     def rows(self) -> int:
@@ -76,23 +94,67 @@ class ParsedText:
         return 0 if self.extra is None else len(self.extra.keys)
 
 
-def parse_ndjson(data: bytes | memoryview, known: Sequence[str] = (), *, room: int | None = None) -> ParsedText:
-    """Parse ``data`` (one object per line, LF or CRLF) into string columns.
+def parse_ndjson(
+    data: bytes | memoryview,
+    known: Sequence[str] = (),
+    *,
+    room: int | None = None,
+    first_line: int = 1,
+    max_cells: int = 0,
+) -> ParsedText:
+    """Parse whole lines of ``data`` (one object per line, LF or CRLF) into string columns, from its
+    start: all of it, or up to where ``max_cells`` (0: no bound) or the scanner's key bounds stop
+    the scan (``consumed``; at least one line).
 
     ``keys`` of the result are ``known`` (in its order), then the keys first seen here, in the
-    order seen, while there is ``room`` for them (default: no limit); the values of any other key
-    are in ``extra``. Values: strings as text, nested objects and arrays as compact JSON (literals
-    as written), numbers and booleans as their literal, ``null`` as NULL.
+    order seen, while there is ``room`` for them (default: no limit) and they are valid column
+    names; the values of any other key are in ``extra``. Values: strings as text, nested objects
+    and arrays as compact JSON (literals as written), numbers and booleans as their literal,
+    ``null`` as NULL. Lines are numbered from ``first_line``.
     """
     limit = len(data) + 1 if room is None else max(0, room)  # no text has more keys than bytes
-    new, columns, lines, rows, bad, extra = ndjson_arrow.scan(data, known, limit)
-    return ParsedText(
-        keys=(*known, *new),
-        columns=[_column(c, rows) for c in columns],
-        lines=pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(lines)]),
-        bad=[BadLine(n, _REASONS[code], _text(data[a:b])) for n, code, a, b in bad],
-        extra=None if extra is None else _extra(extra, rows),
+    new, columns, lines, rows, bad, extra, consumed, next_line, probes = ndjson_arrow.scan(
+        data, known, limit, first_line=first_line, max_cells=max_cells
     )
+    arrays = [_column(c, rows) for c in columns]
+    extra_array = None if extra is None else _extra(extra, rows)
+    keys = [*known, *new]
+    unnamed = [i for i in range(len(known), len(keys)) if not nameable(keys[i])]
+    if unnamed:  # their values go to extra under their own key: nothing is lost, no name is refused
+        extra_array = to_map([keys[i] for i in unnamed], [arrays[i] for i in unnamed], rows, base=extra_array)
+        drop = set(unnamed)
+        keys = [k for i, k in enumerate(keys) if i not in drop]
+        arrays = [a for i, a in enumerate(arrays) if i not in drop]
+    return ParsedText(
+        keys=tuple(keys),
+        columns=arrays,
+        lines=pa.Array.from_buffers(LINE, rows, [None, pa.py_buffer(lines)]),
+        bad=[BadLine(n, _REASONS[code], _text(data[a:b])) for n, code, a, b in bad],
+        extra=extra_array,
+        consumed=consumed,
+        next_line=next_line,
+        probes=probes,
+    )
+
+
+def parse_pieces(
+    data: bytes | memoryview, keys: list[str], *, max_columns: int, first_line: int = 1, max_cells: int = MAX_CELLS
+) -> Iterator[ParsedText]:
+    """All of ``data`` in scans of at most ``max_cells`` cells each; ``keys`` grows with the new
+    columns each piece admits (while fewer than ``max_columns``)."""
+    view = memoryview(data)
+    at, line = 0, first_line
+    while at < len(view):
+        parsed = parse_ndjson(view[at:], keys, room=max_columns - len(keys), first_line=line, max_cells=max_cells)
+        keys.extend(parsed.keys[len(keys) :])
+        at += parsed.consumed
+        line = parsed.next_line
+        yield parsed
+
+
+def nameable(key: str) -> bool:
+    """True when a key can be a column (its name valid as it is; the empty key is ``_empty_key``)."""
+    return key == "" or valid_column_name(key)
 
 
 def column_names(keys: Sequence[str]) -> list[tuple[str, str]]:
@@ -100,7 +162,8 @@ def column_names(keys: Sequence[str]) -> list[tuple[str, str]]:
 
     Engines such as Athena and Spark (by default) resolve column names case-insensitively, so
     keys that differ only by case, or that collide with a column of the job's own, get a suffix
-    ``__2``, ``__3``... in sorted order. An empty key becomes ``_empty_key``.
+    ``__2``, ``__3``... in sorted order (the key cut short when that would make the name too long
+    for :mod:`contracts.column_names`). An empty key becomes ``_empty_key``.
     """
     taken = {name.lower() for name in RESERVED_COLUMNS}
     mapping: list[tuple[str, str]] = []
@@ -109,7 +172,7 @@ def column_names(keys: Sequence[str]) -> list[tuple[str, str]]:
         name, n = base, 1
         while name.lower() in taken:
             n += 1
-            name = f"{base}__{n}"
+            name = fit(base, f"__{n}")
         taken.add(name.lower())
         mapping.append((key, name))
     return sorted(mapping, key=lambda kv: (kv[1].lower(), kv[1]))

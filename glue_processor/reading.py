@@ -18,10 +18,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from ndjson_arrow import newlines
+import numpy as np
+from ndjson_arrow import Framer, newlines, sniff_document
 
 MIB = 1024 * 1024
 READ_BYTES = 8 * MIB
+# UTF-8's byte-order mark: RFC 8259 section 8.1 lets a parser ignore it at the start of a text, and
+# many Windows tools write it.
+BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,8 @@ class Limits:
 class Chunk:
     text: bytes | memoryview  # whole lines (the last may lack its newline at the end of the object)
     first_line: int  # 1-based number of its first line
+    # a JSON document's records, a line each: the number of the line the i-th one starts on
+    starts: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -105,26 +111,31 @@ def read_ahead(stream: BinaryIO, size: int, *, depth: int = 2) -> Iterator[bytes
                 reader.join(timeout=0.05)
 
 
-def chunks(stream: BinaryIO, limits: Limits = Limits(), *, first_line: int = 1) -> Iterator[Chunk | LongLine]:
-    """Whole-line chunks of ``stream`` (see the module docstring), numbered from ``first_line``.
+def chunks(
+    stream: BinaryIO,
+    limits: Limits = Limits(),
+    *,
+    first_line: int = 1,
+    skip_bom: bool = False,
+    sniff: bool = False,
+) -> Iterator[Chunk | LongLine]:
+    """Whole-line chunks of ``stream`` (see the module docstring), numbered from ``first_line``;
+    with ``skip_bom``, a byte-order mark that starts the stream is not part of its text; with
+    ``sniff`` (the stream is a whole object), a text that is a JSON document rather than NDJSON
+    (:func:`is_document`) comes as chunks of its records, a line each (:func:`_records`).
 
     A chunk is the complete lines of one block read, as a view of the block (no copy), except the
     line that began in an earlier block, which is a chunk of its own (its bytes joined once)."""
+    blocks = _Blocks(read_ahead(stream, min(READ_BYTES, limits.chunk_bytes)), limits, skip_bom=skip_bom)
+    if sniff:
+        head = blocks.peek(first_line)
+        if head and is_document(head):
+            yield from _records(blocks, limits, first_line)
+            return
     carry = bytearray()  # the start of a line that began in an earlier block
     line = first_line  # number of the next line to yield (the one in ``carry``, if any)
-    total = 0
     skipping: LongLine | None = None  # a long line being skipped: its number and size so far
-    blocks = read_ahead(stream, min(READ_BYTES, limits.chunk_bytes))
-    while True:
-        try:
-            block = next(blocks, b"")
-        except (OSError, EOFError, zlib.error) as exc:
-            raise ReadFailed(f"{type(exc).__name__}: {exc}", next_line=line, text_bytes=total) from exc
-        if not block:
-            break
-        total += len(block)
-        if total > limits.max_object_bytes:
-            raise TooLarge(f"more than {limits.max_object_bytes // MIB} MiB of text", next_line=line, text_bytes=total)
+    while block := blocks.next(line):
         at = 0
         if skipping is not None:
             cut = block.find(b"\n")
@@ -154,6 +165,86 @@ def chunks(stream: BinaryIO, limits: Limits = Limits(), *, first_line: int = 1) 
         yield skipping
     elif carry:
         yield Chunk(bytes(carry), line)
+
+
+# How much of an object's start decides whether it is a JSON document rather than NDJSON.
+SNIFF_BYTES = 1 * MIB
+
+
+def is_document(head: bytes | memoryview) -> bool:
+    """True when a text that starts with ``head`` is a JSON document rather than NDJSON: its first
+    value is an array, or an object that goes on past its first line (pretty-printed). Decided on
+    the first :data:`SNIFF_BYTES` after a byte-order mark (a first object longer than that on one
+    line is NDJSON)."""
+    head = bytes(head[: SNIFF_BYTES + len(BOM)])
+    return bool(sniff_document(head.removeprefix(BOM)[:SNIFF_BYTES]) == 1)
+
+
+def _records(blocks: _Blocks, limits: Limits, first_line: int) -> Iterator[Chunk | LongLine]:
+    """A JSON document's records as chunks of lines (one record each, ``Chunk.starts`` saying the
+    line each starts on), and records over ``max_line_bytes`` as :class:`LongLine` (see
+    ``ndjson_arrow/frame_core.h`` for how the records are found)."""
+    framer = Framer(limits.max_line_bytes, first_line)
+    while True:
+        block = blocks.next(framer.line)
+        text, starts, longs = framer.feed(block) if block else framer.finish()
+        for line, size, head in longs:
+            yield LongLine(line, size, head)
+        if text:
+            yield Chunk(text, 1, starts=np.frombuffer(starts, dtype=np.int64))
+        if not block:
+            return
+
+
+class _Blocks:
+    """The blocks of an object's text, each read stopping with :class:`ReadFailed` or
+    :class:`TooLarge` (naming the line it stopped at); a byte-order mark at its start dropped when
+    asked."""
+
+    def __init__(self, blocks: Iterator[bytes], limits: Limits, *, skip_bom: bool) -> None:
+        self._blocks = _without_bom(blocks) if skip_bom else blocks
+        self._limits = limits
+        self._peeked: bytes | None = None
+        self.total = 0
+
+    def peek(self, line: int) -> bytes:
+        """The next block, which :meth:`next` returns again."""
+        if self._peeked is None:
+            self._peeked = self._read(line)
+        return self._peeked
+
+    def next(self, line: int) -> bytes:
+        """The next block (``b""`` at the end); ``line``: the number of the first line not read yet."""
+        if self._peeked is not None:
+            block, self._peeked = self._peeked, None
+            return block
+        return self._read(line)
+
+    def _read(self, line: int) -> bytes:
+        try:
+            block = next(self._blocks, b"")
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ReadFailed(f"{type(exc).__name__}: {exc}", next_line=line, text_bytes=self.total) from exc
+        self.total += len(block)
+        if self.total > self._limits.max_object_bytes:
+            limit = self._limits.max_object_bytes // MIB
+            raise TooLarge(f"more than {limit} MiB of text", next_line=line, text_bytes=self.total)
+        return block
+
+
+def _without_bom(blocks: Iterator[bytes]) -> Iterator[bytes]:
+    """The blocks, less a byte-order mark at the very start (however the first blocks are cut)."""
+    head = b""
+    for block in blocks:
+        joined = head + block if head else block
+        if len(joined) < len(BOM) and BOM.startswith(joined):
+            head = joined
+            continue
+        yield joined[len(BOM) :] if joined.startswith(BOM) else joined
+        yield from blocks
+        return
+    if head and head != BOM:
+        yield head
 
 
 # -- byte ranges of one object ---------------------------------------------------------------

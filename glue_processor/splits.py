@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import groupby
+from typing import BinaryIO
 
 from glue_processor.objects import ObjectStore, store_for
-from glue_processor.reading import line_starts, read_from
+from glue_processor.reading import BOM, SNIFF_BYTES, is_document, line_starts, read_from
 from glue_processor.tasks import REASON_UNREADABLE, FileOutcome, FileTask, NotReadable, byte_range, event_version
 
 # an object's outcome from its ranges': a range that could not be read spoils none of the others
@@ -32,6 +33,7 @@ class RangeLines:
     lines: int = 0
     status: str = "ok"
     reason: str | None = None
+    document: bool = False  # the object's first range: it is a JSON document, to be read whole
 
 
 def count_lines(item: FileTask, stores: Callable[[str], ObjectStore] = store_for) -> RangeLines:
@@ -40,11 +42,33 @@ def count_lines(item: FileTask, stores: Callable[[str], ObjectStore] = store_for
     first = read_from(item.start)
     try:
         with event_version(item, stores, length=max(1, item.end - 1 - first)) as body:
-            return RangeLines(item.item, item.start, line_starts(body, start=item.start, end=item.end))
+            stream: BinaryIO = body
+            if item.start == 0:  # where the object starts: is it NDJSON at all?
+                head = body.read(SNIFF_BYTES + len(BOM))
+                if is_document(head):
+                    return RangeLines(item.item, item.start, document=True)
+                stream = _Replay(head, body)  # type: ignore[assignment]
+            return RangeLines(item.item, item.start, line_starts(stream, start=item.start, end=item.end))
     except NotReadable as exc:
         return RangeLines(item.item, item.start, status=exc.status, reason=exc.reason)
     except (OSError, EOFError) as exc:  # the stream broke: as when a parse task's read breaks
         return RangeLines(item.item, item.start, status="unreadable", reason=f"{REASON_UNREADABLE}: {exc}"[:1000])
+
+
+class _Replay:
+    """A stream whose first bytes were read already: them, then the rest."""
+
+    def __init__(self, head: bytes, stream: BinaryIO) -> None:
+        self._head, self._stream = head, stream
+
+    def read(self, size: int = -1) -> bytes:
+        if not self._head:
+            return self._stream.read(size)
+        if size < 0 or size >= len(self._head):
+            head, self._head = self._head, b""
+            return head
+        head, self._head = self._head[:size], self._head[size:]
+        return head
 
 
 def number_ranges(
@@ -53,9 +77,14 @@ def number_ranges(
     """Each range with its first line number, from the lines counted in the ranges before it by
     ``run`` (one task per range but the last). An object one of whose ranges could not be counted
     is not read at all: it comes back as one outcome saying why (so nothing of it is loaded, rather
-    than some of its lines)."""
+    than some of its lines). An object that is a JSON document, not NDJSON, is read whole by one
+    task (its records span lines)."""
     counted = [i for i in items if i.ranged and i.end is not None]
     counts = {(c.item, c.start): c for c in run(count_lines, counted)} if counted else {}
+    documents = {c.item for c in counts.values() if c.document}
+    if documents:
+        whole = {i.item: replace(i, start=0, end=None, first_line=1) for i in items if i.item in documents}
+        items = [i for i in items if i.item not in documents] + list(whole.values())
     first: dict[tuple[int, int], int] = {}
     spoiled: dict[int, tuple[FileTask, RangeLines]] = {}
     ranges = sorted((i for i in items if i.ranged), key=lambda i: (i.item, i.start))

@@ -8,6 +8,15 @@ and stages its rows as Parquet parts of at most about the target size, and its b
 quarantine records. It returns what it found per object and what it staged; the write stage
 (:mod:`glue_processor.merge`) makes the batch's files from the parts, and the driver commits
 exactly those, so a retried task's leftovers are never published.
+
+Memory: a task holds at most :func:`memory_bound` bytes, whatever the shape of its input. The text
+is read a block at a time (two read ahead) in chunks of whole lines (``Limits.chunk_bytes``, or one
+line up to ``Limits.max_line_bytes``, copied at most three times); a chunk is parsed in pieces of
+at most ``MAX_CELLS`` cells (rows x columns, each an offset and a validity bit: :data:`CELL_BYTES`),
+and rows wait to be written until they weigh a row group or hold ``MAX_CELLS`` cells, so at most
+about four pieces' cells are held at once (the piece being parsed, those waiting, the row group
+being written); plus the Parquet writer's buffers. ``bench/memory.py`` measures the worst shapes
+(many known columns x empty rows, one huge line, many tiny lines, a new key per line) against it.
 """
 
 from __future__ import annotations
@@ -30,10 +39,12 @@ import pyarrow.compute as pc
 
 from glue_processor import parquet_writer
 from glue_processor.defaults import DEFAULT_MAX_COLUMNS
-from glue_processor.ndjson import LINEAGE_COLUMNS, STRING, BadLine, ParsedText, column_names, parse_ndjson
+from glue_processor.ndjson import LINEAGE_COLUMNS, MAX_CELLS, STRING, BadLine, ParsedText, column_names, parse_pieces
 from glue_processor.objects import ObjectMissing, ObjectStore, VersionGone, store_for
 from glue_processor.overflow import EXTRA, EXTRA_TYPE
 from glue_processor.reading import (
+    MIB,
+    READ_BYTES,
     Chunk,
     Limits,
     LongLine,
@@ -268,22 +279,24 @@ def _parse_stream(
     good = bad = text_bytes = 0
     reason: str | None = None
     try:
-        for piece in chunks(text, spec.limits, first_line=item.first_line):
+        # a byte-order mark is skipped where an object starts (RFC 8259 section 8.1), nowhere else
+        # a whole object may be a JSON document (an array, pretty-printed objects): read as records
+        pieces = chunks(text, spec.limits, first_line=item.first_line, skip_bom=item.start == 0, sniff=not item.ranged)
+        for piece in pieces:
             if isinstance(piece, LongLine):
                 bad += 1
                 bad_records.append(_long_line_record(item, piece, spec.batch_id))
                 text_bytes += piece.size
                 continue
-            # keys past the column bound never become columns: their values come back in parsed.extra
-            parsed = _parse_chunk(piece, keys, room=spec.max_columns - len(keys))
             text_bytes += len(piece.text)
-            good += parsed.rows
-            bad += len(parsed.bad)
-            keys.extend(parsed.keys[len(keys) :])
-            bad_records.extend(_quarantine_record(item, b, spec.batch_id) for b in parsed.bad)
-            if parsed.rows:
-                out.extra_values += parsed.extra_values
-                out.add(_with_lineage(parsed, item, spec), tuple(keys))
+            # keys past the column bound never become columns: their values come back in parsed.extra
+            for parsed in _parsed(piece, keys, spec):
+                good += parsed.rows
+                bad += len(parsed.bad)
+                bad_records.extend(_quarantine_record(item, b, spec.batch_id) for b in parsed.bad)
+                if parsed.rows:
+                    out.extra_values += parsed.extra_values
+                    out.add(_with_lineage(parsed, item, spec), tuple(keys))
     except StreamStopped as exc:
         what = REASON_UNREADABLE if isinstance(exc, ReadFailed) else "object too large"
         if isinstance(exc, TooLarge):
@@ -310,17 +323,27 @@ class _ParseFailed(Exception):
     """The parser itself failed on a chunk (any error, out of memory included)."""
 
 
-def _parse_chunk(piece: Chunk, keys: list[str], *, room: int) -> ParsedText:
-    try:
-        parsed = parse_ndjson(piece.text, keys, room=room)
-    except Exception as exc:
-        raise _ParseFailed(str(exc)) from exc
-    if piece.first_line == 1:
-        return parsed
-    offset = piece.first_line - 1
-    lines = pc.add(parsed.lines, pa.scalar(offset, pa.int32()))
-    bad = [BadLine(b.line + offset, b.reason, b.raw) for b in parsed.bad]
-    return ParsedText(keys=parsed.keys, columns=parsed.columns, lines=lines, bad=bad, extra=parsed.extra)
+def _parsed(piece: Chunk, keys: list[str], spec: TaskSpec) -> Iterator[ParsedText]:
+    """The chunk's rows, in pieces of at most MAX_CELLS cells (rows x columns: the bound on a
+    piece's memory whatever the shape); ``keys`` grows with the columns they admit."""
+    pieces: Iterator[ParsedText] | None = None
+    while True:
+        try:
+            if pieces is None:
+                pieces = parse_pieces(piece.text, keys, max_columns=spec.max_columns, first_line=piece.first_line)
+            parsed = next(pieces, None)
+        except Exception as exc:
+            raise _ParseFailed(str(exc)) from exc
+        if parsed is None:
+            return
+        yield parsed if piece.starts is None else _renumbered(parsed, piece.starts)
+
+
+def _renumbered(parsed: ParsedText, starts: np.ndarray) -> ParsedText:
+    """A JSON document's records (parsed as lines 1, 2, ...) numbered by the lines they start on."""
+    lines = pa.array(starts[np.asarray(parsed.lines.to_numpy(zero_copy_only=False)) - 1], pa.int64())
+    bad = [BadLine(int(starts[b.line - 1]), b.reason.replace("line is", "record is"), b.raw) for b in parsed.bad]
+    return dataclasses.replace(parsed, lines=lines, bad=bad)
 
 
 def _long_line_record(item: FileTask, long: LongLine, batch_id: int) -> dict[str, Any]:
@@ -435,6 +458,7 @@ class _ParquetFiles:
     _pending: list[pa.Table] = field(default_factory=list)
     _pending_keys: tuple[str, ...] = ()
     _pending_weight: int = 0
+    _pending_cells: int = 0  # rows x columns held (each an offset at least, whatever its weight)
     _open: dict[str, _OpenFile] = field(default_factory=dict)
     rescued: int = 0
     null_partitions: int = 0
@@ -456,14 +480,17 @@ class _ParquetFiles:
                 open_file.file.__exit__(exc_type, exc, tb)
 
     def add(self, table: pa.Table, keys: tuple[str, ...]) -> None:
+        """Rows to write; a row group is written when they weigh a step, or hold MAX_CELLS cells."""
         weight = _weight(table)
-        rows = max(1, len(table) * self._step // max(1, weight))
+        width = max(len(keys), table.num_columns)
+        rows = max(1, min(len(table) * self._step // max(1, weight), MAX_CELLS // width))
         for offset in range(0, len(table), rows):
             piece = table.slice(offset, rows)
             self._pending.append(piece)
             self._pending_weight += weight * len(piece) // max(1, len(table))
+            self._pending_cells += len(piece) * width
             self._pending_keys = keys
-            if self._pending_weight >= self._step:
+            if self._pending_weight >= self._step or self._pending_cells >= MAX_CELLS:
                 self._flush()
 
     @property
@@ -479,6 +506,7 @@ class _ParquetFiles:
         merged = pa.concat_tables(self._pending, promote_options="default")
         self._pending = []
         self._pending_weight = 0
+        self._pending_cells = 0
         present = set(merged.column_names)
         data = {
             k: merged.column(f"{_DATA}{k}") if f"{_DATA}{k}" in present else pa.nulls(len(merged), STRING) for k in keys
@@ -533,3 +561,14 @@ class _ParquetFiles:
         size = current.path.stat().st_size
         current.file.close()
         self.staged.append(Staged(current.uri, size, current.keys, partition=label))
+
+
+# A cell (one row of one column) of a parsed piece: a 4-byte offset and a validity bit.
+CELL_BYTES = 4.125
+
+
+def memory_bound(limits: Limits | None = None, *, longest_line: int = 0) -> int:
+    """What one parse task holds at most, in bytes, above its process's start (see *Memory* in the
+    module docstring): with the defaults and lines under a chunk, about 650 MiB."""
+    text = 2 * READ_BYTES + 4 * (limits or Limits()).chunk_bytes + 3 * longest_line
+    return int(text + 4 * CELL_BYTES * MAX_CELLS + 64 * MIB)

@@ -11,7 +11,12 @@ FLAGS = ["-O2", "-g0", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"]
 
 setup(
     ext_modules=[
-        Extension(f"ndjson_arrow.{name}", sources=[f"ndjson_arrow/{name}.c"], extra_compile_args=FLAGS)
+        Extension(
+            f"ndjson_arrow.{name}",
+            sources=[f"ndjson_arrow/{name}.c"],
+            depends=["ndjson_arrow/scan_core.h", "ndjson_arrow/frame_core.h"],
+            extra_compile_args=FLAGS,
+        )
         for name in ("_scan", "_pages", "_thrift")
     ]
 )

@@ -14,11 +14,13 @@ from glue_processor import ndjson as T
 
 
 def rows_of(parsed: T.ParsedText) -> dict[int, dict[str, Any]]:
-    """line -> {key: value} of the non-null values of each row."""
+    """line -> {key: value} of the non-null values of each row (its columns', and its extra's)."""
     out: dict[int, dict[str, Any]] = {}
     columns = [c.to_pylist() for c in parsed.columns]
+    extra = [None] * parsed.rows if parsed.extra is None else parsed.extra.to_pylist()
     for i, line in enumerate(parsed.lines.to_pylist()):
         out[line] = {k: col[i] for k, col in zip(parsed.keys, columns, strict=True) if col[i] is not None}
+        out[line].update(dict(extra[i] or []))
     return out
 
 
@@ -210,7 +212,7 @@ def test_keys_past_the_room_go_to_extra_with_the_same_value_semantics() -> None:
     parsed = T.parse_ndjson(data, ["a"], room=1)
     # Then "b" (first seen) is a column, "c" is in extra: unescaped, compact, last value wins, null not kept
     assert parsed.keys == ("a", "b")
-    assert rows_of(parsed) == {1: {"a": "1", "b": "x\u00e9"}, 2: {}, 3: {}}
+    assert rows_of(parsed) == {1: {"a": "1", "b": "x\u00e9", "c": '{"d":[1,2]}'}, 2: {}, 3: {"c": "2"}}
     assert parsed.extra is not None
     assert parsed.extra.to_pylist() == [[("c", '{"d":[1,2]}')], None, [("c", "2")]]
     assert parsed.extra_values == 2

@@ -195,14 +195,14 @@ def test_a_file_the_parser_fails_on_is_quarantined_and_the_rest_loads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given a parser that fails on one object (whatever the cause)
-    real = tasks.parse_ndjson
+    real = tasks.parse_pieces
 
-    def parse(data: bytes, known: Any = (), **kw: Any) -> Any:
+    def parse(data: bytes, keys: Any, **kw: Any) -> Any:
         if b"boom" in bytes(data):  # chunks are views of the blocks read
             raise MemoryError("boom")
-        return real(data, known, **kw)
+        return real(data, keys, **kw)
 
-    monkeypatch.setattr(tasks, "parse_ndjson", parse)
+    monkeypatch.setattr(tasks, "parse_pieces", parse)
     (tmp_path / "a.json").write_bytes(b'{"a":"boom"}\n')
     (tmp_path / "b.json").write_bytes(b'{"a":"fine"}\n')
     files = [file_task((tmp_path / n).as_uri()) for n in ("a.json", "b.json")]

@@ -242,7 +242,12 @@ def _reference(data: bytes, known: list[str], room: int) -> dict[str, Any]:
                 dense[key] = value
             elif key in spilled or value is not None:
                 spilled[key] = value
+        for key in [k for k in dense if k in new_keys and not T.nameable(k.decode())]:
+            value = dense.pop(key)  # a key that cannot name a column: its value goes to extra
+            if value is not None:
+                spilled[key] = value
         rows.append((number, dense, sorted((k, v) for k, v in spilled.items() if v is not None) or None))
+    new_keys = [k for k in new_keys if T.nameable(k.decode())]
     keys = [k.encode() for k in known] + new_keys
     return {
         "new_keys": [k.decode() for k in new_keys],
@@ -387,7 +392,7 @@ def test_keys_a_bad_line_added_leave_the_table_as_it_was() -> None:
     known = [f"k{i}" for i in range(1000)]
     bad = b"".join(b'{"new%d":1,"k%d":2,"more%d":[' % (i, i, i) + b"\n" for i in range(300))
     good = b'{"k999":"last","k0":"first","fresh":1,"spill":2}\n'
-    new, columns, _, rows, bad_lines, extra = ndjson_arrow.scan(bad + good, known, 1)
+    new, columns, _, rows, bad_lines, extra, *_ = ndjson_arrow.scan(bad + good, known, 1)
     # Then every bad line is bad, the keys they added are gone (room for one new key is intact),
     # and the known keys are still found where the table had them
     assert len(bad_lines) == 300 and rows == 1
