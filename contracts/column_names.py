@@ -4,13 +4,16 @@ The table's columns reach two services, and each refuses names its API model doe
 
 - **AWS Glue Data Catalog**, ``Column.Name`` (``NameString`` in botocore's
   ``data/glue/2017-03-31/service-2.json``; https://docs.aws.amazon.com/glue/latest/webapi/API_Column.html):
-  1 to 255 characters matching ``[\\u0020-\\uD7FF\\uE000-\\uFFFD\\uD800\\uDC00-\\uDBFF\\uDFFF\\t]*``.
-  An UpdateTable carrying any other name fails, and with it the Iceberg commit.
+  1 to 255 characters matching ``[\\u0020-\\uD7FF\\uE000-\\uFFFD\\uD800\\uDC00-\\uDBFF\\uDFFF\\t]*``;
+  the Developer Guide's Table API page (https://docs.aws.amazon.com/glue/latest/dg/aws-glue-api-catalog-tables.html)
+  says "UTF-8 string, not less than 1 or more than 255 bytes long". An UpdateTable carrying any
+  other name fails, and with it the Iceberg commit.
 - **Amazon Athena**, ``Column.Name`` (``NameString`` in botocore's ``data/athena/2017-05-18/service-2.json``;
   https://docs.aws.amazon.com/athena/latest/APIReference/API_Column.html): 1 to 128 characters.
 
-So a name is 1 to 128 UTF-16 code units (the services measure Java strings; a character past
-U+FFFF is two of them), with no control character but tab and neither U+FFFE nor U+FFFF. Athena
+So a name is 1 to 128 UTF-16 code units (Athena; the services measure Java strings, in which a
+character past U+FFFF is two) and at most 255 bytes of UTF-8 (Glue, as its guide words it), with no
+control character but tab and neither U+FFFE nor U+FFFF. Athena
 and Spark resolve names case-insensitively; :func:`glue_processor.ndjson.column_names` keeps names
 distinct under that. ``tests/contracts/test_column_names.py`` checks these constants against the
 service models botocore ships.
@@ -20,9 +23,14 @@ from __future__ import annotations
 
 import re
 
+# The most columns a table may have: one Glue UpdateTable request carries them all (see
+# MAX_UPDATE_TABLE_BYTES), with the longest names allowed. Bounds --max_columns and MaxColumns.
+MAX_TABLE_COLUMNS = 5000
 # the shorter of the two services' maxima (Athena's)
 MAX_LENGTH = 128
 MIN_LENGTH = 1
+# Glue's maximum, read as UTF-8 bytes
+MAX_UTF8_BYTES = 255
 # Glue's pattern, with its surrogate pair written as the code points it stands for (Python's str
 # holds code points, not UTF-16 units)
 PATTERN = re.compile("[\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff\t]*")
@@ -35,19 +43,22 @@ def utf16_length(name: str) -> int:
 
 def valid_column_name(name: str) -> bool:
     """True when both services accept ``name`` as a column name as it is."""
-    return MIN_LENGTH <= utf16_length(name) <= MAX_LENGTH and PATTERN.fullmatch(name) is not None
+    return (
+        MIN_LENGTH <= utf16_length(name) <= MAX_LENGTH
+        and len(name.encode("utf-8", "surrogatepass")) <= MAX_UTF8_BYTES
+        and PATTERN.fullmatch(name) is not None
+    )
 
 
 def fit(name: str, suffix: str = "") -> str:
-    """``name`` cut so that with ``suffix`` it is at most :data:`MAX_LENGTH` long (never inside a
-    character)."""
-    room = MAX_LENGTH - utf16_length(suffix)
+    """``name`` cut so that with ``suffix`` it is within both length limits (never inside a character)."""
+    units = MAX_LENGTH - utf16_length(suffix)
+    octets = MAX_UTF8_BYTES - len(suffix.encode("utf-8"))
     out = []
-    used = 0
     for c in name:
-        width = 2 if ord(c) > 0xFFFF else 1
-        if used + width > room:
+        width, size = (2 if ord(c) > 0xFFFF else 1), len(c.encode("utf-8", "surrogatepass"))
+        if width > units or size > octets:
             break
         out.append(c)
-        used += width
+        units, octets = units - width, octets - size
     return "".join(out) + suffix

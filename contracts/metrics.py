@@ -89,6 +89,12 @@ NULL_PARTITION_RECORDS = _m(
 TABLE_COMMIT_DURATION = _m(
     "TableCommitDuration", "Milliseconds", J, "commit record + publication: the Iceberg append, or the hive moves"
 )
+PUBLISH_FAILURES = _m(
+    "PublishFailures",
+    "Count",
+    J,
+    "failed attempts to publish a committed batch (the stream waits on it; retried with back-off): alarms",
+)
 TABLE_SNAPSHOTS = _m("TableSnapshots", "Count", J, "Iceberg snapshots in the table's metadata (retention bounds it)")
 TABLE_DATA_FILES = _m("TableDataFiles", "Count", J, "data files in the table's current snapshot (compaction bounds it)")
 BACKLOG_MANIFESTS = _m("BacklogManifests", "Count", J, "manifests written but not yet processed")

@@ -14,7 +14,7 @@ import math
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -23,15 +23,17 @@ from pyspark.sql import DataFrame, SparkSession
 
 from contracts.exceptions import FencedOut
 from contracts.ledger import BatchStats, CommitRecord, PublishedFile, SourceRecord
+from contracts.metrics import PUBLISH_FAILURES, QUARANTINED_MANIFESTS, datum
 from glue_processor import faults
 from glue_processor.commit import BatchCommitter
 from glue_processor.dedupe import DedupeIndex, load_snapshot, save_snapshot
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.merge import concatenable, merge_parts, plan_merge
 from glue_processor.metrics.convert import record_datums, table_datums
-from glue_processor.ndjson import LINEAGE_COLUMNS
+from glue_processor.ndjson import LINEAGE_COLUMNS, nameable
 from glue_processor.overflow import admit
 from glue_processor.planning import BatchPlan, Rejection, SourceFile, latency_seconds, plan_batch, poison_plan
+from glue_processor.publication import Publication
 from glue_processor.reading import MIB, Limits
 from glue_processor.settings import JobSettings
 from glue_processor.sizing import LearnedRatio, Piece, parse_unit_count, plan_groups, plan_pieces
@@ -103,6 +105,7 @@ class ManifestBatchJob:
         self._batches_since_snapshot = 0
         self._resumed = False
         self.fenced = False  # set when another run committed a batch first: this run stops
+        self.sleep: Any = None  # how publication waits between attempts (None: time.sleep; tests: no wait)
 
     # -- streaming entry point -------------------------------------------------------------
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -139,9 +142,12 @@ class ManifestBatchJob:
         committer = self.committer()
         existing = committer.load(batch_id)
         if existing is not None:
+            if committer.abandoned(batch_id):
+                logger.warning("batch was abandoned (its manifests are quarantined)", extra={"batch_id": batch_id})
+                return existing
             logger.info("batch already committed; finishing publication", extra={"batch_id": batch_id})
-            self.last_snapshot_id = committer.publish(existing)
-            self._report(existing)
+            if self._publish(existing, committer):
+                self._report(existing)
             return existing
         failures = self._failures(batch_id)
         if failures["count"] >= self.settings.max_batch_attempts:
@@ -244,11 +250,16 @@ class ManifestBatchJob:
             ),
         )
         footers = {f.uri: f.footer for f in outcome.data_files if f.footer}
+        # a schema change the table would refuse fails the batch here, before its commit record
+        self.sink.check(record, footers)
         commit_started = time.monotonic()
-        self.last_snapshot_id = committer.commit(record, footers)
+        committer.commit(record)
+        published = self._publish(record, committer, footers)
         self.last_commit_ms = (time.monotonic() - commit_started) * 1000
         faults.hit("after-batch")
         self.committed.append(record)
+        if not published:
+            return record
         self._remember(record)
         self._batches_since_snapshot += 1
         if self._batches_since_snapshot >= DEDUPE_SNAPSHOT_BATCHES:
@@ -275,7 +286,8 @@ class ManifestBatchJob:
         since = datetime.now(UTC) - timedelta(hours=self.settings.dedupe_window_hours)
         snapshot = load_snapshot(self.settings.output_uri)
         if snapshot is not None:
-            self.ingested, self.known_keys, taken_at = snapshot
+            self.ingested, known, taken_at = snapshot
+            self.known_keys = {k for k in known if nameable(k)}
             self.ingested.expire(since)
             since = max(since, taken_at + timedelta(microseconds=1))
         # every generation's records: an object ingested before a checkpoint rotation is still known
@@ -285,7 +297,8 @@ class ManifestBatchJob:
         if not records:
             return
         last = records[-1]
-        self.known_keys.update(last.keys)
+        # a key that cannot name a column (recorded before names were checked) is not one any more
+        self.known_keys.update(k for k in last.keys if nameable(k))
         if self.metrics is not None:
             self.metrics.probe.mark_processed(last.manifests)
 
@@ -294,6 +307,56 @@ class ManifestBatchJob:
         loaded = [(s.bucket, s.key, s.etag) for s in record.sources if s.status in ("ingested", "empty")]
         self.ingested.add_batch(record.batch_id, record.committed_at, loaded)
         self.ingested.expire(datetime.now(UTC) - timedelta(hours=self.settings.dedupe_window_hours))
+
+    def _publish(
+        self, record: CommitRecord, committer: BatchCommitter, footers: Mapping[str, bytes] | None = None
+    ) -> bool:
+        """Publish a committed batch (see :mod:`glue_processor.publication`): True once it is,
+        False when it was abandoned as poison."""
+        snapshot, published = Publication(
+            publish=lambda: committer.publish(record, footers),
+            failed=lambda exc, content: self._publish_failed(record, exc, content=content),
+            abandon=lambda exc: self._abandon(record, committer, exc),
+            max_refusals=self.settings.max_batch_attempts,
+            sleep=self.sleep,
+        )()
+        if published:
+            self.last_snapshot_id = snapshot
+        return published
+
+    def _publish_failed(self, record: CommitRecord, exc: BaseException, *, content: bool) -> int:
+        """Count a failed publication (PublishFailures); a refusal of the batch's content is also
+        counted in its failures file (across restarts): the refusals so far."""
+        logger.error(
+            "publication failed",
+            extra={"batch_id": record.batch_id, "refused": content, "error": f"{type(exc).__name__}: {exc}"[:2000]},
+        )
+        if self.metrics is not None:
+            self.metrics.publisher.emit([datum(PUBLISH_FAILURES, 1, self.metrics.dimensions)])
+        if not content:
+            return 0
+        count = int(self._failures(record.batch_id).get("refusals", 0)) + 1
+        self._record_failure(record.batch_id, count, exc, key="refusals")
+        return count
+
+    def _abandon(self, record: CommitRecord, committer: BatchCommitter, exc: BaseException) -> None:
+        """A batch the table refuses for its own content: its manifests quarantined with the cause
+        (a requeue loads their objects again), its files removed, its record marked abandoned."""
+        reason = (f"the table refused the batch {self.settings.max_batch_attempts} times: {type(exc).__name__}: {exc}")[
+            :2000
+        ]
+        lines = (
+            json.dumps(_rejection_record(Rejection("manifest", uri, reason, uri), record.batch_id)) + "\n"
+            for uri in record.manifests
+        )
+        stem = f"{self.query_id[:8]}-{record.batch_id:012d}"
+        target = f"{self.settings.quarantine_uri}/{record.partition}/quarantine-{stem}-{record.attempt}-abandoned.json"
+        self.fs.write_bytes(target, "".join(lines).encode())
+        committer.abandon(record, reason)
+        if self.metrics is not None:
+            self.metrics.publisher.emit(
+                [datum(QUARANTINED_MANIFESTS, len(record.manifests), self.metrics.dimensions, record.committed_at)]
+            )
 
     def _failures_uri(self, batch_id: int) -> str:
         return f"{self.settings.output_uri}/_failures/{self.query_id}/{batch_id:012d}.json"
@@ -304,9 +367,14 @@ class ManifestBatchJob:
             return {"count": 0, "error": None}
         return dict(json.loads(self.fs.read_bytes(uri)))
 
-    def _record_failure(self, batch_id: int, count: int, exc: BaseException) -> None:
+    def _record_failure(self, batch_id: int, count: int, exc: BaseException, *, key: str = "count") -> None:
         try:
-            body = {"count": count, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
+            body = {
+                "count": 0,
+                **self._failures(batch_id),
+                key: count,
+                "error": f"{type(exc).__name__}: {str(exc)[:2000]}",
+            }
             self.fs.write_bytes(self._failures_uri(batch_id), json.dumps(body).encode())
             logger.error("batch failed", extra={"batch_id": batch_id, "attempt": count, "error": body["error"]})
         except Exception:

@@ -14,7 +14,9 @@ Protocol, per batch id of a streaming query:
    files (written in place under the table) as one snapshot, unless the table has it already; the
    hive-parquet sink moves each staged file to its final, deterministic name (a move whose target
    exists was done before a crash). Quarantine files move to theirs. Then the batch's staging
-   directory goes (the attempts of killed or fenced runs included).
+   directory goes (the attempts of killed or fenced runs included). A publication that fails is
+   retried (:mod:`glue_processor.publication`); a batch the table refuses for its own content is
+   *abandoned*: a marker beside its record says so, and a replay publishes nothing.
 
 Spark's own checkpoint commit happens only after ``foreachBatch`` returns, so a crash anywhere
 leads to a re-run of the same batch id with the same manifests: before step 3 it recomputes
@@ -79,9 +81,9 @@ class BatchCommitter:
         for root in (self.output_uri, self.quarantine_uri):
             self.fs.delete(f"{root}/{STAGING_DIR}/{self.query_id}/{batch_id:012d}")
 
-    def commit(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> int | None:
-        """Create the commit record (the commit point) unless another run did, then publish; the
-        table snapshot id when the sink has one."""
+    def commit(self, record: CommitRecord) -> None:
+        """Create the commit record (the commit point), unless another run did (:class:`FencedOut`).
+        The batch is published next (:meth:`publish`)."""
         uri = self.record_uri(record.batch_id)
         if not self.stores(uri).create_exclusive(uri, record.model_dump_json(indent=1).encode()):
             existing = self.load(record.batch_id)
@@ -94,7 +96,6 @@ class BatchCommitter:
                 )
         faults.hit("after-commit-record")
         logger.info("batch committed", extra={"batch_id": record.batch_id, "record": self.record_uri(record.batch_id)})
-        return self.publish(record, footers)
 
     def publish(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> int | None:
         """Make the record's files visible; safe to repeat after a crash."""
@@ -102,6 +103,21 @@ class BatchCommitter:
         move_all(self.fs, record.quarantine_files)
         self.discard_staging(record.batch_id)
         return snapshot
+
+    def abandoned_uri(self, batch_id: int) -> str:
+        """The marker of a committed batch that will never be published (not a record: no .json)."""
+        return f"{self.commits_dir()}/{batch_id:012d}.abandoned"
+
+    def abandoned(self, batch_id: int) -> bool:
+        return self.fs.exists(self.abandoned_uri(batch_id))
+
+    def abandon(self, record: CommitRecord, reason: str) -> None:
+        """Mark a committed batch as never to be published (the table refused its content), and
+        remove its data files (never in the table) and its staging."""
+        self.fs.write_bytes(self.abandoned_uri(record.batch_id), reason.encode())
+        self._discard_own(record)
+        self.discard_staging(record.batch_id)
+        logger.error("batch abandoned", extra={"batch_id": record.batch_id, "reason": reason})
 
     def _discard_own(self, record: CommitRecord) -> None:
         """A fenced attempt's files written in place are never committed: remove them now rather than
@@ -115,15 +131,19 @@ class BatchCommitter:
                 logger.warning("could not remove a fenced attempt's file", extra={"uri": item.final})
 
     def recent_records(self, *, since: datetime) -> list[CommitRecord]:
-        """Commit records newer than ``since``, in batch order; reads back from the newest only as far
-        as needed, so a restart does not read the whole ledger."""
-        names = sorted((i for i in self.fs.list(self.commits_dir()) if is_commit_record(i.name)), key=lambda i: i.name)
+        """Commit records newer than ``since`` of batches that were not abandoned, in batch order;
+        reads back from the newest only as far as needed, so a restart does not read the whole
+        ledger."""
+        listing = self.fs.list(self.commits_dir())
+        names = sorted((i for i in listing if is_commit_record(i.name)), key=lambda i: i.name)
+        abandoned = {i.name.removesuffix(".abandoned") for i in listing if i.name.endswith(".abandoned")}
         out: list[CommitRecord] = []
         for info in reversed(names):
             record = CommitRecord.model_validate_json(self.fs.read_bytes(info.uri))
             if record.committed_at < since:
                 break
-            out.append(record)
+            if info.name.removesuffix(".json") not in abandoned:  # its objects were never loaded
+                out.append(record)
         return list(reversed(out))
 
     def recent_records_all(self, *, since: datetime) -> list[CommitRecord]:

@@ -101,6 +101,7 @@ def dashboard_body() -> dict[str, Any]:
                 series(M.MISSING_OBJECTS, "Sum"),
                 series(M.UNREADABLE_OBJECTS, "Sum"),
                 series(M.QUARANTINED_MANIFESTS, "Sum"),
+                series(M.PUBLISH_FAILURES, "Sum"),
             ],
         ),
         (
@@ -296,6 +297,17 @@ def alarm_resources() -> dict[str, dict[str, Any]]:
             period=300,
             periods=3,
             threshold=10_000,
+            operator="GreaterThanThreshold",
+        ),
+        "PublishFailures": _metric_alarm(
+            "publish-failures",
+            "committed batches cannot be published (the catalog refuses, throttles or is unreachable): the stream "
+            "waits on the batch; the job's log says why (glue_processor/publication.py)",
+            M.PUBLISH_FAILURES,
+            stat="Sum",
+            period=300,
+            periods=1,
+            threshold=0,
             operator="GreaterThanThreshold",
         ),
         "PoisonManifests": _metric_alarm(

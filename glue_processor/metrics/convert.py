@@ -104,7 +104,8 @@ def record_datums(record: CommitRecord, *, dimensions: dict[str, str]) -> list[D
 
 def table_datums(commit_ms: float, table: dict[str, int], *, dimensions: dict[str, str], when: datetime) -> list[Datum]:
     """Datums of a batch's commit: its duration, and the table's size after it (Iceberg only)."""
-    out = [datum(M.TABLE_COMMIT_DURATION, commit_ms, dimensions, when)]
+    # a failed publication attempt counts 1 as it happens (the batch may wait long); a published batch 0
+    out = [datum(M.TABLE_COMMIT_DURATION, commit_ms, dimensions, when), datum(M.PUBLISH_FAILURES, 0, dimensions, when)]
     if "snapshots" in table:
         out.append(datum(M.TABLE_SNAPSHOTS, table["snapshots"], dimensions, when))
     if "data_files" in table:

@@ -41,6 +41,10 @@ class HiveSink:
     def output_dir(self, committed_at: datetime) -> str:
         return f"{self.output_uri}/{self.partition(committed_at)}"
 
+    def check(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> None:
+        if self.columns is not None and record.data_files:
+            self.columns.check(record.keys)
+
     def publish(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> int | None:
         move_all(self.fs, record.data_files)
         if self.columns is not None and record.data_files:

@@ -12,6 +12,7 @@ from typing import Any
 
 from glue_processor.ndjson import column_names
 from glue_processor.overflow import EXTRA
+from glue_processor.publication import refuse_columns
 from glue_processor.table.declared import RESCUED, DeclaredSchema
 
 logger = logging.getLogger(__name__)
@@ -51,12 +52,21 @@ class GlueColumns:
         self.declared = declared
         self._known: set[str] | None = None
 
-    def sync(self, keys: tuple[str, ...]) -> list[str]:
-        """Add the columns ``keys`` need that the table lacks; the names added."""
+    def wanted(self, keys: tuple[str, ...]) -> list[tuple[str, str]]:
+        """The (name, Hive type) of every column the keys need."""
         wanted = [(name, hive_type(key, self.declared)) for key, name in column_names(keys)]
         wanted.append((EXTRA, "map<string,string>"))
         if self.declared is not None:
             wanted.append((RESCUED, "map<string,string>"))
+        return wanted
+
+    def check(self, keys: tuple[str, ...]) -> None:
+        """Refuse a column set Glue would refuse (names, width): before the batch's commit record."""
+        refuse_columns([name for name, _ in self.wanted(keys)])
+
+    def sync(self, keys: tuple[str, ...]) -> list[str]:
+        """Add the columns ``keys`` need that the table lacks; the names added."""
+        wanted = self.wanted(keys)
         if self._known is not None and all(name in self._known for name, _ in wanted):
             return []
         current = self.glue.get_table(DatabaseName=self.database, Name=self.table)["Table"]

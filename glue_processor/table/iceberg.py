@@ -22,7 +22,7 @@ from typing import Any, Literal, cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
-from pyiceberg.exceptions import CommitFailedException, ValidationException
+from pyiceberg.exceptions import CommitFailedException, ValidationError, ValidationException
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
@@ -30,6 +30,7 @@ from pyiceberg.table.update import ValidatableTableRequirement
 
 from contracts.ledger import CommitRecord
 from glue_processor import faults
+from glue_processor.publication import PublishRefused, refuse_columns
 from glue_processor.table.datafiles import data_file
 from glue_processor.table.footer import metadata_of
 from glue_processor.table.schema import INGEST_DAY, data_columns, missing_columns
@@ -39,7 +40,6 @@ logger = logging.getLogger(__name__)
 QUERY_ID = "ingest.query-id"
 BATCH_ID = "ingest.batch-id"
 ATTEMPT = "ingest.attempt"
-COMMIT_ATTEMPTS = 10
 EXPIRE_EVERY = 60
 
 
@@ -102,28 +102,43 @@ class IcebergSink:
             out["data_files"] = int(files)
         return out
 
+    def check(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> None:
+        """The batch's schema change, as the catalog would take it: valid names, a width one Glue
+        UpdateTable carries, types that merge (staged on a transaction that is never committed)."""
+        if not record.data_files:
+            return
+        table = self._table()
+        first = record.data_files[0].final
+        written = _arrow_schema(table, first, (footers or {}).get(first))
+        schema = table.schema()
+        new = missing_columns(schema, record.keys, written)
+        refuse_columns([f.name for f in schema.fields] + new)
+        if new:
+            try:
+                table.transaction().update_schema().union_by_name(data_columns(record.keys, written))
+            except (ValueError, ValidationError) as exc:
+                raise PublishRefused(f"the batch's columns do not merge into the table's schema: {exc}") from exc
+
     def publish(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> int | None:
         """Append the record's data files unless the table has them; the snapshot id, or None when the
         batch wrote no data file."""
         if not record.data_files:
             return None
         table = self._table()
-        for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        table.refresh()
+        done = find_snapshot(table.metadata, record.query_id, record.batch_id)
+        if done is not None:
+            return done.snapshot_id
+        try:
+            snapshot_id = self._append(table, record, footers or {})
+        except BatchAppended:  # another run appended it between the refresh and the commit
             table.refresh()
             done = find_snapshot(table.metadata, record.query_id, record.batch_id)
-            if done is not None:
-                return done.snapshot_id
-            try:
-                snapshot_id = self._append(table, record, footers or {})
-                self._expire(table, record.batch_id)
-                return snapshot_id
-            except BatchAppended:
-                continue  # another run appended it between the refresh and the commit
-            except CommitFailedException:
-                logger.warning(
-                    "Iceberg commit conflict; retrying", extra={"batch_id": record.batch_id, "attempt": attempt}
-                )
-        raise CommitFailedException(f"batch {record.batch_id}: no Iceberg commit after {COMMIT_ATTEMPTS} attempts")
+            if done is None:
+                raise
+            return done.snapshot_id
+        self._expire(table, record.batch_id)
+        return snapshot_id
 
     def _expire(self, table: Table, batch_id: int) -> None:
         if self.snapshot_retention is None or batch_id % EXPIRE_EVERY:

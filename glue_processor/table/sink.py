@@ -31,6 +31,11 @@ class Sink(Protocol):
         """Where the batch's data files go (or will be moved to)."""
         ...
 
+    def check(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> None:
+        """Before the commit record: raise :class:`~glue_processor.publication.PublishRefused` when
+        the table's catalog would refuse the batch's schema change (names, width, types)."""
+        ...
+
     def publish(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> int | None:
         """Make the committed record's data files visible, idempotently; the snapshot id if any."""
         ...

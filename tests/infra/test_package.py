@@ -110,7 +110,7 @@ def test_the_native_wheel_runs_on_glue_as_built(artifacts: dict[str, Path], tmp_
     out = clean_python(
         "import ndjson_arrow\n"
         "from ndjson_arrow import _pages, _thrift\n"
-        'new, cols, lines, rows, bad, extra = ndjson_arrow.scan(b\'{"a":"x"}\\nnope\\n\', [], 10)\n'
+        'new, cols, lines, rows, bad, extra, *_ = ndjson_arrow.scan(b\'{"a":"x"}\\nnope\\n\', [], 10)\n'
         "pages = _pages.encode_strings([(bytes([0, 0, 0, 0, 1, 0, 0, 0]), b'x', None, 0, 1)], 1024)\n"
         "footer = _thrift.encode(_thrift.decode(b'\\x15\\x04\\x00'))\n"
         "print(new, rows, [b[:2] for b in bad], pages[0][0][1:], footer)",
