@@ -27,8 +27,8 @@ def test_the_rule_is_the_service_models_rule() -> None:
     column_name = botocore.session.get_session().get_service_model("glue").shape_for("Column").members["Name"]
     assert column_name.name == "NameString"
     assert (glue["min"], glue["max"]) == (1, 255) and (athena["min"], athena["max"]) == (1, 128)
-    assert C.MAX_LENGTH == min(glue["max"], athena["max"]) and C.MIN_LENGTH == max(glue["min"], athena["min"])
-    assert C.MAX_UTF8_BYTES == glue["max"]
+    assert min(glue["max"], athena["max"]) == C.MAX_LENGTH and max(glue["min"], athena["min"]) == C.MIN_LENGTH
+    assert glue["max"] == C.MAX_UTF8_BYTES
     assert glue["pattern"] == "[\\u0020-\\uD7FF\\uE000-\\uFFFD\\uD800\\uDC00-\\uDBFF\\uDFFF\\t]*"
 
 

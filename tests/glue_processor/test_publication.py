@@ -92,7 +92,7 @@ def test_a_batch_the_catalog_refuses_for_its_content_is_poison_and_the_stream_mo
     (record,) = [r for r in env.quarantine() if r["kind"] == "manifest"]
     assert record["source_uri"] == manifest[0] and "InvalidInputException" in record["reason"]
     assert read_rows(tmp_path / "output") == []
-    assert not [p for p in (tmp_path / "output" / "events" / "data").rglob("*.parquet")]  # its files are gone
+    assert not list((tmp_path / "output" / "events" / "data").rglob("*.parquet"))  # its files are gone
     assert emitted(job, tmp_path, "PublishFailures") == 3 and emitted(job, tmp_path, "QuarantinedManifests") == 1
     # And a replay of that batch publishes nothing, while the next batch (the catalog healthy again) lands
     catalog.errors.clear()
