@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from contracts.column_names import MAX_DATA_COLUMNS
 from contracts.exceptions import ConfigError
 from contracts.metrics import DEFAULT_NAMESPACE
 from contracts.validation import describe
@@ -101,9 +102,9 @@ class JobSettings(BaseModel):
     max_columns: int = Field(
         default=DEFAULT_MAX_COLUMNS,
         ge=1,
-        le=100_000,
+        le=MAX_DATA_COLUMNS,
         description="most data columns the table gets from the keys it finds (first seen first); values of other "
-        "keys go to the _extra map column",
+        "keys go to the _extra map column; at most what one Glue UpdateTable carries (contracts/column_names.py)",
     )
     target_file_mb: int = Field(default=128, ge=1, le=2048)
     max_file_mb: int = Field(

@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from contracts.column_names import MAX_DATA_COLUMNS, valid_column_name
 from contracts.exceptions import ConfigError
 from glue_processor.ndjson import STRING
 
@@ -94,6 +95,13 @@ def parse_schema(text: str | bytes, *, source: str = "--schema") -> DeclaredSche
     for key, spec in doc["columns"].items():
         kind, fmt = (spec, "iso8601") if isinstance(spec, str) else (spec.get("type"), spec.get("format", "iso8601"))
         column = Column(str(key), str(kind), str(fmt))
+        if not valid_column_name(column.key):
+            raise ConfigError(
+                f"{source}: column {key!r} cannot be a column of the table (contracts/column_names.py: 1-128 "
+                "characters, at most 255 UTF-8 bytes, no control character but tab)"
+            )
+        if len(doc["columns"]) > MAX_DATA_COLUMNS:
+            raise ConfigError(f"{source}: {len(doc['columns'])} columns; a table has at most {MAX_DATA_COLUMNS}")
         try:
             column.arrow_type  # noqa: B018 - validates the type name
         except KeyError:

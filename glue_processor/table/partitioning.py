@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from contracts.exceptions import ConfigError
-from glue_processor.ndjson import LINEAGE_COLUMNS, column_names
+from glue_processor.ndjson import LINEAGE_COLUMNS, column_names, nameable
 from glue_processor.table.declared import DeclaredSchema
 
 DEFAULT = "day(_ingest_time)"
@@ -82,6 +82,8 @@ def parse_partition_by(text: str, declared: DeclaredSchema | None) -> PartitionP
         if not m:
             raise ConfigError(f"--partition_by: {raw.strip()!r} is not transform(column) or a column")
         transform, key = (m[1], m[2]) if m[1] else ("identity", m[3])
+        if key not in LINEAGE_COLUMNS and not nameable(key):
+            raise ConfigError(f"--partition_by: {key!r} cannot be a column of the table (contracts/column_names.py)")
         column = _column_of(key)
         if transform != "identity":
             kind = "timestamp" if key in TIME_COLUMNS else _declared_type(key, declared)

@@ -8,6 +8,7 @@ https://docs.aws.amazon.com/athena/latest/APIReference/API_Column.html
 
 from __future__ import annotations
 
+import json
 import re
 
 import botocore.session
@@ -48,6 +49,7 @@ def glue_accepts(name: str) -> bool:
 def test_a_name_is_valid_exactly_when_both_services_accept_it(name: str) -> None:
     units = len(name.encode("utf-16-le", "surrogatepass")) // 2
     both = glue_accepts(name) and 1 <= units <= 128 and len(name.encode("utf-8", "surrogatepass")) <= 255
+    both = both and len(json.dumps(name)) - 2 <= C.MAX_NAME_REQUEST_BYTES  # the request bound (see the module)
     assert C.valid_column_name(name) == both
 
 
@@ -56,3 +58,50 @@ def test_fit_keeps_a_name_within_both_limits(name: str, suffix: str) -> None:
     fitted = C.fit(name, suffix)
     assert fitted.endswith(suffix) and name.startswith(fitted[: len(fitted) - len(suffix)])
     assert C.utf16_length(fitted) <= C.MAX_LENGTH and len(fitted.encode("utf-8", "surrogatepass")) <= 255
+
+
+def update_table_bytes(names: list[str]) -> int:
+    """The body of the UpdateTable pyiceberg's GlueCatalog sends for a table of these string columns
+    (every column with its iceberg.field.* parameters, the table properties with the name mapping),
+    serialized by botocore as it goes on the wire. The longest database, table and location names."""
+    from botocore.serialize import create_serializer
+    from pyiceberg.catalog.glue import _construct_table_input
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+    from pyiceberg.schema import Schema
+    from pyiceberg.table.metadata import new_table_metadata
+    from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+    from pyiceberg.types import NestedField, StringType
+
+    schema = Schema(*(NestedField(i + 1, n, StringType(), required=False) for i, n in enumerate(names)))
+    location = "s3://" + "b" * 63 + "/data/" + "t" * 255
+    properties = {"schema.name-mapping.default": schema.name_mapping.model_dump_json()}
+    metadata = new_table_metadata(schema, UNPARTITIONED_PARTITION_SPEC, UNSORTED_SORT_ORDER, location, properties)
+    metadata_file = f"{location}/metadata/00001-{'0' * 36}.metadata.json"
+    table_input = _construct_table_input("t" * 255, metadata_file, metadata.properties, metadata, None, metadata_file)
+    request = {"DatabaseName": "d" * 255, "TableInput": table_input, "VersionId": "1" * 20, "SkipArchive": True}
+    operation = botocore.session.get_session().get_service_model("glue").operation_model("UpdateTable")
+    return len(create_serializer("json").serialize_to_request(request, operation)["body"])
+
+
+def test_one_update_table_carries_the_most_columns_with_the_longest_names() -> None:
+    # Given names as costly in a request as the rule allows (quotes escape to two bytes each, which
+    # the name mapping escapes again), MAX_TABLE_COLUMNS of them
+    worst = [f"{i:05d}" + '"' * ((C.MAX_NAME_REQUEST_BYTES - 5) // 2) for i in range(C.MAX_TABLE_COLUMNS)]
+    assert all(C.valid_column_name(n) and C.request_bytes(n) >= C.MAX_NAME_REQUEST_BYTES - 1 for n in worst)
+    non_ascii = [f"{i:05d}" + "\u00e9" * ((C.MAX_NAME_REQUEST_BYTES - 5) // 6) for i in range(C.MAX_TABLE_COLUMNS)]
+    assert all(C.valid_column_name(n) for n in non_ascii)
+    # Then the request stays within the budget, and one more such column would not fit a 1% margin
+    assert update_table_bytes(worst) <= C.UPDATE_TABLE_BUDGET
+    assert update_table_bytes(non_ascii) <= C.UPDATE_TABLE_BUDGET
+    more = [f"x{i:04d}" + '"' * ((C.MAX_NAME_REQUEST_BYTES - 5) // 2) for i in range(3)]
+    assert update_table_bytes(worst + more) > 0.98 * C.UPDATE_TABLE_BUDGET
+
+
+def test_the_bound_is_the_job_s_and_the_stack_s() -> None:
+    from glue_processor.defaults import DEFAULT_MAX_COLUMNS
+    from glue_processor.ndjson import RESERVED_COLUMNS
+    from glue_processor.settings import JobSettings
+
+    assert len(RESERVED_COLUMNS) + 1 == C.RESERVED  # the lineage columns, _extra, _rescued, and one spare
+    assert DEFAULT_MAX_COLUMNS == C.MAX_DATA_COLUMNS
+    assert JobSettings.model_fields["max_columns"].metadata[-1].le == C.MAX_DATA_COLUMNS
