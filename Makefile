@@ -17,6 +17,7 @@ REGION ?=
 EMPTY ?=
 PARAMS ?=
 REPLACE_FAILED ?=
+DROP_CATALOG ?=
 BENCH_MB ?= 1024
 FILES_PER_HOUR ?= 200000
 FILE_KB ?= 1024
@@ -72,8 +73,8 @@ package: setup ## build the Lambda zip, the job's zip and script, and the wheel 
 deploy: setup ## deploy to AWS: make deploy [STACK=ndjson-ingest] [REGION=eu-west-1] [PARAMS="Key=Value ..."] [REPLACE_FAILED=1]
 	$(BIN)/python -m infra.deploy deploy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(foreach p,$(PARAMS),--param "$(p)") $(if $(REPLACE_FAILED),--replace-failed)
 
-destroy: setup ## delete the stack: make destroy [STACK=...] [REGION=...] [EMPTY=1 to empty its buckets first]
-	$(BIN)/python -m infra.deploy destroy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(if $(EMPTY),--empty)
+destroy: setup ## delete the stack: make destroy [STACK=...] [REGION=...] [EMPTY=1 to empty its buckets first] [DROP_CATALOG=1 to delete the Glue database and table it keeps]
+	$(BIN)/python -m infra.deploy destroy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(if $(EMPTY),--empty) $(if $(DROP_CATALOG),--drop-catalog) $(foreach p,$(PARAMS),--param "$(p)")
 
 reconcile: setup ## objects that landed but were never ingested (or twice): make reconcile [WORKDIR=...] [REQUEUE=1]
 	$(BIN)/python -m glue_processor.reconcile --workdir "$(WORKDIR)" $(if $(REQUEUE),--requeue)

@@ -129,6 +129,12 @@ DESIRED_WORKERS = _m("DesiredWorkers", "Count", C, "workers the control plane wa
 JOB_RUNNING = _m("JobRunning", "Count", C, "1 while a job run is STARTING/RUNNING, else 0")
 JOB_RESTARTS = _m("JobRestarts", "Count", C, "job runs started after a failure")
 RESTARTS_EXHAUSTED = _m("RestartsExhausted", "Count", C, "1 when restarts hit their cap (alarm)")
+TABLE_OPTIMIZERS_UNHEALTHY = _m(
+    "TableOptimizersUnhealthy",
+    "Count",
+    C,
+    "the table's Glue optimizers that are missing, disabled or whose last run failed (the table is not maintained)",
+)
 
 ALL: tuple[MetricDef, ...] = tuple(v for v in list(globals().values()) if isinstance(v, MetricDef))
 BY_NAME: dict[str, MetricDef] = {m.name: m for m in ALL}

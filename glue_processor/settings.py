@@ -231,8 +231,10 @@ def ours_from_argv(argv: Sequence[str]) -> dict[str, str]:
                 value, step = inline, 1
             elif i + 1 < len(items) and not items[i + 1].startswith("--"):
                 value, step = items[i + 1], 2
-            else:
+            elif _OURS.match(name):
                 raise ConfigError(f"--{name} needs a value")
+            else:  # Glue's own, whose value may itself look like a flag (--python-modules-installer-option --no-index)
+                value, step = "", 1
             if _OURS.match(name):
                 values[name] = value
             i += step

@@ -21,6 +21,7 @@ from infra.runtime import (
     additional_python_modules,
     glue_runtimes,
 )
+from infra.wheelhouse import INSTALLER_OPTION
 
 HERE = Path(__file__).parent
 BASE = HERE / "template.yaml"
@@ -64,6 +65,7 @@ def apply_runtime(template: dict[str, Any]) -> None:
     params["WorkerType"]["AllowedValues"] = list(STREAMING_WORKER_TYPES)
     args = template["Resources"]["GlueJob"]["Properties"]["DefaultArguments"]
     args["--additional-python-modules"] = {"Fn::Sub": additional_python_modules(NATIVE_WHEEL_URI)}
+    args["--python-modules-installer-option"] = INSTALLER_OPTION
 
 
 def apply_object_filter(template: dict[str, Any]) -> None:

@@ -22,10 +22,10 @@ from infra import concurrency, teardown
 from infra import stack as cfn_stack
 from infra.build import render
 from infra.exceptions import DeployError, StackNotFound
-from infra.package import ROOT, build, content_key
+from infra.package import ROOT, build, content_key, wheelhouse
 
 # The Glue job's code: when one of these changes, the running job must restart to pick it up.
-JOB_CODE_PARAMETERS = ("JobScriptKey", "JobPackageKey", "JobNativeWheelKey")
+JOB_CODE_PARAMETERS = ("JobScriptKey", "JobPackageKey", "JobNativeWheelKey", "JobWheelhousePrefix")
 CONTROL_PLANE = "ControlPlane"
 
 
@@ -111,6 +111,10 @@ def deploy(stack: str, region: str | None, params: dict[str, str], *, replace_fa
     for name, path in artifacts.items():
         print(f"  upload {path.name} -> s3://{bucket}/{keys[name]}")
         clients.s3.upload_file(str(path), bucket, keys[name])
+    prefix, wheels = wheelhouse(ROOT / "dist")
+    print(f"  upload {len(wheels)} locked wheels -> s3://{bucket}/{prefix}/")
+    for path in wheels:
+        clients.s3.upload_file(str(path), bucket, f"{prefix}/{path.name}")
     given = {
         **params,
         "ProjectName": stack,
@@ -120,6 +124,7 @@ def deploy(stack: str, region: str | None, params: dict[str, str], *, replace_fa
         "JobScriptKey": keys["job_script"],
         "JobPackageKey": keys["job_package"],
         "JobNativeWheelKey": keys["job_native_wheel"],
+        "JobWheelhousePrefix": prefix,
     }
     template_key = f"templates/{stack}.json"
     clients.s3.put_object(Bucket=bucket, Key=template_key, Body=json.dumps(template).encode())
@@ -143,6 +148,14 @@ def apply(
     defaults = {k: v.get("Default") for k, v in declared.items()}
     values = cfn_stack.effective_values(defaults=defaults, previous=previous, given=given)
     concurrency.check(clients.lambda_, values, previous)
+    if existing is None:
+        left = teardown.catalog_left_behind(clients.glue, values.get("DatabaseName", ""))
+        if left:
+            raise DeployError(
+                f"{left} exists already, kept by an earlier stack (the catalog outlives the stack it came from). "
+                f"Remove it with make destroy STACK={stack} DROP_CATALOG=1 (the table's files stay in S3), or "
+                "deploy with another DatabaseName"
+            )
     args = {
         "StackName": stack,
         "TemplateURL": template_url,
@@ -185,6 +198,8 @@ def _ready_stack(
     if existing is None:
         return None
     status = existing["StackStatus"]
+    if status == cfn_stack.NEVER_CREATED:
+        return None
     if status == cfn_stack.FAILED_CREATE:
         cfn_stack.handle_failed_create(cfn, stack, replace_failed=replace_failed, confirm=confirm)
         return None
@@ -202,18 +217,35 @@ def _prompt() -> Callable[[str], bool] | None:
     return lambda question: input(question).strip().lower() in {"y", "yes"}
 
 
-def destroy(stack: str, region: str | None, *, empty: bool) -> int:
+def destroy(
+    stack: str, region: str | None, *, empty: bool, drop_catalog: bool = False, params: dict[str, str] | None = None
+) -> int:
     clients = Clients.of(session(region))
-    print(f"about to delete stack {stack!r}" + (" after quieting and emptying it" if empty else ""))
-    return destroy_stack(clients, stack, empty=empty)
+    extra = " after quieting and emptying it" if empty else ""
+    print(f"about to delete stack {stack!r}{extra}" + (", then its Glue database and table" if drop_catalog else ""))
+    return destroy_stack(clients, stack, empty=empty, drop_catalog=drop_catalog, params=params or {})
 
 
 def destroy_stack(
-    clients: Clients, stack: str, *, empty: bool, wait_s: float = 900, sleep: Callable[[float], None] = time.sleep
+    clients: Clients,
+    stack: str,
+    *,
+    empty: bool,
+    drop_catalog: bool = False,
+    params: dict[str, str] | None = None,
+    wait_s: float = 900,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    """Delete the stack; with ``empty``, first quiet it and empty its buckets."""
-    if cfn_stack.describe(clients.cfn, stack) is None:
+    """Delete the stack; with ``empty``, first quiet it and empty its buckets; with ``drop_catalog``,
+    then remove the Glue database and table the stack keeps (also when the stack is gone already)."""
+    existing = cfn_stack.describe(clients.cfn, stack)
+    if existing is None and drop_catalog:
+        names = _catalog_names(params or {}, {})
+        teardown.drop_catalog(clients.glue, *names)
+        return 0
+    if existing is None:
         raise StackNotFound(f"stack {stack} does not exist in this account and region; nothing to delete")
+    names = _catalog_names(params or {}, cfn_stack.previous_values(existing)) if drop_catalog else ("", "")
     if empty:
         resources = cfn_stack.physical_ids(clients.cfn, stack)
         teardown.quiet(
@@ -233,8 +265,23 @@ def destroy_stack(
         print(f"{exc}\nemptying the remaining buckets again and retrying the delete")
         teardown.empty_buckets(clients.s3, teardown.buckets_of(cfn_stack.physical_ids(clients.cfn, stack)))
         cfn_stack.delete(clients.cfn, stack)
-    print(f"stack {stack} deleted; the deployment bucket is kept")
+    if drop_catalog:
+        teardown.drop_catalog(clients.glue, *names)
+        print(f"stack {stack} deleted, and its Glue database and table; the deployment bucket is kept")
+    else:
+        print(
+            f"stack {stack} deleted; kept: the deployment bucket, and the Glue database and table "
+            f"(make destroy STACK={stack} DROP_CATALOG=1 removes them)"
+        )
     return 0
+
+
+def _catalog_names(given: dict[str, str], previous: dict[str, str]) -> tuple[str, str]:
+    """The Glue database and table of the stack: given, else the stack's, else the template's default."""
+    defaults = render()["Parameters"]
+    return tuple(  # type: ignore[return-value]
+        given.get(k) or previous.get(k) or str(defaults[k]["Default"]) for k in ("DatabaseName", "TableName")
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,12 +296,17 @@ def main(argv: list[str] | None = None) -> int:
         help="deploy: delete a stack left in ROLLBACK_COMPLETE by a failed first create, then create it again",
     )
     p.add_argument("--empty", action="store_true", help="destroy: quiet the stack and empty its buckets first")
+    p.add_argument(
+        "--drop-catalog",
+        action="store_true",
+        help="destroy: then delete the Glue table and database the stack keeps (its files stay in S3)",
+    )
     args = p.parse_args(argv)
     try:
+        params = dict(_param(item) for item in args.param)
         if args.action == "deploy":
-            params = dict(_param(item) for item in args.param)
             return deploy(args.stack, args.region, params, replace_failed=args.replace_failed)
-        return destroy(args.stack, args.region, empty=args.empty)
+        return destroy(args.stack, args.region, empty=args.empty, drop_catalog=args.drop_catalog, params=params)
     except DeployError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

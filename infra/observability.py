@@ -310,6 +310,17 @@ def alarm_resources() -> dict[str, dict[str, Any]]:
             threshold=0,
             operator="GreaterThanThreshold",
         ),
+        "TableOptimizersUnhealthy": _metric_alarm(
+            "table-optimizers-unhealthy",
+            "a table optimizer (compaction, retention, orphan-file deletion) is disabled, missing or failing: the "
+            "table is not maintained; the control plane's log says which and why",
+            M.TABLE_OPTIMIZERS_UNHEALTHY,
+            stat="Maximum",
+            period=300,
+            periods=3,
+            threshold=0,
+            operator="GreaterThanThreshold",
+        ),
         "PoisonManifests": _metric_alarm(
             "quarantined-manifests",
             "manifests were quarantined (invalid, or failed too many times)",

@@ -128,6 +128,15 @@ def build(out: Path) -> dict[str, Path]:
     }
 
 
+def wheelhouse(out: Path) -> tuple[str, list[Path]]:
+    """The job's locked wheels in ``out/wheelhouse``, and the S3 prefix they go under (named by the
+    lock, so a new lock is a new prefix, which CloudFormation sees as a job change)."""
+    from infra.wheelhouse import fetch, lock_digest, read_lock
+
+    entries = read_lock()
+    return f"wheelhouse/{lock_digest(entries)}", fetch(out / "wheelhouse", entries)
+
+
 def content_key(path: Path, prefix: str = "artifacts") -> str:
     """An S3 key that changes when the content does, so CloudFormation sees code updates. A wheel
     keeps its file name (pip reads its tags from it): the digest is a folder."""

@@ -3,8 +3,9 @@
 - ``glue_env("5.1")``: Python 3.11 with exactly the modules that Glue version provides
   (``infra/runtimes/glue-<v>.txt``, installed without their dependencies, as Glue's image holds
   them), then the job's ``--additional-python-modules`` value split the way Glue splits it and
-  installed with pip on top, dependencies and all, as Glue does at job start. The native wheel the
-  template names in S3 is the one ``infra.package`` builds, installed from ``.parity/wheels/``.
+  installed with pip on top, offline (``--no-index``, as the job's installer option says), as Glue
+  does at job start: the locked wheelhouse (``.parity/wheelhouse/``) and the native wheel
+  ``infra.package`` builds (``.parity/wheels/``), where the template names them in S3.
 - ``lambda_env()``: Python 3.11 with only what the Lambda runtime provides (boto3).
 
 Each environment is a venv under ``.parity/`` and is rebuilt when what it is built from changes.
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from infra.package import native_wheel
 from infra.runtime import ROOT, RUNTIMES, additional_python_modules, glue_runtimes, split_as_glue_does
+from infra.wheelhouse import INSTALLER_OPTION, fetch
 
 PARITY = ROOT / ".parity"
 
@@ -66,12 +68,21 @@ def local_native_wheel(root: Path = PARITY) -> Path:
     return native_wheel(root / "wheels")
 
 
+@functools.cache
+def local_wheelhouse(root: Path = PARITY) -> Path:
+    """The job's locked wheels as ``make package`` fetches them (once per process)."""
+    wheels = fetch(root / "wheelhouse")
+    return wheels[0].parent if wheels else root / "wheelhouse"
+
+
 def glue_env(version: str, *, modules: str | None = None, root: Path = PARITY) -> Path:
     """The interpreter of an environment like Glue ``version``'s with ``modules`` (default: the
-    stack's ``--additional-python-modules``, the native wheel built here) installed as Glue
-    installs them."""
+    stack's ``--additional-python-modules``: the locked wheelhouse and the native wheel built here)
+    installed as Glue installs them: pip on top of the provided modules, offline (``--no-index``)."""
     runtime = glue_runtimes()[version]
-    value = additional_python_modules(str(local_native_wheel(root))) if modules is None else modules
+    if modules is None:
+        modules = additional_python_modules(str(local_native_wheel(root)), str(local_wheelhouse(root)))
+    value = modules
     venv = root / f"glue-{version}"
     # a local wheel is part of the recipe by its bytes: a changed parser rebuilds the environment
     files = [Path(m) for m in split_as_glue_does(value) if Path(m).is_file()]
@@ -79,7 +90,7 @@ def glue_env(version: str, *, modules: str | None = None, root: Path = PARITY) -
     recipe = runtime.requirements_file.read_text() + "\n--additional-python-modules " + value + digests
     if _fresh(venv, recipe):
         _pip(venv, "--no-deps", "-r", str(runtime.requirements_file))
-        _pip(venv, *split_as_glue_does(value))
+        _pip(venv, INSTALLER_OPTION, *split_as_glue_does(value))
         _stamp(venv, recipe)
     return _python(venv)
 

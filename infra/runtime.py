@@ -86,17 +86,23 @@ def job_python_modules() -> tuple[str, ...]:
     return modules
 
 
-# Where the template puts the native wheel: the deploy uploads it under a key that keeps its file
-# name (pip reads a wheel's tags from its name).
+# Where the template puts the native wheel and the locked wheelhouse: the deploy uploads them under
+# keys that keep their file names (pip reads a wheel's tags from its name).
 NATIVE_WHEEL_URI = "s3://${CodeBucket}/${JobNativeWheelKey}"
+WHEELHOUSE_URI = "s3://${CodeBucket}/${JobWheelhousePrefix}"
 
 
-def additional_python_modules(native_wheel: str) -> str:
-    """The value of the job's ``--additional-python-modules`` argument, the native wheel at
-    ``native_wheel`` (an S3 URI on AWS, a local path in the parity environments)."""
-    if "," in native_wheel:
-        raise ValueError(f"{native_wheel!r}: Glue splits --additional-python-modules on every comma")
-    return ",".join((*job_python_modules(), native_wheel))
+def additional_python_modules(native_wheel: str, wheelhouse: str = WHEELHOUSE_URI) -> str:
+    """The value of the job's ``--additional-python-modules`` argument: every wheel of the locked
+    wheelhouse under ``wheelhouse``, and the native wheel at ``native_wheel`` (S3 URIs on AWS, local
+    paths in the parity environments). Installed with ``--no-index`` (infra/wheelhouse.py)."""
+    from infra.wheelhouse import read_lock
+
+    modules = [f"{wheelhouse}/{entry.file}" for entry in read_lock()] + [native_wheel]
+    for module in modules:
+        if "," in module:
+            raise ValueError(f"{module!r}: Glue splits --additional-python-modules on every comma")
+    return ",".join(modules)
 
 
 def split_as_glue_does(value: str) -> list[str]:

@@ -5,6 +5,8 @@ The CloudFormation client is passed in, so tests hand in a Stubber or moto clien
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -18,6 +20,8 @@ WAITER = {"Delay": 15, "MaxAttempts": 480}
 FAILED_CREATE = "ROLLBACK_COMPLETE"
 # States an update can start from; anything else in progress or broken is reported as it is.
 UPDATABLE = {"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE"}
+# A stack that only ever had a CREATE change set that did not run: created again by the next one.
+NEVER_CREATED = "REVIEW_IN_PROGRESS"
 
 
 def describe(cfn: Any, stack: str) -> dict[str, Any] | None:
@@ -100,29 +104,86 @@ def handle_failed_create(cfn: Any, stack: str, *, replace_failed: bool, confirm:
     delete(cfn, stack)
 
 
-def create_or_update(cfn: Any, args: dict[str, Any], *, exists: bool) -> Outcome:
-    """Create or update and wait; a no-op update returns at once."""
+def create_or_update(cfn: Any, args: dict[str, Any], *, exists: bool, name: str | None = None) -> Outcome:
+    """Create or update through a change set, and wait. A change set with no change returns at once;
+    one that would modify or remove a protected resource (:data:`PROTECTED`) is refused before it
+    runs, and the stack policy refuses it too should anyone execute it by hand."""
     stack = args["StackName"]
+    change_set = name or f"deploy-{int(time.time())}"
+    kind = "UPDATE" if exists else "CREATE"
     try:
-        if exists:
-            print(f"updating stack {stack}")
-            try:
-                cfn.update_stack(**args)
-            except ClientError as exc:
-                if "No updates are to be performed" in exc.response.get("Error", {}).get("Message", ""):
-                    print("no changes")
-                    return "no changes"
-                raise
-            cfn.get_waiter("stack_update_complete").wait(StackName=stack, WaiterConfig=WAITER)
-            return "updated"
-        print(f"creating stack {stack}")
-        cfn.create_stack(**args, OnFailure="ROLLBACK")
-        cfn.get_waiter("stack_create_complete").wait(StackName=stack, WaiterConfig=WAITER)
-        return "created"
+        print(f"{'updating' if exists else 'creating'} stack {stack} (change set {change_set})")
+        cfn.create_change_set(**args, ChangeSetName=change_set, ChangeSetType=kind)
+        changes = _reviewed(cfn, stack, change_set)
+        if changes is None:
+            print("no changes")
+            return "no changes"
+        refused = protected_changes(changes)
+        if refused:
+            cfn.delete_change_set(StackName=stack, ChangeSetName=change_set)
+            raise DeployError(
+                "the update would change resources that are never updated by CloudFormation (it would replace "
+                "the table's metadata, which the job and the optimizers own): "
+                + "; ".join(refused)
+                + ". Change them by hand (see docs/operations.md), or keep their parameters as they are."
+            )
+        cfn.set_stack_policy(StackName=stack, StackPolicyBody=json.dumps(STACK_POLICY))
+        cfn.execute_change_set(StackName=stack, ChangeSetName=change_set)
+        waiter = "stack_update_complete" if exists else "stack_create_complete"
+        cfn.get_waiter(waiter).wait(StackName=stack, WaiterConfig=WAITER)
+        return "updated" if exists else "created"
     except ClientError as exc:
         raise DeployError(f"CloudFormation refused the {'update' if exists else 'create'} of {stack}: {exc}") from exc
     except WaiterError as exc:
         raise DeployError(_failed(f"stack {stack} did not finish: {exc}", failure_reasons(cfn, stack))) from exc
+
+
+# Resources CloudFormation must never update once created: an AWS::Glue::Table update sends the
+# template's TableInput alone, dropping table_type=ICEBERG, metadata_location and every column the
+# job added (aws-cloudformation/cloudformation-coverage-roadmap#1919, #2495); the database holds it.
+PROTECTED = ("GlueDatabase", "IcebergTable", "HiveTable")
+STACK_POLICY = {
+    "Statement": [
+        {"Effect": "Allow", "Action": "Update:*", "Principal": "*", "Resource": "*"},
+        {
+            "Effect": "Deny",
+            "Action": "Update:*",
+            "Principal": "*",
+            "Resource": [f"LogicalResourceId/{name}" for name in PROTECTED],
+        },
+    ]
+}
+
+
+def protected_changes(changes: list[dict[str, Any]]) -> list[str]:
+    """The changes of a change set that would modify or remove a protected resource."""
+    out = []
+    for change in changes:
+        rc = change.get("ResourceChange", {})
+        if rc.get("LogicalResourceId") in PROTECTED and rc.get("Action") in ("Modify", "Remove", "Dynamic"):
+            out.append(f"{rc['LogicalResourceId']}: {rc['Action']} ({', '.join(rc.get('Scope', [])) or 'properties'})")
+    return out
+
+
+def _reviewed(cfn: Any, stack: str, change_set: str, *, poll_s: float = 3, attempts: int = 400) -> list[Any] | None:
+    """The change set's changes once CloudFormation has computed them; None when it has none (the
+    change set then says so by failing with an empty change list, and is deleted)."""
+    for _ in range(attempts):
+        desc = cfn.describe_change_set(StackName=stack, ChangeSetName=change_set)
+        status = desc["Status"]
+        if status == "CREATE_COMPLETE":
+            changes = list(desc.get("Changes", []))
+            while desc.get("NextToken"):
+                desc = cfn.describe_change_set(StackName=stack, ChangeSetName=change_set, NextToken=desc["NextToken"])
+                changes += desc.get("Changes", [])
+            return changes
+        if status == "FAILED":
+            if not desc.get("Changes") and desc.get("ExecutionStatus") == "UNAVAILABLE":
+                cfn.delete_change_set(StackName=stack, ChangeSetName=change_set)
+                return None
+            raise DeployError(f"change set {change_set} of {stack} failed: {desc.get('StatusReason', 'no reason')}")
+        time.sleep(poll_s)
+    raise DeployError(f"change set {change_set} of {stack} was not ready after {attempts * poll_s:.0f}s")
 
 
 def physical_ids(cfn: Any, stack: str) -> list[dict[str, str]]:

@@ -145,3 +145,39 @@ def _call(fn: Callable[..., Any], what: str, **kwargs: Any) -> Any:
 
 def _missing(exc: ClientError) -> bool:
     return exc.response.get("Error", {}).get("Code") in {"NoSuchBucket", "404"}
+
+
+def catalog_left_behind(glue: Any, database: str) -> str | None:
+    """The Glue database an earlier stack kept (it outlives its stack), if it exists."""
+    if not database:
+        return None
+    try:
+        glue.get_database(Name=database)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "EntityNotFoundException":
+            return None
+        raise DeployError(f"get_database {database} failed: {exc}") from exc
+    return f"Glue database {database}"
+
+
+def drop_catalog(glue: Any, database: str, table: str) -> None:
+    """Delete the table, then the database when nothing else is left in it. The table's files stay
+    in S3 (an Iceberg table dropped from the Glue catalog keeps its metadata and data files)."""
+    for what, call in (
+        (f"table {database}.{table}", lambda: glue.delete_table(DatabaseName=database, Name=table)),
+        (f"database {database}", lambda: _drop_if_empty(glue, database)),
+    ):
+        try:
+            call()
+            print(f"  dropped Glue {what}")
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "EntityNotFoundException":
+                raise DeployError(f"dropping Glue {what} failed: {exc}") from exc
+            print(f"  Glue {what}: not there")
+
+
+def _drop_if_empty(glue: Any, database: str) -> None:
+    others = glue.get_tables(DatabaseName=database, MaxResults=1).get("TableList", [])
+    if others:
+        raise DeployError(f"Glue database {database} still holds other tables ({others[0]['Name']}...): kept")
+    glue.delete_database(Name=database)

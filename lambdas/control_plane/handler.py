@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lambdas.control_plane.glue_gateway import GlueJobGateway
 from lambdas.control_plane.metrics_reader import CloudWatchReader
+from lambdas.control_plane.optimizers import OptimizerWatch
 from lambdas.control_plane.service import Command, ControlPlane
 from lambdas.control_plane.settings import load_settings
 from lambdas.control_plane.state import S3StateStore
@@ -40,9 +41,12 @@ def _plane() -> ControlPlane:
         from contracts.exceptions import ConfigError
 
         raise ConfigError("STATE_BUCKET is required in Lambda")
+    glue = boto3.client("glue", config=cfg)
+    watched = s.catalog_id and s.table_database and s.table_name
     return ControlPlane(
         s,
-        jobs=GlueJobGateway(boto3.client("glue", config=cfg), s.job_name),
+        jobs=GlueJobGateway(glue, s.job_name),
+        optimizers=OptimizerWatch(glue, s.catalog_id, s.table_database, s.table_name) if watched else None,  # type: ignore[arg-type]
         metrics=CloudWatchReader(boto3.client("cloudwatch", config=cfg), s.metrics_namespace, s.dimensions),
         state=S3StateStore(boto3.client("s3", config=cfg), s.state_bucket, s.state_key),
     )

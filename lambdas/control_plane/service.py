@@ -14,6 +14,7 @@ from lambdas.control_plane.decision import ACTIVE, Decision, JobView, Observatio
 from lambdas.control_plane.exceptions import ControlPlaneError
 from lambdas.control_plane.glue_gateway import JobGateway
 from lambdas.control_plane.metrics_reader import MetricsReader
+from lambdas.control_plane.optimizers import OptimizerWatch
 from lambdas.control_plane.settings import ControlSettings
 from lambdas.control_plane.state import KEEP_DECISIONS, StateStore
 
@@ -45,12 +46,14 @@ class ControlPlane:
         jobs: JobGateway,
         metrics: MetricsReader,
         state: StateStore,
+        optimizers: OptimizerWatch | None = None,
         clock: Any = None,
     ) -> None:
         self.s = settings
         self.jobs = jobs
         self.metrics = metrics
         self.state = state
+        self.optimizers = optimizers
         self.clock = clock or (lambda: datetime.now(UTC))
 
     def handle(self, command: Command, workers: int | None = None) -> Outcome:
@@ -75,7 +78,27 @@ class ControlPlane:
     def tick(self) -> Outcome:
         decision, view = self._decide()
         self._apply(decision, view)
-        return Outcome({"command": "tick", "decision": decision.as_json()}, self._datums(view, decision))
+        body: dict[str, Any] = {"command": "tick", "decision": decision.as_json()}
+        datums = self._datums(view, decision)
+        unhealthy = self._unhealthy_optimizers()
+        if unhealthy is not None:
+            body["unhealthy_optimizers"] = unhealthy
+            datums.append(datum(M.TABLE_OPTIMIZERS_UNHEALTHY, len(unhealthy), {"JobName": self.s.job_name}))
+        return Outcome(body, datums)
+
+    def _unhealthy_optimizers(self) -> list[str] | None:
+        """The table optimizers that are missing, disabled or failed (None: not watched, or unknown)."""
+        if self.optimizers is None:
+            return None
+        try:
+            health = self.optimizers.health()
+        except ControlPlaneError as exc:  # watching must never stop the tick that keeps the job alive
+            logger.warning("could not read the table optimizers", extra={"error": str(exc)})
+            return None
+        unhealthy = [h.describe() for h in health if not h.healthy]
+        if unhealthy:
+            logger.error("table optimizers not maintaining the table", extra={"optimizers": unhealthy})
+        return unhealthy
 
     def _decide(self) -> tuple[Decision, JobView]:
         st = self.state.load()

@@ -50,6 +50,13 @@ class ControlSettings(BaseSettings):
     manifest_service: str = Field(default="manifest-builder", description="the manifest Lambda's service dimension")
     stale_after_s: float = Field(default=300, gt=0, description="older backlog datapoints are not acted upon")
     state_bucket: str | None = Field(default=None, description="bucket of the control plane's state object")
+    catalog_id: str | None = Field(default=None, description="the account of the table's Glue catalog")
+    table_database: str | None = Field(
+        default=None, description="database of the Iceberg table whose optimizers to watch"
+    )
+    table_name: str | None = Field(
+        default=None, description="the Iceberg table whose optimizers to watch (unset: none)"
+    )
     state_key: str = "control-plane/state.json"
 
     @model_validator(mode="after")

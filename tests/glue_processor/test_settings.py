@@ -25,6 +25,9 @@ def test_glue_style_argv_with_glue_arguments() -> None:
         "job-bookmark-disable",
         "--enable-metrics",
         "true",
+        # Glue passes every job argument, its own whose value looks like a flag included
+        "--python-modules-installer-option",
+        "--no-index",
         *BASE,
         "--max_files_per_trigger",
         "4",

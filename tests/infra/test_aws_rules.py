@@ -14,6 +14,7 @@ import pytest
 
 from infra.build import render
 from infra.runtime import STREAMING_WORKER_TYPES, glue_runtimes
+from infra.wheelhouse import read_lock
 
 T = render()
 R: dict[str, Any] = T["Resources"]
@@ -313,8 +314,149 @@ def test_the_job_may_read_every_artifact_it_starts_from() -> None:
     statements = role_statements(job["Role"])
     wheels = [m for m in job["DefaultArguments"]["--additional-python-modules"]["Fn::Sub"].split(",") if "://" in m]
     locations = [job["Command"]["ScriptLocation"]["Fn::Sub"], job["DefaultArguments"]["--extra-py-files"]["Fn::Sub"]]
-    assert len(wheels) == 1
+    assert len(wheels) == len(read_lock()) + 1  # the locked wheelhouse and the native wheel
     for uri in [*locations, *wheels]:
         assert uri.startswith("s3://${CodeBucket}/")
         arn = {"Fn::Sub": "arn:${AWS::Partition}:s3:::" + uri.removeprefix("s3://")}
-        assert grants(statements, "s3:GetObject", arn), uri
+        wildcard = {"Fn::Sub": "arn:${AWS::Partition}:s3:::" + uri.removeprefix("s3://").rsplit("/", 1)[0] + "/*"}
+        assert grants(statements, "s3:GetObject", arn) or grants(statements, "s3:GetObject", wildcard), uri
+
+
+# ---------------------------------------------------------------- a year on AWS (issue 23)
+
+
+def test_every_bucket_name_fits_63_characters_with_the_longest_project_name_and_region() -> None:
+    # S3 bucket names are 3-63 characters (S3 User Guide, "General purpose bucket naming rules"); the
+    # longest region code botocore knows, and a 12-digit account, with the longest ProjectName allowed
+    import botocore.session
+
+    endpoints = botocore.session.get_session().get_data("endpoints")
+    region = max((r for p in endpoints["partitions"] for r in p["regions"]), key=len)
+    longest = "p" * int(re.fullmatch(r"\^\[a-z\]\[a-z0-9-\]\{2,(\d+)\}\$", P["ProjectName"]["AllowedPattern"])[1]) + "p"
+    for name, bucket in of_type("AWS::S3::Bucket").items():
+        sub = _sub(bucket["Properties"]["BucketName"])
+        rendered = sub.replace("${ProjectName}", longest).replace("${AWS::AccountId}", "1" * 12)
+        rendered = rendered.replace("${AWS::Region}", region)
+        assert len(rendered) <= 63, (name, rendered)
+
+
+def test_the_batching_window_can_never_be_zero_when_batches_exceed_ten() -> None:
+    # "When you set BatchSize to a value greater than 10, you must set MaximumBatchingWindowInSeconds to at
+    # least 1" (Lambda Developer Guide, "Using Lambda with Amazon SQS"): any allowed value must do
+    assert P["SqsBatchSize"]["MaxValue"] > 10
+    assert P["SqsBatchingWindowSeconds"]["MinValue"] >= 1
+
+
+def test_the_job_timeout_is_under_glues_seven_day_limit() -> None:
+    # "Jobs must have timeout values less than 7 days or 10080 minutes. Otherwise, the jobs will throw an
+    # exception" (Glue API, JobRun.Timeout); a streaming run with a timeout under 7 days is not restarted
+    # for maintenance (Glue Developer Guide, "Maintenance windows for AWS Glue Streaming")
+    timeout = P["JobTimeoutMinutes"]
+    assert timeout["MaxValue"] < 10080 and timeout["Default"] < 10080
+
+
+def test_eventbridge_can_deliver_to_the_encrypted_queue_and_keeps_what_it_cannot() -> None:
+    # An SQS target encrypted with a customer managed key needs the key policy to let events.amazonaws.com
+    # use it (SQS Developer Guide, "Configure KMS permissions for AWS services"); a target without a
+    # dead-letter queue drops events once retries end (EventBridge User Guide, "Event retry policy and
+    # using dead-letter queues"), and the DLQ's policy must let the rule send
+    statements = R["Key"]["Properties"]["KeyPolicy"]["Statement"]
+    (events,) = [st["Fn::If"][1] for st in statements if "Fn::If" in st and st["Fn::If"][0] == "UseEventBridge"]
+    assert events["Principal"] == {"Service": "events.amazonaws.com"}
+    assert {"kms:GenerateDataKey", "kms:Decrypt"} <= set(actions(events))
+    (target,) = R["LandingObjectCreated"]["Properties"]["Targets"]
+    assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": ["EventDeliveryDeadLetterQueue", "Arn"]}}
+    assert target["RetryPolicy"]["MaximumEventAgeInSeconds"] == 86400
+    dlq = R["EventDeliveryDeadLetterQueue"]
+    assert dlq["Condition"] == "UseEventBridge" and dlq["Properties"]["KmsMasterKeyId"] == {"Ref": "Key"}
+    (allow,) = R["EventDeliveryDeadLetterQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert allow["Principal"] == {"Service": "events.amazonaws.com"} and allow["Action"] == "sqs:SendMessage"
+    assert allow["Condition"]["ArnEquals"]["aws:SourceArn"] == {"Fn::GetAtt": ["LandingObjectCreated", "Arn"]}
+
+
+def test_a_rolled_back_first_create_leaves_no_catalog_behind_and_a_delete_keeps_it() -> None:
+    # DeletionPolicy RetainExceptOnCreate: "retain the resource on stack deletion, but delete it if the
+    # stack creation rolls back" (CloudFormation User Guide, "DeletionPolicy attribute"): a failed first
+    # deploy can be retried without "already exists"; `make destroy DROP_CATALOG=1` removes what is kept
+    for name in ("GlueDatabase", "IcebergTable", "HiveTable"):
+        assert R[name]["DeletionPolicy"] == "RetainExceptOnCreate", name
+        assert R[name]["UpdateReplacePolicy"] == "Retain", name
+
+
+def resolve(value: Any, params: dict[str, str]) -> Any:
+    """What CloudFormation would send for ``value`` given the parameters (Ref, Fn::Sub, GetAtt)."""
+    if isinstance(value, dict):
+        if "Ref" in value:
+            name = value["Ref"]
+            return params.get(name, f"<{name}>")
+        if "Fn::Sub" in value:
+            text = value["Fn::Sub"]
+            return re.sub(r"\$\{([^}!]+)\}", lambda m: str(params.get(m[1], f"<{m[1]}>")), text)
+        if "Fn::GetAtt" in value:
+            return f"<{'.'.join(value['Fn::GetAtt'])}>"
+        return {k: resolve(v, params) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve(v, params) for v in value]
+    return value
+
+
+def test_no_parameter_but_the_catalog_names_changes_what_cloudformation_sends_for_the_table() -> None:
+    # Given two stacks' parameters that differ in everything but the project, database and table names
+    first = {k: str(v.get("Default", "")) for k, v in P.items()}
+    first.update({"ProjectName": "ingest", "CodeBucket": "code-a", "JobScriptKey": "a/main.py"})
+    second = {
+        **first,
+        "CodeBucket": "code-b",
+        "JobScriptKey": "b/main.py",
+        "JobPackageKey": "b/job.zip",
+        "WorkerType": "G.2X",
+        "MaxWorkers": "40",
+        "MaxColumns": "100",
+        "PartitionBy": "day(ts)",
+        "SchemaUri": "s3://b/schema.json",
+        "SnapshotRetentionDays": "3",
+        "OrphanFileRetentionDays": "7",
+        "TriggerIntervalSeconds": "60",
+        "EventSource": "eventbridge",
+        "GlueVersion": "5.0",
+        "AlarmEmail": "ops@example.com",
+    }
+    # Then the table and the database resolve to the same properties: CloudFormation has nothing to
+    # update on them (an update would replace the table's metadata: cloudformation-coverage-roadmap#1919)
+    for name in ("GlueDatabase", "IcebergTable", "HiveTable"):
+        assert resolve(R[name]["Properties"], first) == resolve(R[name]["Properties"], second), name
+
+
+def test_orphan_file_deletion_never_sees_a_batch_waiting_to_be_appended() -> None:
+    # The orphan-file optimizer deletes files under its Location that no snapshot references, older than
+    # the retention (Glue Developer Guide, "Orphan file deletion"); batches write under <table>/ingest/
+    # before their append (glue_processor/table/iceberg.py), so its Location is <table>/data/ only
+    from glue_processor.table.iceberg import INGEST_DIR
+
+    config = R["OrphanFileOptimizer"]["Properties"]["TableOptimizerConfiguration"]
+    location = _sub(config["OrphanFileDeletionConfiguration"]["IcebergConfiguration"]["Location"])
+    assert location.endswith("/data/${TableName}/data") and INGEST_DIR != "data"
+
+
+def test_the_control_plane_watches_the_table_optimizers() -> None:
+    env = R["ControlPlane"]["Properties"]["Environment"]["Variables"]
+    assert env["CATALOG_ID"] == {"Ref": "AWS::AccountId"} and "TABLE_NAME" in env
+    statements = role_statements(R["ControlPlane"]["Properties"]["Role"])
+    table = {
+        "Fn::Sub": "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:table/${DatabaseName}/${TableName}"
+    }
+    assert grants(statements, "glue:GetTableOptimizer", table)
+
+
+def test_the_job_may_create_its_database_when_it_is_missing() -> None:
+    # pyiceberg's GlueCatalog.create_namespace calls CreateDatabase (ensure_table's fallback)
+    statements = role_statements(R["GlueJob"]["Properties"]["Role"])
+    database = {"Fn::Sub": "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:database/${DatabaseName}"}
+    assert grants(statements, "glue:CreateDatabase", database)
+
+
+def test_the_job_may_read_its_locked_wheelhouse() -> None:
+    statements = role_statements(R["GlueJob"]["Properties"]["Role"])
+    assert grants(
+        statements, "s3:GetObject", {"Fn::Sub": "arn:${AWS::Partition}:s3:::${CodeBucket}/${JobWheelhousePrefix}/*"}
+    )

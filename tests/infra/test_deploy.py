@@ -37,6 +37,7 @@ TEMPLATE: dict[str, Any] = {
             "JobScriptKey": "",
             "JobPackageKey": "",
             "JobNativeWheelKey": "",
+            "JobWheelhousePrefix": "",
             "MaxWorkers": "10",
             "AlarmEmail": "",
             "ManifestLambdaReservedConcurrency": "0",
@@ -94,6 +95,9 @@ class World:
         wheel.write_bytes(b"wheel")
         self.artifacts["job_native_wheel"] = wheel
         self.keys = {name: content_key(path) for name, path in self.artifacts.items()}
+        self.wheels = [tmp / "pyiceberg-0.12.0-cp311-cp311-manylinux2014_x86_64.whl"]
+        self.wheels[0].write_bytes(b"locked wheel")
+        self.wheelhouse_prefix = "wheelhouse/0123456789abcdef"
 
     def _record(self, params: dict[str, Any], model: Any, **_: Any) -> None:
         self.calls.append(model.name)
@@ -119,6 +123,7 @@ class World:
             "JobScriptKey": self.keys["job_script"],
             "JobPackageKey": self.keys["job_package"],
             "JobNativeWheelKey": self.keys["job_native_wheel"],
+            "JobWheelhousePrefix": self.wheelhouse_prefix,
             **overrides,
         }
 
@@ -128,10 +133,45 @@ def world(aws: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
     w = World(tmp_path)
     monkeypatch.setattr(deploy, "session", lambda region: FakeSession(w.clients))
     monkeypatch.setattr(deploy, "build", lambda out: w.artifacts)
+    monkeypatch.setattr(deploy, "wheelhouse", lambda out: (w.wheelhouse_prefix, w.wheels))
     monkeypatch.setattr(deploy, "render", lambda: TEMPLATE)
     monkeypatch.setattr("sys.stdin", io.StringIO())  # not a TTY: never prompts
     with w.cfn_stub, w.lambda_stub:
         yield w
+
+
+def change_set(world: World, *, changes: list[dict[str, Any]] | None = None, executes: bool = True) -> None:
+    """What CloudFormation answers to a change set: created, computed (with ``changes``; none: it
+    fails saying so, and is deleted), then, if it runs, the stack policy and the execution."""
+    world.cfn_stub.add_response("create_change_set", {"Id": "cs-id", "StackId": "id"}, None)
+    if changes is None:
+        world.cfn_stub.add_response(
+            "describe_change_set",
+            {
+                "Status": "FAILED",
+                "ExecutionStatus": "UNAVAILABLE",
+                "StatusReason": "The submitted information didn't contain changes.",
+                "Changes": [],
+            },
+            None,
+        )
+        world.cfn_stub.add_response("delete_change_set", {}, None)
+        return
+    world.cfn_stub.add_response(
+        "describe_change_set", {"Status": "CREATE_COMPLETE", "ExecutionStatus": "AVAILABLE", "Changes": changes}, None
+    )
+    if executes:
+        world.cfn_stub.add_response("set_stack_policy", {}, None)
+        world.cfn_stub.add_response("execute_change_set", {}, None)
+    else:
+        world.cfn_stub.add_response("delete_change_set", {}, None)
+
+
+def modify(logical: str, kind: str = "AWS::Lambda::Function", action: str = "Modify") -> dict[str, Any]:
+    return {
+        "Type": "Resource",
+        "ResourceChange": {"Action": action, "LogicalResourceId": logical, "ResourceType": kind},
+    }
 
 
 def not_found(stub: Stubber, method: str = "describe_stacks") -> None:
@@ -189,7 +229,7 @@ def test_rollback_complete_is_reported_with_its_reasons_not_as_iam(
     assert "is in ROLLBACK_COMPLETE" in out
     assert out.index("ControlPlane (AWS::Lambda::Function): The provided execution role") < out.index("LandingQueue")
     assert "REPLACE_FAILED=1" in err and "IAM" not in err
-    assert "DeleteStack" not in world.calls and "CreateStack" not in world.calls
+    assert "DeleteStack" not in world.calls and "CreateChangeSet" not in world.calls
     world.cfn_stub.assert_no_pending_responses()
 
 
@@ -201,13 +241,14 @@ def test_replace_failed_deletes_the_rolled_back_stack_then_creates_it(
     world.cfn_stub.add_response("delete_stack", {}, {"StackName": STACK})
     not_found(world.cfn_stub)  # the delete waiter: gone
     world.lambda_stub.add_response("get_account_settings", ACCOUNT, {})
-    world.cfn_stub.add_response("create_stack", {"StackId": "id"}, None)
+    change_set(world, changes=[modify("ControlPlane", action="Add")])
     world.cfn_stub.add_response("describe_stacks", world.stack("CREATE_COMPLETE"), {"StackName": STACK})
     world.cfn_stub.add_response("describe_stacks", world.stack("CREATE_COMPLETE"), {"StackName": STACK})
 
     assert run("deploy", "--replace-failed") == 0
 
-    assert world.calls.index("DeleteStack") < world.calls.index("CreateStack")
+    assert world.calls.index("DeleteStack") < world.calls.index("CreateChangeSet")
+    assert world.requests["CreateChangeSet"]["ChangeSetType"] == "CREATE"
     world.cfn_stub.assert_no_pending_responses()
 
 
@@ -215,14 +256,82 @@ def test_a_no_op_update_says_no_changes_and_does_not_wait(world: World, capsys: 
     # Given a stack deployed from this very build
     world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", world.previous()), None)
     world.lambda_stub.add_response("get_account_settings", ACCOUNT, {})
-    world.cfn_stub.add_client_error("update_stack", "ValidationError", "No updates are to be performed.", 400)
+    change_set(world, changes=None)  # the change set says it has none (failed, with an empty change list)
     # When make deploy runs again
     code = run("deploy")
-    # Then it prints "no changes" and returns: no waiter polls describe_stacks (the Stubber would
-    # reject any call beyond the ones scripted above)
+    # Then it prints "no changes" and returns: nothing is executed, no waiter polls describe_stacks
+    # (the Stubber would reject any call beyond the ones scripted above)
     assert code == 0 and "no changes" in capsys.readouterr().out
-    assert world.calls.count("DescribeStacks") == 1
+    assert world.calls.count("DescribeStacks") == 1 and "ExecuteChangeSet" not in world.calls
     world.cfn_stub.assert_no_pending_responses()
+
+
+def test_an_update_that_would_change_the_table_is_refused_before_it_runs(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # CloudFormation updates an AWS::Glue::Table by calling UpdateTable with the template's TableInput
+    # only, dropping table_type=ICEBERG, metadata_location and the job's columns
+    # (aws-cloudformation/cloudformation-coverage-roadmap#1919, #2495): such a change set never runs
+    world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", world.previous()), None)
+    world.lambda_stub.add_response("get_account_settings", ACCOUNT, {})
+    change_set(
+        world, changes=[modify("GlueJob", "AWS::Glue::Job"), modify("IcebergTable", "AWS::Glue::Table")], executes=False
+    )
+    assert run("deploy", "--param", "TableName=renamed") == 2
+    err = capsys.readouterr().err
+    assert "IcebergTable: Modify" in err and "never updated by CloudFormation" in err
+    assert "ExecuteChangeSet" not in world.calls and "DeleteChangeSet" in world.calls
+    world.cfn_stub.assert_no_pending_responses()
+
+
+def test_every_executed_change_set_runs_under_the_stack_policy_that_protects_the_catalog(world: World) -> None:
+    world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", world.previous()), None)
+    world.lambda_stub.add_response("get_account_settings", ACCOUNT, {})
+    change_set(world, changes=[modify("GlueJob", "AWS::Glue::Job")])
+    world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", world.previous()), None)
+    world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", world.previous()), None)
+    assert run("deploy") == 0
+    # Then the stack policy (set before the execution) denies every update action on the database and
+    # the tables, even to someone who executes a change set by hand (CloudFormation User Guide,
+    # "Prevent updates to stack resources")
+    assert world.calls.index("SetStackPolicy") < world.calls.index("ExecuteChangeSet")
+    policy = json.loads(world.requests["SetStackPolicy"]["StackPolicyBody"])
+    (deny,) = [st for st in policy["Statement"] if st["Effect"] == "Deny"]
+    assert deny["Action"] == "Update:*"
+    assert set(deny["Resource"]) == {f"LogicalResourceId/{r}" for r in ("GlueDatabase", "IcebergTable", "HiveTable")}
+
+
+def test_a_new_stack_over_a_catalog_an_earlier_stack_kept_says_how_to_remove_it(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the database an earlier (destroyed) stack kept: DeletionPolicy RetainExceptOnCreate
+    world.clients["glue"].create_database(DatabaseInput={"Name": "ndjson_ingest"})
+    TEMPLATE["Parameters"]["DatabaseName"] = {"Type": "String", "Default": "ndjson_ingest"}
+    try:
+        not_found(world.cfn_stub)
+        world.lambda_stub.add_response("get_account_settings", ACCOUNT, {})
+        assert run("deploy") == 2
+    finally:
+        del TEMPLATE["Parameters"]["DatabaseName"]
+    err = capsys.readouterr().err
+    assert "Glue database ndjson_ingest exists already" in err and "DROP_CATALOG=1" in err
+    assert "CreateChangeSet" not in world.calls
+
+
+def test_destroy_drop_catalog_removes_the_kept_table_and_database_even_after_the_stack(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    glue = world.clients["glue"]
+    glue.create_database(DatabaseInput={"Name": "db"})
+    glue.create_table(DatabaseName="db", TableInput={"Name": "events"})
+    monkeypatch.setattr(
+        deploy,
+        "render",
+        lambda: {"Parameters": {"DatabaseName": {"Default": "db"}, "TableName": {"Default": "events"}}},
+    )
+    not_found(world.cfn_stub)  # the stack is gone already
+    assert run("destroy", "--drop-catalog") == 0
+    assert glue.get_databases()["DatabaseList"] == []
 
 
 def test_parameters_not_given_keep_their_previous_values(world: World) -> None:
@@ -231,14 +340,15 @@ def test_parameters_not_given_keep_their_previous_values(world: World) -> None:
     previous = world.previous(AlarmEmail="ops@example.com", MaxWorkers="8", Retired="x")
     world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", previous), None)
     world.lambda_stub.add_response("get_account_settings", ACCOUNT, {})
-    world.cfn_stub.add_response("update_stack", {"StackId": "id"}, None)
+    change_set(world, changes=[modify("ManifestEventSource", "AWS::Lambda::EventSourceMapping")])
     world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", previous), None)
     world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", previous), None)
     # When make deploy runs with one new parameter only
     assert run("deploy", "--param", "ManifestLambdaMaxConcurrency=10") == 0
     # Then the update keeps AlarmEmail and MaxWorkers, sets the given and the artifact keys, and
     # does not pass what the template no longer declares
-    sent = {p["ParameterKey"]: p for p in world.requests["UpdateStack"]["Parameters"]}
+    assert world.requests["CreateChangeSet"]["ChangeSetType"] == "UPDATE"
+    sent = {p["ParameterKey"]: p for p in world.requests["CreateChangeSet"]["Parameters"]}
     assert sent["AlarmEmail"] == {"ParameterKey": "AlarmEmail", "UsePreviousValue": True}
     assert sent["MaxWorkers"] == {"ParameterKey": "MaxWorkers", "UsePreviousValue": True}
     assert sent["ManifestLambdaMaxConcurrency"]["ParameterValue"] == "10"
@@ -257,7 +367,7 @@ def test_a_describe_error_is_reported_as_itself_not_as_no_stack(
     assert run("deploy") == 2
     err = capsys.readouterr().err
     assert "AccessDenied" in err and "not authorized" in err
-    assert "CreateStack" not in world.calls
+    assert "CreateChangeSet" not in world.calls
 
 
 @pytest.mark.parametrize(
@@ -274,7 +384,7 @@ def test_a_code_update_restarts_the_job_through_the_control_plane(
     previous = world.previous(**{changed: old_key})
     world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", previous), None)
     world.lambda_stub.add_response("get_account_settings", ACCOUNT, {})
-    world.cfn_stub.add_response("update_stack", {"StackId": "id"}, None)
+    change_set(world, changes=[modify("GlueJob", "AWS::Glue::Job")])
     world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", previous), None)
     world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", previous), None)
     world.cfn_stub.add_response(
@@ -299,7 +409,7 @@ def test_a_code_update_restarts_the_job_through_the_control_plane(
     # When make deploy updates the stack with new job code
     assert run("deploy") == 0
     # Then, after the update finished, the control plane is asked to restart the job
-    assert world.calls.index("UpdateStack") < world.calls.index("Invoke")
+    assert world.calls.index("ExecuteChangeSet") < world.calls.index("Invoke")
     assert json.loads(world.requests["Invoke"]["Payload"]) == {"command": "restart"}
     assert changed in capsys.readouterr().out
     world.lambda_stub.assert_no_pending_responses()

@@ -26,15 +26,18 @@ from contracts.layout import manifest_key
 from contracts.manifest import Manifest, ManifestEntry
 from infra.build import render
 from infra.package import build
-from infra.parity import glue_env, lambda_env, local_native_wheel
+from infra.parity import glue_env, lambda_env, local_native_wheel, local_wheelhouse
 from infra.runtime import (
     DEFAULT_GLUE_VERSION,
     NATIVE_WHEEL_URI,
     ROOT,
+    WHEELHOUSE_URI,
     glue_runtimes,
     job_python_modules,
+    normalise,
     split_as_glue_does,
 )
+from infra.wheelhouse import read_lock
 
 STUB = Path(__file__).parent / "glue_stub"
 TEMPLATE = render()
@@ -52,25 +55,31 @@ def isolated(python: Path, code: str, *, env: dict[str, str] | None = None, time
 # ---------------------------------------------------------------- pins (fast, no environment)
 
 
-def test_additional_python_modules_survive_glues_comma_split() -> None:
-    # Given the value the stack passes to Glue (CloudFormation substitutes the wheel's location)
+def test_additional_python_modules_are_the_locked_wheels_installed_offline() -> None:
+    # Given the value the stack passes to Glue (CloudFormation substitutes the wheels' location)
     value = JOB_ARGS["--additional-python-modules"]["Fn::Sub"]
-    # When Glue splits it on commas, each part is one valid requirement pinned exactly, then the
-    # native wheel's S3 location (AWS Glue Developer Guide, "Using Python libraries with AWS Glue":
-    # wheels in S3 are listed in the same argument)
-    *pins, wheel = split_as_glue_does(value)
-    assert pins == list(job_python_modules())
-    for part in pins:
+    # When Glue splits it on commas, each part is one wheel in S3: the locked wheelhouse, then the
+    # native wheel (AWS Glue Developer Guide, "Using Python libraries with AWS Glue": wheels in S3 are
+    # listed in this argument, and --python-modules-installer-option passes options to pip3)
+    *wheels, native = split_as_glue_does(value)
+    locked = read_lock()
+    assert wheels == [f"{WHEELHOUSE_URI}/{e.file}" for e in locked]
+    assert native == NATIVE_WHEEL_URI
+    assert JOB_ARGS["--python-modules-installer-option"] == "--no-index"
+    # And the lock holds every module of the glue extra, at its pinned version, each file a wheel
+    versions = {e.name: e.version for e in locked}
+    for part in job_python_modules():
         req = Requirement(part)
-        assert len(req.specifier) == 1 and next(iter(req.specifier)).operator == "=="
-    assert wheel == NATIVE_WHEEL_URI
+        assert req.specifier.contains(versions[normalise(req.name)]), part
+    assert all(e.file.endswith(".whl") and len(e.sha256) == 64 for e in locked)
 
 
 def template_modules(wheel: Path) -> str:
-    """The template's ``--additional-python-modules`` with the native wheel at ``wheel``."""
+    """The template's ``--additional-python-modules`` with the native wheel at ``wheel`` and the
+    locked wheelhouse where make package fetches it."""
     value: str = JOB_ARGS["--additional-python-modules"]["Fn::Sub"]
     assert value.count(NATIVE_WHEEL_URI) == 1
-    return value.replace(NATIVE_WHEEL_URI, str(wheel))
+    return value.replace(NATIVE_WHEEL_URI, str(wheel)).replace(WHEELHOUSE_URI, str(local_wheelhouse()))
 
 
 def test_local_pins_are_the_default_glue_versions_libraries() -> None:
