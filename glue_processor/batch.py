@@ -188,7 +188,10 @@ class ManifestBatchJob:
             faults.hit("after-read")
             with stages("write"):
                 if self.sink.in_place:  # final files, written where the table keeps them
-                    self._write(outcome, out_dir=self.sink.output_dir(committed_at), prefix=f"part-{stem}-{attempt}")
+                    out_dir = self.sink.output_dir(
+                        committed_at, query_id=self.query_id, batch_id=batch_id, attempt=attempt
+                    )
+                    self._write(outcome, out_dir=out_dir, prefix=f"part-{stem}-{attempt}")
                 else:
                     self._write(outcome, out_dir=data_dir)
         with stages("write_quarantine"):
@@ -200,7 +203,7 @@ class ManifestBatchJob:
         else:
             data_files = _name_outputs(
                 outcome.data_files,
-                self.sink.output_dir(committed_at),
+                self.sink.output_dir(committed_at, query_id=self.query_id, batch_id=batch_id, attempt=attempt),
                 stem=f"part-{stem}",
                 suffix=".parquet",
                 attempt=attempt,

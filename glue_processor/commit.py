@@ -97,11 +97,23 @@ class BatchCommitter:
         faults.hit("after-commit-record")
         logger.info("batch committed", extra={"batch_id": record.batch_id, "record": self.record_uri(record.batch_id)})
 
+    def published_uri(self, batch_id: int) -> str:
+        """The marker of a batch whose data files the sink has published (not a record: no .json)."""
+        return f"{self.commits_dir()}/{batch_id:012d}.published"
+
     def publish(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> int | None:
-        """Make the record's files visible; safe to repeat after a crash."""
-        snapshot = self.sink.publish(record, footers)
+        """Make the record's files visible; safe to repeat after a crash. Once the sink has published
+        the data, a marker says so: a replay, however late (after the table expired the batch's
+        snapshot, which is how a replay knows the batch is in), does not publish it again."""
+        marker = self.published_uri(record.batch_id)
+        if self.fs.exists(marker):
+            snapshot = int(self.fs.read_bytes(marker) or 0) or None
+        else:
+            snapshot = self.sink.publish(record, footers)
+            self.fs.write_bytes(marker, str(snapshot or "").encode())
         move_all(self.fs, record.quarantine_files)
         self.discard_staging(record.batch_id)
+        self._discard_attempts(record.batch_id, keep=record.attempt)
         return snapshot
 
     def abandoned_uri(self, batch_id: int) -> str:
@@ -117,7 +129,12 @@ class BatchCommitter:
         self.fs.write_bytes(self.abandoned_uri(record.batch_id), reason.encode())
         self._discard_own(record)
         self.discard_staging(record.batch_id)
+        self._discard_attempts(record.batch_id, keep=None)
         logger.error("batch abandoned", extra={"batch_id": record.batch_id, "reason": reason})
+
+    def _discard_attempts(self, batch_id: int, *, keep: str | None) -> None:
+        """Files that killed or fenced attempts of the batch wrote in place under the table."""
+        self.sink.discard_attempts(self.fs, self.query_id, batch_id, keep=keep)
 
     def _discard_own(self, record: CommitRecord) -> None:
         """A fenced attempt's files written in place are never committed: remove them now rather than

@@ -108,6 +108,8 @@ class Publication:
         state: dict[str, BaseException] = {}
 
         def keep_trying(exc: BaseException) -> bool:
+            if not isinstance(exc, Exception):  # the process is going down (SystemExit, a signal): stop
+                return False
             content = refused(exc)
             count = self.failed(exc, content)
             if content and count >= self.max_refusals:

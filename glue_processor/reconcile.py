@@ -102,8 +102,9 @@ def local_landing(workdir: Path) -> Iterator[LandedObject]:
 
 
 def local_records(workdir: Path) -> Iterator[CommitRecord]:
+    """The ledger's records, but those of abandoned batches (their objects were never loaded)."""
     for path in sorted((workdir / "output" / COMMITS_DIR).glob("*/*.json")):
-        if not is_commit_record(path.name):
+        if not is_commit_record(path.name) or path.with_suffix(".abandoned").exists():
             continue
         yield CommitRecord.model_validate_json(path.read_bytes())
 
@@ -147,12 +148,17 @@ def s3_landing_versions(s3: Any, uri: str, *, suffixes: tuple[str, ...] = DEFAUL
 
 
 def s3_records(s3: Any, output_uri: str) -> Iterator[CommitRecord]:
+    """The ledger's records, but those of abandoned batches (their objects were never loaded)."""
     bucket, prefix = _split(output_uri.rstrip("/") + f"/{COMMITS_DIR}/")
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for obj in page.get("Contents", []):
-            if is_commit_record(obj["Key"].rsplit("/", 1)[-1]):
-                body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
-                yield CommitRecord.model_validate_json(body)
+    keys = [
+        o["Key"]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        for o in page.get("Contents", [])
+    ]
+    abandoned = {k.removesuffix(".abandoned") for k in keys if k.endswith(".abandoned")}
+    for key in keys:
+        if is_commit_record(key.rsplit("/", 1)[-1]) and key.removesuffix(".json") not in abandoned:
+            yield CommitRecord.model_validate_json(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
 
 
 def sqs_requeue(sqs: Any, queue_url: str, missing: list[LandedObject]) -> int:

@@ -34,6 +34,13 @@ TABLE_PROPERTIES = {
     "history.expire.max-snapshot-age-ms": str(24 * 3600 * 1000),
     "history.expire.min-snapshots-to-keep": "10",
     "write.parquet.compression-codec": "snappy",
+    # commits conflict with the Glue table optimizers' (optimistic concurrency both sides): retried with
+    # exponential back-off, by pyiceberg for the job and by Iceberg's Java library for the optimizers
+    # (Iceberg configuration: commit.retry.*); the job retries past these too (glue_processor/publication.py)
+    "commit.retry.num-retries": "10",
+    "commit.retry.min-wait-ms": "100",
+    "commit.retry.max-wait-ms": "60000",
+    "commit.retry.total-timeout-ms": "1800000",
     "ingest.writer": "s3-ndjson-ingest",
 }
 

@@ -105,11 +105,17 @@ def compact(
 
 
 def expire_snapshots(
-    table: Table, *, now: datetime | None = None, keep: int | None = None, max_age: timedelta | None = None
+    table: Table,
+    *,
+    now: datetime | None = None,
+    keep: int | None = None,
+    max_age: timedelta | None = None,
+    clean_files: bool = False,
 ) -> int:
     """Expire snapshots older than ``max_age`` (default: the table's ``history.expire.max-snapshot-age-ms``),
-    keeping the newest ``keep`` (default: the table's ``history.expire.min-snapshots-to-keep``). Only the
-    metadata changes: the files only expired snapshots referenced become orphans, for orphan clean-up."""
+    keeping the newest ``keep`` (default: the table's ``history.expire.min-snapshots-to-keep``). With
+    ``clean_files`` (as the Glue retention optimizer's CleanExpiredFiles), the data files only expired
+    snapshots referenced are deleted too; without, only the metadata changes."""
     props = table.properties
     if max_age is None:
         max_age = timedelta(milliseconds=int(props.get("history.expire.max-snapshot-age-ms", 5 * 24 * 3600 * 1000)))
@@ -123,18 +129,30 @@ def expire_snapshots(
         for s in snapshots[: max(0, len(snapshots) - keep)]
         if s.timestamp_ms < cutoff_ms and (current is None or s.snapshot_id != current.snapshot_id)
     ]
-    if old:
-        table.maintenance.expire_snapshots().by_ids(old).commit()
+    if not old:
+        return 0
+    before = _all_files(table) if clean_files else set()
+    table.maintenance.expire_snapshots().by_ids(old).commit()
+    if clean_files:
+        table.refresh()
+        for uri in sorted(before - _all_files(table)):
+            store_for(uri).delete(uri)
     return len(old)
 
 
+def _all_files(table: Table) -> set[str]:
+    """Every data file any snapshot of the table references."""
+    if not table.metadata.snapshots:
+        return set()
+    return set(table.inspect.all_data_files().column("file_path").to_pylist())
+
+
 def delete_orphans(table: Table, *, older_than: timedelta, now: datetime | None = None) -> int:
-    """Delete data files no snapshot references, older than ``older_than`` (an attempt in flight
-    writes files the table does not reference yet: they must be younger than this)."""
+    """Delete files under the table's ``data/`` (where compaction writes) that no snapshot references,
+    older than ``older_than``, as the Glue orphan-file optimizer does with its Location there. Batches
+    write under ``ingest/``, which this never scans (see IcebergSink.output_dir)."""
     table.refresh()
-    referenced = (
-        set(table.inspect.all_data_files().column("file_path").to_pylist()) if table.metadata.snapshots else set()
-    )
+    referenced = _all_files(table)
     root = f"{table.location().rstrip('/')}/data/"
     store = store_for(root)
     cutoff = (now or datetime.now(UTC)) - older_than
@@ -150,7 +168,7 @@ def maintain(
     table: Table, *, target_bytes: int, orphan_age: timedelta, include_open: bool = False
 ) -> MaintenanceReport:
     report = compact(table, target_bytes=target_bytes, include_open=include_open)
-    report.expired_snapshots = expire_snapshots(table)
+    report.expired_snapshots = expire_snapshots(table, clean_files=True)
     report.orphans_deleted = delete_orphans(table, older_than=orphan_age)
     return report
 

@@ -38,7 +38,7 @@ class HiveSink:
     def partition(self, committed_at: datetime) -> str:
         return f"dt={committed_at:%Y-%m-%d}"
 
-    def output_dir(self, committed_at: datetime) -> str:
+    def output_dir(self, committed_at: datetime, *, query_id: str = "", batch_id: int = 0, attempt: str = "") -> str:
         return f"{self.output_uri}/{self.partition(committed_at)}"
 
     def check(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> None:
@@ -50,6 +50,9 @@ class HiveSink:
         if self.columns is not None and record.data_files:
             self.columns.sync(record.keys)
         return None
+
+    def discard_attempts(self, fs: HadoopFS, query_id: str, batch_id: int, *, keep: str | None) -> None:
+        """Nothing: attempts write under the staging directory, which the committer removes."""
 
     def stats(self) -> dict[str, int]:
         return {}

@@ -1,12 +1,15 @@
 """The Iceberg sink: a batch's files, written in place under the table, become one append.
 
-Tasks write the batch's Parquet files directly under ``<table>/data/<partition>/``; nothing is
-renamed or copied. The driver, after the commit record (the fence, see :mod:`glue_processor.commit`),
-commits them as **one** Iceberg fast append whose snapshot summary carries the query id and batch
-id. A re-run of a committed batch finds that snapshot and appends nothing: the check and the append
-are one optimistic commit (:class:`BatchAbsent` is validated by the catalog against the table's
-current metadata, like its own requirements), so two runs finishing the same batch at once append it
-once. Files of killed attempts are never in a snapshot; orphan-file clean-up removes them.
+Tasks write the batch's Parquet files directly under the table; nothing is renamed or copied. The
+driver, after the commit record (the fence, see :mod:`glue_processor.commit`), commits them as
+**one** Iceberg fast append whose snapshot summary carries the query id and batch id, through
+pyiceberg's public API only. Exactly once: the append is built on the table as just refreshed, and
+pyiceberg asserts at commit that the branch's head is still the snapshot it was built on (its
+parent-snapshot requirement); the commit goes through :class:`BatchGuard`, a catalog that refuses it
+when that head already holds the batch. So the check and the append see the same head, whoever
+commits in between (another run finishing the same batch, or a compaction: pyiceberg then rebuilds
+the append on the new head, and the guard checks again). Files of killed attempts are never in a
+snapshot; the job removes them itself (:mod:`glue_processor.commit`).
 
 Each file's statistics come from the Parquet footer its task returned, so the driver makes no S3
 call per file (a re-run after a crash reads the footers back).
@@ -17,19 +20,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import Field
+from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, ValidationError, ValidationException
-from pyiceberg.table import Table
+from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import Snapshot
-from pyiceberg.table.update import ValidatableTableRequirement
+from pyiceberg.table.update import AssertRefSnapshotId, TableRequirement, TableUpdate
 
 from contracts.ledger import CommitRecord
 from glue_processor import faults
+from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.publication import PublishRefused, refuse_columns
 from glue_processor.table.datafiles import data_file
 from glue_processor.table.footer import metadata_of
@@ -41,22 +46,44 @@ QUERY_ID = "ingest.query-id"
 BATCH_ID = "ingest.batch-id"
 ATTEMPT = "ingest.attempt"
 EXPIRE_EVERY = 60
+# where batches write their files under the table (see IcebergSink.output_dir)
+INGEST_DIR = "ingest"
 
 
 class BatchAppended(ValidationException):
     """The batch's snapshot is already in the table: nothing to append."""
 
 
-class BatchAbsent(ValidatableTableRequirement):
-    """Commit only if the table has no snapshot of this (query id, batch id)."""
+class BatchGuard:
+    """A catalog that commits through another one, refusing to append a batch the table already
+    holds: each attempt is checked against the metadata it was built on (whose head pyiceberg's
+    requirement asserts), pyiceberg's own retries after a conflict included."""
 
-    type: Literal["assert-ingest-batch-absent"] = Field(default="assert-ingest-batch-absent")
-    query_id: str
-    batch_id: int
+    def __init__(self, catalog: Catalog, query_id: str, batch_id: int) -> None:
+        self._catalog = catalog
+        self.query_id, self.batch_id = query_id, batch_id
 
-    def validate(self, base_metadata: TableMetadata | None) -> None:  # type: ignore[override]
-        if base_metadata is not None and find_snapshot(base_metadata, self.query_id, self.batch_id) is not None:
+    def commit_table(
+        self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]
+    ) -> CommitTableResponse:
+        head = next(
+            (r.snapshot_id for r in requirements if isinstance(r, AssertRefSnapshotId) and r.ref == MAIN_BRANCH), None
+        )
+        base = table.metadata
+        if head is not None and base.current_snapshot_id != head:
+            base = self._catalog.load_table(table.name()).metadata  # not the head asserted: read it
+        if find_snapshot(base, self.query_id, self.batch_id) is not None:
             raise BatchAppended(f"batch {self.batch_id} of query {self.query_id} is already in the table")
+        return self._catalog.commit_table(table, requirements, updates)
+
+    def __getattr__(self, name: str) -> Any:  # everything else is the catalog's
+        return getattr(self._catalog, name)
+
+
+def guarded(table: Table, query_id: str, batch_id: int) -> Table:
+    """The same table, committing through :class:`BatchGuard`."""
+    guard = cast(Catalog, BatchGuard(table.catalog, query_id, batch_id))
+    return Table(table.name(), table.metadata, table.metadata_location, table.io, guard)
 
 
 def find_snapshot(metadata: TableMetadata, query_id: str, batch_id: int) -> Snapshot | None:
@@ -88,9 +115,22 @@ class IcebergSink:
     def partition(self, committed_at: datetime) -> str:
         return f"{INGEST_DAY}={committed_at:%Y-%m-%d}"
 
-    def output_dir(self, committed_at: datetime) -> str:
-        """The table's data directory: each file goes under its partition's path there."""
-        return f"{self._table().location().rstrip('/')}/data"
+    def output_dir(self, committed_at: datetime, *, query_id: str, batch_id: int, attempt: str) -> str:
+        """Where a batch attempt writes its files (each under its partition's path there): the table's
+        ``ingest/`` directory, one per attempt. Orphan-file deletion runs on ``data/`` only (where
+        compaction writes): a batch committed but not yet appended, however long the job is down,
+        never loses its files to it; the job removes the attempts that lost itself
+        (:meth:`discard_attempts`), and compacted-away files go with the snapshots that held them."""
+        return f"{self.ingest_dir(query_id, batch_id)}/{attempt}"
+
+    def ingest_dir(self, query_id: str, batch_id: int) -> str:
+        return f"{self._table().location().rstrip('/')}/{INGEST_DIR}/{query_id}/{batch_id:012d}"
+
+    def discard_attempts(self, fs: HadoopFS, query_id: str, batch_id: int, *, keep: str | None) -> None:
+        """Remove the files of every attempt of a batch but ``keep`` (the published one)."""
+        for info in fs.list(self.ingest_dir(query_id, batch_id)):
+            if info.is_dir and info.name != keep:
+                fs.delete(info.uri)
 
     def stats(self) -> dict[str, int]:
         """From the metadata in hand (no catalog call): snapshots kept, data files in the current one."""
@@ -156,18 +196,18 @@ class IcebergSink:
         # the files' own column types (declared columns are typed): the first file's footer tells
         first = record.data_files[0].final
         written = _arrow_schema(table, first, footers.get(first))
-        with table.transaction() as tx:
+        with guarded(table, record.query_id, record.batch_id).transaction() as tx:
             new = missing_columns(tx.table_metadata.schema(), record.keys, written)
             if new:
                 with tx.update_schema() as update:
                     update.union_by_name(data_columns(record.keys, written))
-            tx._stage((), (cast(Any, BatchAbsent(query_id=record.query_id, batch_id=record.batch_id)),))
             metadata = tx.table_metadata
             files = [data_file(table.io, metadata, f.final, f.bytes, footers.get(f.final)) for f in record.data_files]
             with tx.update_snapshot(snapshot_properties=properties).fast_append() as append:
                 for entry in files:
                     append.append_data_file(entry)
             faults.hit("before-table-commit")
+        table.refresh()
         snapshot = find_snapshot(table.metadata, record.query_id, record.batch_id)
         if snapshot is None:
             raise CommitFailedException(f"batch {record.batch_id}: the append is not in the table after its commit")

@@ -27,8 +27,8 @@ class Sink(Protocol):
         """The label of the partition a batch committed at this time writes (its commit record's)."""
         ...
 
-    def output_dir(self, committed_at: datetime) -> str:
-        """Where the batch's data files go (or will be moved to)."""
+    def output_dir(self, committed_at: datetime, *, query_id: str, batch_id: int, attempt: str) -> str:
+        """Where the batch attempt's data files go (or will be moved to)."""
         ...
 
     def check(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> None:
@@ -38,6 +38,10 @@ class Sink(Protocol):
 
     def publish(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> int | None:
         """Make the committed record's data files visible, idempotently; the snapshot id if any."""
+        ...
+
+    def discard_attempts(self, fs: HadoopFS, query_id: str, batch_id: int, *, keep: str | None) -> None:
+        """Remove what the batch's other attempts wrote where the table keeps its files (in-place sinks)."""
         ...
 
     def stats(self) -> dict[str, int]:

@@ -46,7 +46,8 @@ def test_each_batch_is_one_snapshot_carrying_its_query_and_batch_id(spark: Any, 
     assert mapping is not None and {f.names[0] for f in mapping} >= {"a", "b"}
     # And its data files live under the table, partitioned by ingest day, with no file left staged
     for path in current_files(table):
-        assert f"/events/data/ingest_day={datetime.now(UTC):%Y-%m-%d}/" in path
+        assert "/events/ingest/0123456789abcdef/00000000000" in path  # <table>/ingest/<query>/<batch>/<attempt>/
+        assert f"/ingest_day={datetime.now(UTC):%Y-%m-%d}/" in path
     assert sorted((r["a"], r.get("b")) for r in read_rows(tmp_path / "output")) == [
         ("1", None),
         ("2", None),
@@ -107,10 +108,10 @@ def test_compaction_packs_a_day_of_small_batches_with_every_record_once(spark: A
     assert len(current_files(table)) == 1
     after = sorted((r["_source_uri"], r["_line"], r.get("late")) for r in read_rows(tmp_path / "output"))
     assert after == before and len(after) == 300
-    # And after snapshot expiry the replaced files are orphans, and clean-up deletes them from storage
-    assert expire_snapshots(table, now=datetime.now(UTC) + timedelta(days=2), keep=1) == 6
-    assert delete_orphans(table, older_than=timedelta(0)) == 6
+    # And expiring the snapshots deletes the replaced files (as the retention optimizer's CleanExpiredFiles)
+    assert expire_snapshots(table, now=datetime.now(UTC) + timedelta(days=2), keep=1, clean_files=True) == 6
     assert not any(local_file(p).exists() for p in small)
+    assert delete_orphans(table, older_than=timedelta(0)) == 0
     assert sorted((r["_source_uri"], r["_line"], r.get("late")) for r in read_rows(tmp_path / "output")) == before
 
 
@@ -123,18 +124,96 @@ def test_the_open_day_is_left_alone(spark: Any, tmp_path: Path) -> None:
     assert report.rewritten == 0 and len(current_files(load(env.settings))) == 3
 
 
-def test_orphans_of_killed_attempts_are_removed_and_table_files_kept(spark: Any, tmp_path: Path) -> None:
+def test_orphans_under_data_are_removed_and_table_files_kept(spark: Any, tmp_path: Path) -> None:
     env = Env(tmp_path)
     env.job(spark).run([env.manifest("m0", [env.put("a.json", _lines({"a": 1}))])], 0)
     table = load(env.settings)
     kept = current_files(table)
-    # Given a file a killed attempt wrote in place, never committed
-    orphan = local_file(kept[0]).with_name("part-killed-attempt-00000.parquet")
+    # Given a file a killed compaction wrote under data/, never committed
+    orphan = Path(table.location().removeprefix("file://")) / "data" / "ingest_day=2026-01-01" / "compacted-x.parquet"
+    orphan.parent.mkdir(parents=True)
     orphan.write_bytes(local_file(kept[0]).read_bytes())
-    # Then a young orphan stays (an attempt may be in flight), an old one goes; table files stay
+    # Then a young orphan stays (a compaction may be in flight), an old one goes; table files stay
     assert delete_orphans(table, older_than=timedelta(hours=1)) == 0 and orphan.exists()
     assert delete_orphans(table, older_than=timedelta(0)) == 1 and not orphan.exists()
     assert all(local_file(p).exists() for p in kept)
+
+
+def test_a_killed_attempt_s_files_go_when_its_batch_is_published(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    job = env.job(spark)
+    job.sink.open()
+    # Given the files an earlier attempt of batch 0 wrote under the table before it was killed
+    where = job.sink.output_dir(datetime.now(UTC), query_id=job.query_id, batch_id=0, attempt="deadbeef0000")
+    killed = Path(where.removeprefix("file://"))
+    (killed / "ingest_day=2026-01-01").mkdir(parents=True)
+    (killed / "ingest_day=2026-01-01" / "part-killed.parquet").write_bytes(b"PAR1")
+    # When the batch runs again and is published
+    job.run([env.manifest("m0", [env.put("a.json", _lines({"a": 1}))])], 0)
+    # Then the killed attempt's files are gone, the published ones kept
+    assert not killed.exists()
+    assert [r["a"] for r in read_rows(tmp_path / "output")] == ["1"]
+    assert all(local_file(p).exists() for p in current_files(load(env.settings)))
+
+
+def test_a_batch_committed_but_not_appended_keeps_its_files_through_orphan_deletion(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = Env(tmp_path)
+    job = env.job(spark)
+    # Given a batch whose commit record is written, and whose append is not (the job went down)
+    monkeypatch.setattr(IcebergSink, "publish", lambda self, record, footers=None: (_ for _ in ()).throw(SystemExit(1)))
+    with pytest.raises(SystemExit):
+        job.run([env.manifest("m0", [env.put("a.json", _lines({"a": 1}, {"a": 2}))])], 0)
+    monkeypatch.undo()
+    # When orphan-file deletion runs with no retention at all (the job was down longer than it)
+    assert delete_orphans(load(env.settings), older_than=timedelta(0)) == 0
+    # Then the replay publishes every record
+    env.job(spark).run([env.manifest("m0", [env.put("a.json", _lines({"a": 1}, {"a": 2}))])], 0)
+    assert sorted(r["a"] for r in read_rows(tmp_path / "output")) == ["1", "2"]
+
+
+def test_a_replay_long_after_its_snapshot_expired_appends_nothing(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    manifest = env.manifest("m0", [env.put("a.json", _lines({"a": 1}))])
+    env.job(spark).run([manifest], 0)
+    env.job(spark).run([env.manifest("m1", [env.put("b.json", _lines({"a": 2}))])], 1)
+    # Given batch 0's snapshot expired (the job stayed down past the retention, then Spark replays it)
+    table = load(env.settings)
+    assert expire_snapshots(table, now=datetime.now(UTC) + timedelta(days=2), keep=1) == 1
+    assert find_snapshot(load(env.settings).metadata, env.job(spark).query_id, 0) is None
+    # When batch 0 runs again, Then nothing is appended twice
+    env.job(spark).run([manifest], 0)
+    assert sorted(r["a"] for r in read_rows(tmp_path / "output")) == ["1", "2"]
+
+
+def test_a_compaction_that_commits_between_refresh_and_append_keeps_both(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from glue_processor import faults
+
+    env = Env(tmp_path)
+    job = env.job(spark)
+    for n in range(2):
+        job.run([env.manifest(f"m{n}", [env.put(f"f{n}.json", _lines({"n": n}))])], n)
+    # Given a compaction (another writer, as the Glue optimizer is) that commits while batch 2 is
+    # between its refresh and its append
+    real, compacted = faults.hit, []
+
+    def hit(point: str) -> None:
+        if point == "before-table-commit" and not compacted:
+            compacted.append(compact(load(env.settings), target_bytes=128 * 1024 * 1024, include_open=True))
+        real(point)
+
+    monkeypatch.setattr(faults, "hit", hit)
+    job.run([env.manifest("m2", [env.put("f2.json", _lines({"n": 2}))])], 2)
+    # Then both commits are in the table: the compaction's, and the batch once, on top of it
+    assert compacted and compacted[0].rewritten == 2
+    table = load(env.settings)
+    ops = [s.summary.operation.value for s in table.metadata.snapshots if s.summary]  # type: ignore[union-attr]
+    assert "overwrite" in ops
+    assert sum(1 for s in table.metadata.snapshots if s.summary and s.summary.get(BATCH_ID) == "2") == 1
+    assert sorted(r["n"] for r in read_rows(tmp_path / "output")) == ["0", "1", "2"]
 
 
 def test_make_query_reads_the_current_snapshot(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
