@@ -51,3 +51,39 @@ def test_a_processed_manifest_left_behind_is_archived_before_the_next_generation
     assert checkpoint.endswith("gen-00002")
     assert sorted(p.name for p in manifests.iterdir()) == ["m3.json", "m4.json"]
     assert sorted(p.name for p in archive.iterdir()) == ["m2.json"]
+
+
+def test_processed_paths_reads_the_checkpoint_real_spark_writes(spark: Any, tmp_path: Path) -> None:
+    """The file source's checkpoint log is Spark's internal format: pin it to the Spark Glue runs.
+    A real streaming query (this environment's Spark, which must be a Glue version's) writes the
+    log, compacted every 2 batches, and processed_paths must read back every file it processed."""
+    import pyspark
+
+    from infra.runtime import glue_runtimes
+
+    assert pyspark.__version__ in {r.spark for r in glue_runtimes().values()}, pyspark.__version__
+    manifests, checkpoint = tmp_path / "in dir ü", tmp_path / "checkpoint"
+    manifests.mkdir()
+    for n in range(5):
+        (manifests / f"m{n}.json").write_text('{"a": 1}\n')
+    spark.conf.set("spark.sql.streaming.fileSource.log.compactInterval", "2")
+    try:
+        query = (
+            spark.readStream.schema("a INT")
+            .option("maxFilesPerTrigger", 1)
+            .json(local_uri(manifests))
+            .writeStream.foreachBatch(lambda df, batch_id: None)
+            .option("checkpointLocation", local_uri(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+    finally:
+        spark.conf.unset("spark.sql.streaming.fileSource.log.compactInterval")
+    log = checkpoint / "sources" / "0"
+    assert any(p.name.endswith(".compact") for p in log.iterdir()), sorted(p.name for p in log.iterdir())
+    assert all(p.read_text().startswith("v1\n") for p in log.iterdir() if not p.name.startswith("."))
+    from glue_processor.generations import _key, processed_paths
+
+    got = {_key(p) for p in processed_paths(HadoopFS(spark), local_uri(checkpoint))}
+    assert got == {_key(local_uri(manifests / f"m{n}.json")) for n in range(5)}
