@@ -128,7 +128,7 @@ fuzz: setup ## coverage-guided fuzzing of the scanner, the framer and the Thrift
 
 sanitize: setup ## the native modules built with AddressSanitizer and UBSan, under the tests that drive them (fuzz and property tests; a finding aborts with its report on stderr)
 	@rm -rf .sanitize && mkdir -p .sanitize/ndjson_arrow && cp native/ndjson_arrow/*.py .sanitize/ndjson_arrow/
-	@for m in _scan _pages _thrift; do gcc -shared -fPIC -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -std=c11 $$($(BIN)/python -c 'import sysconfig; print("-I" + sysconfig.get_paths()["include"])') native/ndjson_arrow/$$m.c -o .sanitize/ndjson_arrow/$$m$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))') || exit 1; done
+	@for m in _scan _thrift; do gcc -shared -fPIC -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -std=c11 $$($(BIN)/python -c 'import sysconfig; print("-I" + sysconfig.get_paths()["include"])') native/ndjson_arrow/$$m.c -o .sanitize/ndjson_arrow/$$m$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))') || exit 1; done
 	ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" PYTHONPATH=.sanitize \
 		$(BIN)/python -m pytest -q -p no:cacheprovider --capture=sys -m "not spark" tests/native tests/glue_processor/test_ndjson.py tests/glue_processor/test_ndjson_accounting.py tests/glue_processor/test_ndjson_shapes.py tests/glue_processor/test_parquet_writer.py tests/glue_processor/test_parquet_concat.py tests/glue_processor/test_tasks.py tests/glue_processor/test_overflow.py
 

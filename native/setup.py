@@ -1,4 +1,4 @@
-"""The native modules: the NDJSON scanner, the Parquet page encoder, the Thrift codec.
+"""The native modules: the NDJSON scanner (and the document framer), the Thrift codec.
 
 Everything else about the package is in pyproject.toml."""
 
@@ -17,6 +17,6 @@ setup(
             depends=["ndjson_arrow/scan_core.h", "ndjson_arrow/frame_core.h"],
             extra_compile_args=FLAGS,
         )
-        for name in ("_scan", "_pages", "_thrift")
+        for name in ("_scan", "_thrift")
     ]
 )

@@ -103,22 +103,21 @@ def test_the_native_wheel_runs_on_glue_as_built(artifacts: dict[str, Path], tmp_
         modules = sorted(n for n in zf.namelist() if n.endswith(".so"))
         needs = set().union(*(glibc_needs(zf.read(so)) for so in modules))
         assert not any(n.endswith(".c") for n in zf.namelist())
-    assert [m.split("/")[-1].split(".")[0] for m in modules] == ["_pages", "_scan", "_thrift"]
+    assert [m.split("/")[-1].split(".")[0] for m in modules] == ["_scan", "_thrift"]
     assert needs and max(needs) <= GLUE_GLIBC, needs
-    # And it installs and runs in a clean interpreter with nothing else: a scan, a page, a footer
+    # And it installs and runs in a clean interpreter with nothing else: a scan, a footer
     pip_install(tmp_path / "native", "--no-deps", str(wheel))
     out = clean_python(
         "import ndjson_arrow\n"
-        "from ndjson_arrow import _pages, _thrift\n"
+        "from ndjson_arrow import _thrift\n"
         'new, cols, lines, rows, bad, extra, *_ = ndjson_arrow.scan(b\'{"a":"x"}\\nnope\\n\', [], 10)\n'
-        "pages = _pages.encode_strings([(bytes([0, 0, 0, 0, 1, 0, 0, 0]), b'x', None, 0, 1)], 1024)\n"
         "footer = _thrift.encode(_thrift.decode(b'\\x15\\x04\\x00'))\n"
-        "print(new, rows, [b[:2] for b in bad], pages[0][0][1:], footer)",
+        "print(new, rows, [b[:2] for b in bad], footer)",
         tmp_path / "native",
     )
     assert out.returncode == 0, out.stderr
     bad = __import__("ndjson_arrow").MALFORMED
-    assert out.stdout.strip() == f"['a'] 1 [(2, {bad})] (1, 0) b'\\x15\\x04\\x00'"
+    assert out.stdout.strip() == f"['a'] 1 [(2, {bad})] b'\\x15\\x04\\x00'"
 
 
 def test_deploy_without_credentials_fails_clearly(
