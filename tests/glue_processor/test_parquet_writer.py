@@ -65,6 +65,9 @@ def test_every_page_is_arrows_and_each_table_is_one_row_group_on_disk_at_once(tm
     assert pq.read_table(path).equals(pa.concat_tables([table] * 3))
 
 
+TEXT = ["", "zürich", "東京", 'q"\\', "x" * 300, "\x00nul", "😀"]
+
+
 @pytest.mark.spark
 def test_spark_reads_every_row_whatever_its_reader_and_splits(spark: Any, tmp_path: Path) -> None:
     # Given a file of several row groups (sparse and dense string columns)
