@@ -149,7 +149,7 @@ def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
     final = set(spec.keys)
     folded = 0
     with out.writer(spec.uri) as path:
-        writer: parquet_writer.Writer | None = None
+        writer: pq.ParquetWriter | None = None
         try:
             for part in spec.parts:
                 source = pq.ParquetFile(pa.BufferReader(stores(part.uri).read(part.uri).data))
