@@ -3,7 +3,7 @@
     python -m bench.bigobject [--gz-mb 1024]
 
 Writes a gzip NDJSON object of small lines (about five bytes of text per gzip byte) without
-holding it in memory, then runs the job's parse task (``glue_processor.tasks.run_task``) over it in
+holding it in memory, then runs the job's parse task (``glue_processor.read.task.run_task``) over it in
 a subprocess and reports that process's peak RSS, the time and the text bytes read. Run it at two
 sizes: with streamed reading the peak is the same.
 """
@@ -53,7 +53,7 @@ def generate(path: Path, gz_mb: int) -> int:
 
 def run_one(path: Path) -> None:
     """In the measured subprocess: one parse task over the object, as the job runs it."""
-    from glue_processor.tasks import FileTask, TaskSpec, run_task
+    from glue_processor.read.task import FileTask, TaskSpec, run_task
 
     out = path.parent / "out"
     item = FileTask(path.as_uri(), path.as_uri(), "e", datetime.now(UTC), "file:///manifest.json")

@@ -12,7 +12,7 @@ import json
 import random
 import time
 
-from glue_processor.ndjson import parse_ndjson
+from glue_processor.read.ndjson import parse_ndjson
 from glue_processor.table.declared import conform, parse_schema
 
 SCHEMA = {

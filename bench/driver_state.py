@@ -1,7 +1,7 @@
 """Driver state over a long run: memory and restart time of the dedupe index, simulated.
 
 100,000 batches at the seed's load (200,000 objects an hour, a batch every 30 s: 1,667 object
-versions per batch) go through the job's own :class:`glue_processor.dedupe.DedupeIndex` with a
+versions per batch) go through the job's own :class:`glue_processor.plan.dedupe.DedupeIndex` with a
 24 h window. Every 5,000 batches it records the index's bytes and the process's RSS, and what a
 restart costs: loading the snapshot, and parsing the commit records written after it (at most
 ``DEDUPE_SNAPSHOT_BATCHES``, each listing 1,667 sources). Reading those objects from S3 is not
@@ -23,7 +23,7 @@ import psutil
 
 from contracts.ledger import BatchStats, CommitRecord, SourceRecord
 from glue_processor.batch import DEDUPE_SNAPSHOT_BATCHES
-from glue_processor.dedupe import DedupeIndex
+from glue_processor.plan.dedupe import DedupeIndex
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -1,7 +1,7 @@
 """A parse task's peak memory on the worst shapes: each shape run by one task in a fresh process.
 
 ``python -m bench.memory [--mb 8]`` prints, per shape, the rows loaded and the process's peak RSS
-above its start (modules imported), against the bound :func:`glue_processor.tasks.memory_bound`
+above its start (modules imported), against the bound :func:`glue_processor.read.task.memory_bound`
 states. ``tests/glue_processor/test_memory.py`` runs the same shapes, smaller.
 """
 
@@ -65,7 +65,7 @@ def measure(shape: str, mb: int, workdir: Path) -> dict[str, float]:
     code = f"""
 import json, resource
 from datetime import UTC, datetime
-from glue_processor.tasks import FileTask, TaskSpec, run_task
+from glue_processor.read.task import FileTask, TaskSpec, run_task
 start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 spec = TaskSpec(index=0, files=(FileTask({data.as_uri()!r}, "s3://b/k", "e", datetime.now(UTC), "s3://m/x"),),
     known=tuple(f"key_{{i:04d}}" for i in range({known})), data_dir={(workdir / "out").as_uri()!r},
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=8, help="MiB of text per shape (the huge line: 8x)")
     args = parser.parse_args(argv)
-    from glue_processor.tasks import memory_bound
+    from glue_processor.read.task import memory_bound
 
     print(f"{'shape':40} {'rows':>10} {'peak MiB':>9} {'above start':>12} {'bound':>7}")
     for shape in SHAPES:

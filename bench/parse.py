@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from bench.shapes import SHAPES, generate
-from glue_processor.ndjson import parse_ndjson
+from glue_processor.read.ndjson import parse_ndjson
 
 ROOT = Path(__file__).resolve().parents[1]
 MB = 1024 * 1024

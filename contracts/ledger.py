@@ -1,7 +1,7 @@
 """The batch commit record: what a committed micro-batch published, and from which objects.
 
 The job writes one record per batch under ``<output>/_commits/<query_id>/``. Writing it is the
-batch's commit point (see ``glue_processor.commit``); the records together are the ledger of
+batch's commit point (see ``glue_processor.commit.ledger``); the records together are the ledger of
 every object ever ingested, read by the local summary, ``make status`` and reconciliation.
 """
 

@@ -1,9 +1,9 @@
 """One micro-batch: manifests -> parse tasks by input -> write tasks by output -> one commit.
 
 Parse tasks are planned from the batch's input so that every core has work (see
-:func:`glue_processor.sizing.parse_unit_count`); each stages Parquet parts. The write stage
-(:mod:`glue_processor.merge`) turns the parts into files of about the target size. The commit
-protocol (:mod:`glue_processor.commit`) publishes the batch exactly once.
+:func:`glue_processor.plan.sizing.parse_unit_count`); each stages Parquet parts. The write stage
+(:mod:`glue_processor.write.merge`) turns the parts into files of about the target size. The commit
+protocol (:mod:`glue_processor.commit.ledger`) publishes the batch exactly once.
 """
 
 from __future__ import annotations
@@ -25,23 +25,23 @@ from contracts.exceptions import FencedOut
 from contracts.ledger import BatchStats, CommitRecord, PublishedFile, SourceRecord
 from contracts.metrics import PUBLISH_FAILURES, QUARANTINED_MANIFESTS, datum
 from glue_processor import faults
-from glue_processor.commit import BatchCommitter
-from glue_processor.dedupe import DedupeIndex, load_snapshot, save_snapshot
+from glue_processor.commit.ledger import BatchCommitter
+from glue_processor.commit.publication import Publication
 from glue_processor.hadoop_fs import HadoopFS
-from glue_processor.merge import concatenable, merge_parts, plan_merge
 from glue_processor.metrics.convert import record_datums, table_datums
-from glue_processor.ndjson import LINEAGE_COLUMNS, nameable
-from glue_processor.overflow import admit
-from glue_processor.planning import BatchPlan, Rejection, SourceFile, latency_seconds, plan_batch, poison_plan
-from glue_processor.publication import Publication
-from glue_processor.reading import MIB, Limits
+from glue_processor.plan.dedupe import DedupeIndex, load_snapshot, save_snapshot
+from glue_processor.plan.manifests import BatchPlan, Rejection, SourceFile, latency_seconds, plan_batch, poison_plan
+from glue_processor.plan.ranges import number_ranges, object_outcomes
+from glue_processor.plan.sizing import LearnedRatio, Piece, parse_unit_count, plan_groups, plan_pieces
+from glue_processor.read.extra import admit
+from glue_processor.read.ndjson import LINEAGE_COLUMNS, nameable
+from glue_processor.read.task import FileOutcome, FileTask, Staged, TaskSpec, run_task
+from glue_processor.read.text import MIB, Limits
 from glue_processor.settings import JobSettings
-from glue_processor.sizing import LearnedRatio, Piece, parse_unit_count, plan_groups, plan_pieces
-from glue_processor.splits import number_ranges, object_outcomes
 from glue_processor.table.declared import DeclaredSchema, parse_schema
 from glue_processor.table.partitioning import parse_partition_by
 from glue_processor.table.sink import sink_for
-from glue_processor.tasks import FileOutcome, FileTask, Staged, TaskSpec, run_task
+from glue_processor.write.merge import concatenable, merge_parts, plan_merge
 
 if TYPE_CHECKING:
     from glue_processor.metrics.setup import JobMetrics
@@ -100,7 +100,7 @@ class ManifestBatchJob:
         self.rotate_after = rotate_after
         self.rotate_requested = False
         self.on_rotate: Any = None
-        # Object versions ingested within the dedupe window, compactly (see glue_processor/dedupe.py).
+        # Object versions ingested within the dedupe window, compactly (see glue_processor/plan/dedupe.py).
         self.ingested = DedupeIndex()
         self._batches_since_snapshot = 0
         self._resumed = False
@@ -314,7 +314,7 @@ class ManifestBatchJob:
     def _publish(
         self, record: CommitRecord, committer: BatchCommitter, footers: Mapping[str, bytes] | None = None
     ) -> bool:
-        """Publish a committed batch (see :mod:`glue_processor.publication`): True once it is,
+        """Publish a committed batch (see :mod:`glue_processor.commit.publication`): True once it is,
         False when it was abandoned as poison."""
         snapshot, published = Publication(
             publish=lambda: committer.publish(record, footers),
@@ -597,7 +597,7 @@ class _Outcome:
 
 def load_declared(uri: str) -> DeclaredSchema:
     """The declared schema file (s3:// or file://); a bad file stops the job at start-up, naming it."""
-    from glue_processor.objects import store_for
+    from glue_processor.read.objects import store_for
 
     return parse_schema(store_for(uri).read(uri).data, source=f"--schema {uri}")
 

@@ -302,7 +302,7 @@ def alarm_resources() -> dict[str, dict[str, Any]]:
         "PublishFailures": _metric_alarm(
             "publish-failures",
             "committed batches cannot be published (the catalog refuses, throttles or is unreachable): the stream "
-            "waits on the batch; the job's log says why (glue_processor/publication.py)",
+            "waits on the batch; the job's log says why (glue_processor/commit/publication.py)",
             M.PUBLISH_FAILURES,
             stat="Sum",
             period=300,

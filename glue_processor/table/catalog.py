@@ -36,7 +36,7 @@ TABLE_PROPERTIES = {
     "write.parquet.compression-codec": "snappy",
     # commits conflict with the Glue table optimizers' (optimistic concurrency both sides): retried with
     # exponential back-off, by pyiceberg for the job and by Iceberg's Java library for the optimizers
-    # (Iceberg configuration: commit.retry.*); the job retries past these too (glue_processor/publication.py)
+    # (Iceberg configuration: commit.retry.*); the job retries past these too (glue_processor/commit/publication.py)
     "commit.retry.num-retries": "10",
     "commit.retry.min-wait-ms": "100",
     "commit.retry.max-wait-ms": "60000",

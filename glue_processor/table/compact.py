@@ -26,11 +26,11 @@ import pyarrow.parquet as pq
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
-from glue_processor import parquet_writer
-from glue_processor.objects import store_for
-from glue_processor.sizing import plan_groups
+from glue_processor.plan.sizing import plan_groups
+from glue_processor.read.objects import store_for
 from glue_processor.table.datafiles import data_file
 from glue_processor.table.footer import footer_of
+from glue_processor.write import parquet as parquet_writer
 
 logger = logging.getLogger(__name__)
 SMALL = 0.75

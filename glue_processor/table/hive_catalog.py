@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from glue_processor.ndjson import column_names
-from glue_processor.overflow import EXTRA
-from glue_processor.publication import refuse_columns
+from glue_processor.commit.publication import refuse_columns
+from glue_processor.read.extra import EXTRA
+from glue_processor.read.ndjson import column_names
 from glue_processor.table.declared import RESCUED, DeclaredSchema
 
 logger = logging.getLogger(__name__)

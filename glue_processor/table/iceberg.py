@@ -1,7 +1,7 @@
 """The Iceberg sink: a batch's files, written in place under the table, become one append.
 
 Tasks write the batch's Parquet files directly under the table; nothing is renamed or copied. The
-driver, after the commit record (the fence, see :mod:`glue_processor.commit`), commits them as
+driver, after the commit record (the fence, see :mod:`glue_processor.commit.ledger`), commits them as
 **one** Iceberg fast append whose snapshot summary carries the query id and batch id, through
 pyiceberg's public API only. Exactly once: the append is built on the table as just refreshed, and
 pyiceberg asserts at commit that the branch's head is still the snapshot it was built on (its
@@ -9,7 +9,7 @@ parent-snapshot requirement); the commit goes through :class:`BatchGuard`, a cat
 when that head already holds the batch. So the check and the append see the same head, whoever
 commits in between (another run finishing the same batch, or a compaction: pyiceberg then rebuilds
 the append on the new head, and the guard checks again). Files of killed attempts are never in a
-snapshot; the job removes them itself (:mod:`glue_processor.commit`).
+snapshot; the job removes them itself (:mod:`glue_processor.commit.ledger`).
 
 Each file's statistics come from the Parquet footer its task returned, so the driver makes no S3
 call per file (a re-run after a crash reads the footers back).
@@ -34,8 +34,8 @@ from pyiceberg.table.update import AssertRefSnapshotId, TableRequirement, TableU
 
 from contracts.ledger import CommitRecord
 from glue_processor import faults
+from glue_processor.commit.publication import PublishRefused, refuse_columns
 from glue_processor.hadoop_fs import HadoopFS
-from glue_processor.publication import PublishRefused, refuse_columns
 from glue_processor.table.datafiles import data_file
 from glue_processor.table.footer import metadata_of
 from glue_processor.table.schema import INGEST_DAY, data_columns, missing_columns

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from contracts.exceptions import ConfigError
-from glue_processor.ndjson import LINEAGE_COLUMNS, column_names, nameable
+from glue_processor.read.ndjson import LINEAGE_COLUMNS, column_names, nameable
 from glue_processor.table.declared import DeclaredSchema
 
 DEFAULT = "day(_ingest_time)"

@@ -32,7 +32,7 @@ class Sink(Protocol):
         ...
 
     def check(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> None:
-        """Before the commit record: raise :class:`~glue_processor.publication.PublishRefused` when
+        """Before the commit record: raise :class:`~glue_processor.commit.publication.PublishRefused` when
         the table's catalog would refuse the batch's schema change (names, width, types)."""
         ...
 

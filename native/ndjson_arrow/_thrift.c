@@ -1,6 +1,6 @@
 /*
  * Thrift's compact protocol, read and written generically (field id, type, value), for Parquet's
- * footers and page headers (glue_processor/parquet_thrift.py holds the data model).
+ * footers and page headers (glue_processor/write/thrift.py holds the data model).
  *
  * Why native: a footer of a wide file has tens of thousands of fields (500 columns x their
  * metadata), and the write stage decodes every part's footer and encodes one per output file; in

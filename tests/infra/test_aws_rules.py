@@ -217,7 +217,7 @@ def test_stateful_resources_declare_what_happens_on_delete_and_replace() -> None
 
 def test_the_job_may_read_the_versions_its_events_name() -> None:
     # GetObject with a VersionId needs s3:GetObjectVersion (S3 API Reference, GetObject: Permissions);
-    # the job reads exactly the version an event named (glue_processor/objects.py)
+    # the job reads exactly the version an event named (glue_processor/read/objects.py)
     statements = role_statements(R["GlueJob"]["Properties"]["Role"])
     landing = {"Fn::Sub": "${LandingBucket.Arn}/${LandingPrefix}*"}
     assert grants(statements, "s3:GetObjectVersion", landing)

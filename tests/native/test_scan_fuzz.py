@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from glue_processor import ndjson as T
+from glue_processor.read import ndjson as T
 
 MAX_DEPTH = ndjson_arrow.MAX_DEPTH
 WS = frozenset(b" \t\r\n")

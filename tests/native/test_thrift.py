@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from glue_processor import parquet_thrift as thrift
-from glue_processor.parquet_thrift import (
+from glue_processor.write import thrift
+from glue_processor.write.thrift import (
     BINARY,
     BYTE,
     DOUBLE,

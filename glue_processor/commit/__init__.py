@@ -1,0 +1,1 @@
+"""Commit: the batch's record (the fence), then its publication, exactly once."""

@@ -1,0 +1,1 @@
+"""Plan a batch: which objects, read how, in how many tasks (pure)."""

@@ -1,0 +1,1 @@
+"""Read and parse: a batch's objects into Parquet parts, in Spark tasks."""

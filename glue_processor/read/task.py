@@ -1,0 +1,582 @@
+"""One parse task of a batch: read a group of objects, parse them, stage Parquet parts.
+
+The driver splits a batch's objects into groups by input, so every core has work
+(:func:`glue_processor.plan.sizing.parse_unit_count`); each group is one task. A task streams its
+objects (gzip by the ``.gz`` suffix), or byte ranges of large plain ones
+(:mod:`glue_processor.plan.ranges`), parses them with :func:`glue_processor.read.ndjson.parse_ndjson`,
+and stages its rows as Parquet parts of at most about the target size, and its bad lines as JSON
+quarantine records. It returns what it found per object and what it staged; the write stage
+(:mod:`glue_processor.write.merge`) makes the batch's files from the parts, and the driver commits
+exactly those, so a retried task's leftovers are never published.
+
+Memory: a task holds at most :func:`memory_bound` bytes, whatever the shape of its input. The text
+is read a block at a time (two read ahead) in chunks of whole lines (``Limits.chunk_bytes``, or one
+line up to ``Limits.max_line_bytes``, copied at most three times); a chunk is parsed in pieces of
+at most ``MAX_CELLS`` cells (rows x columns, each an offset and a validity bit: :data:`CELL_BYTES`),
+and rows wait to be written until they weigh a row group or hold ``MAX_CELLS`` cells, so at most
+about four pieces' cells are held at once (the piece being parsed, those waiting, the row group
+being written); plus the Parquet writer's buffers. ``bench/memory.py`` measures the worst shapes
+(many known columns x empty rows, one huge line, many tiny lines, a new key per line) against it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import dataclasses
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, BinaryIO
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from glue_processor.defaults import DEFAULT_MAX_COLUMNS
+from glue_processor.read.extra import EXTRA, EXTRA_TYPE
+from glue_processor.read.ndjson import (
+    LINEAGE_COLUMNS,
+    MAX_CELLS,
+    STRING,
+    BadLine,
+    ParsedText,
+    column_names,
+    parse_pieces,
+)
+from glue_processor.read.objects import ObjectMissing, ObjectStore, VersionGone, store_for
+from glue_processor.read.text import (
+    MIB,
+    READ_BYTES,
+    Chunk,
+    Limits,
+    LongLine,
+    OwnedLines,
+    ReadFailed,
+    StreamStopped,
+    TooLarge,
+    chunks,
+    decompressed,
+    read_from,
+)
+from glue_processor.table.declared import RESCUED, DeclaredSchema, conform
+from glue_processor.table.partitioning import PartitionPlan
+from glue_processor.write import parquet as parquet_writer
+
+logger = logging.getLogger(__name__)
+
+REASON_MISSING = "object not found (deleted or never written)"
+REASON_UNREADABLE = "object could not be read or decompressed (corrupt or truncated)"
+REASON_LONG_LINE = "line longer than max_line_mb; skipped"
+REASON_UNPARSEABLE = "object could not be parsed"
+REASON_SUPERSEDED = "object overwritten after its event (a newer eTag)"
+REASON_VERSION_GONE = (
+    "the event's version was overwritten before it was read (unversioned bucket); the newer version's own event "
+    "loads that one"
+)
+# Clock slack between S3's Last-Modified and the event time of the same write.
+OVERWRITE_TOLERANCE_S = 2.0
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+_DATA = "k/"  # prefix of data columns inside a task, apart from the lineage columns
+
+
+@dataclass(frozen=True)
+class FileTask:
+    read_uri: str
+    source_uri: str
+    etag: str
+    event_time: datetime
+    manifest_uri: str
+    version_id: str | None = None
+    item: int = 0  # the object's place in the batch (two versions of one key share a URI)
+    # a large plain object is read by several tasks: the lines that start in bytes [start, end),
+    # numbered from first_line (see glue_processor/plan/ranges.py); end None: to the end of the object
+    start: int = 0
+    end: int | None = None
+    first_line: int = 1
+
+    @property
+    def ranged(self) -> bool:
+        """One of several byte ranges of its object (not the whole of it)."""
+        return self.start > 0 or self.end is not None
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    index: int
+    files: tuple[FileTask, ...]
+    known: tuple[str, ...]
+    data_dir: str
+    quarantine_dir: str
+    batch_id: int
+    ingest_time: datetime
+    target_bytes: int
+    # Arrow bytes per Parquet row group; also the step in which a file grows toward the target.
+    row_group_bytes: int = 32 * 1024 * 1024
+    # Row groups a file is written in at least (a file stops within half a row group of the target).
+    row_groups_per_file: int = 4
+    # How an object is read: chunks of whole lines, the longest line, the most text (see reading.py).
+    limits: Limits = field(default_factory=Limits)
+    # Declared column types (--schema): converted here, what does not convert goes to _rescued.
+    declared: DeclaredSchema | None = None
+    # Partitions from the record: each row's partition, so each file holds one (None: one partition).
+    partitions: PartitionPlan | None = None
+    # The most data columns (known keys included); values of keys past it go to the _extra map.
+    max_columns: int = DEFAULT_MAX_COLUMNS
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    read_uri: str
+    status: str
+    good: int = 0
+    bad: int = 0
+    text_bytes: int = 0
+    new_keys: tuple[str, ...] = ()
+    reason: str | None = None
+    start: int = 0  # the byte range read (FileTask.start/end)
+    end: int | None = None
+    item: int = 0  # FileTask.item
+
+
+@dataclass(frozen=True)
+class Staged:
+    uri: str
+    bytes: int
+    keys: tuple[str, ...] = ()
+    # the Parquet footer of an output file, for the table's statistics (no read-back on the driver)
+    footer: builtins.bytes = field(default=b"", repr=False)
+    partition: str = ""  # the partition path of its rows ("" when the sink does not partition by row)
+    folded: int = 0  # values the write stage moved to _extra (keys past the batch's column bound)
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    index: int
+    files: tuple[FileOutcome, ...]
+    data: tuple[Staged, ...]
+    quarantine: tuple[Staged, ...]
+    rescued: int = 0  # values of declared columns that did not convert (kept in _rescued)
+    null_partitions: int = 0  # rows whose partition value was missing (in the null partition)
+    extra_values: int = 0  # values of keys past max_columns (kept in _extra)
+
+
+def overwritten(modified_epoch_s: float, event_time: datetime) -> bool:
+    """True when the object was last modified after the event that listed it (clock slack allowed)."""
+    return modified_epoch_s - event_time.timestamp() > OVERWRITE_TOLERANCE_S
+
+
+def run_task(spec: TaskSpec, stores: Callable[[str], ObjectStore] = store_for) -> TaskResult:
+    """Read, parse and stage one group of objects."""
+    keys = list(spec.known)
+    outcomes: list[FileOutcome] = []
+    quarantine = _QuarantineFile(f"{spec.quarantine_dir}/quarantine-{spec.index:05d}.json", stores)
+    with _ParquetFiles(spec, stores) as out, quarantine:
+        for item in spec.files:
+            found = _load_one(item, keys, stores, spec=spec, out=out, bad_records=quarantine)
+            outcomes.append(dataclasses.replace(found, item=item.item, start=item.start, end=item.end))
+    return TaskResult(
+        spec.index,
+        tuple(outcomes),
+        tuple(out.staged),
+        tuple(quarantine.staged),
+        out.rescued,
+        out.null_partitions,
+        out.extra_values,
+    )
+
+
+# -- internals -------------------------------------------------------------------------------
+class _QuarantineFile:
+    """A task's quarantine records, written to its file as they come (an object with millions of
+    bad lines must not hold them in memory), the file opened with the first record."""
+
+    def __init__(self, uri: str, stores: Callable[[str], ObjectStore]) -> None:
+        self.uri, self._stores = uri, stores
+        self._stack = contextlib.ExitStack()
+        self._file: Any = None
+        self.staged: list[Staged] = []
+
+    def append(self, record: dict[str, Any]) -> None:
+        if self._file is None:
+            path = self._stack.enter_context(self._stores(self.uri).writer(self.uri))
+            self._file = self._stack.enter_context(path.open("w", encoding="utf-8"))
+        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def extend(self, records: Iterable[dict[str, Any]]) -> None:
+        for record in records:
+            self.append(record)
+
+    def __enter__(self) -> _QuarantineFile:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._file is None:
+            return
+        self._file.flush()
+        size = self._file.buffer.tell()
+        self._stack.__exit__(exc_type, exc, tb)  # a failed task's file is discarded, never put in place
+        if exc_type is None:
+            self.staged.append(Staged(self.uri, size))
+
+
+def _load_one(
+    item: FileTask,
+    keys: list[str],
+    stores: Callable[[str], ObjectStore],
+    *,
+    spec: TaskSpec,
+    out: _ParquetFiles,
+    bad_records: _QuarantineFile,
+) -> FileOutcome:
+    """Stream one object (or its range) through the parser into the task's Parquet files, chunk by
+    chunk (memory bounded whatever its size); ``keys`` grows with the keys it finds."""
+    try:
+        with event_version(item, stores) as body:
+            stream: Any = OwnedLines(body, start=item.start, end=item.end) if item.ranged else body
+            text = decompressed(stream, gzipped=item.read_uri.lower().endswith(".gz"))
+            return _parse_stream(item, text, keys, spec=spec, out=out, bad_records=bad_records)
+    except NotReadable as exc:
+        return FileOutcome(item.read_uri, exc.status, reason=exc.reason)
+
+
+class NotReadable(Exception):
+    """The version an event named cannot be read: ``status`` is missing or superseded."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+@contextlib.contextmanager
+def event_version(
+    item: FileTask, stores: Callable[[str], ObjectStore], *, length: int | None = None
+) -> Iterator[BinaryIO]:
+    """The bytes of the object version ``item``'s event named, from where its range's reader starts
+    (``length`` of them at most); :class:`NotReadable` when it is gone or was overwritten."""
+    try:
+        with stores(item.read_uri).open(
+            item.read_uri, version_id=item.version_id, etag=item.etag, start=read_from(item.start), length=length
+        ) as body:
+            if not body.exact and overwritten(body.modified_epoch_s, item.event_time):
+                # A newer version replaced the object after this event; that version's own event
+                # brings it. Loading it here under this event's eTag would ingest it twice.
+                raise NotReadable("superseded", REASON_SUPERSEDED)
+            yield body.stream
+    except ObjectMissing as exc:
+        raise NotReadable("missing", REASON_MISSING if item.version_id is None else f"{REASON_MISSING}: {exc}") from exc
+    except VersionGone as exc:
+        raise NotReadable("superseded", REASON_VERSION_GONE) from exc
+
+
+def byte_range(start: int, end: int | None) -> str:
+    """How a quarantine record names one of the byte ranges an object was read in."""
+    return f"bytes {start}-{'' if end is None else end} of the object (one of the ranges it was read in)"
+
+
+def _parse_stream(
+    item: FileTask, text: Any, keys: list[str], *, spec: TaskSpec, out: _ParquetFiles, bad_records: _QuarantineFile
+) -> FileOutcome:
+    first_keys = set(keys)
+    good = bad = text_bytes = 0
+    reason: str | None = None
+    try:
+        # a byte-order mark is skipped where an object starts (RFC 8259 section 8.1), nowhere else
+        # a whole object may be a JSON document (an array, pretty-printed objects): read as records
+        pieces = chunks(text, spec.limits, first_line=item.first_line, skip_bom=item.start == 0, sniff=not item.ranged)
+        for piece in pieces:
+            if isinstance(piece, LongLine):
+                bad += 1
+                bad_records.append(_long_line_record(item, piece, spec.batch_id))
+                text_bytes += piece.size
+                continue
+            text_bytes += len(piece.text)
+            # keys past the column bound never become columns: their values come back in parsed.extra
+            for parsed in _parsed(piece, keys, spec):
+                good += parsed.rows
+                bad += len(parsed.bad)
+                bad_records.extend(_quarantine_record(item, b, spec.batch_id) for b in parsed.bad)
+                if parsed.rows:
+                    out.extra_values += parsed.extra_values
+                    out.add(_with_lineage(parsed, item, spec), tuple(keys))
+    except StreamStopped as exc:
+        what = REASON_UNREADABLE if isinstance(exc, ReadFailed) else "object too large"
+        if isinstance(exc, TooLarge):
+            what = f"object over max_object_mb ({spec.limits.max_object_bytes // (1024 * 1024)} MiB of text)"
+        reason = f"{what}: {exc}; lines from {exc.next_line} on were not loaded"
+        if item.ranged:
+            reason += f" (to the end of {byte_range(item.start, item.end)})"
+        if not good:  # nothing loaded: the driver quarantines the object whole, with this reason
+            return FileOutcome(item.read_uri, "unreadable", bad=bad, text_bytes=exc.text_bytes, reason=reason)
+        # some lines loaded: the record says exactly from which line on the rest was not
+        bad_records.append(_stopped_record(item, reason, spec.batch_id))
+    except _ParseFailed as exc:  # parsing is pure: a failure belongs to this object, which is quarantined
+        logger.exception("object could not be parsed", extra={"uri": item.read_uri})
+        reason = f"{REASON_UNPARSEABLE}: {type(exc.__cause__).__name__}: {exc.__cause__}"[:1000]
+        if not good:
+            return FileOutcome(item.read_uri, "unreadable", reason=reason)
+        bad_records.append(_stopped_record(item, reason, spec.batch_id))
+    status = "ingested" if good else "empty"
+    new_keys = tuple(k for k in keys if k not in first_keys)
+    return FileOutcome(item.read_uri, status, good, bad, text_bytes, new_keys, reason)
+
+
+class _ParseFailed(Exception):
+    """The parser itself failed on a chunk (any error, out of memory included)."""
+
+
+def _parsed(piece: Chunk, keys: list[str], spec: TaskSpec) -> Iterator[ParsedText]:
+    """The chunk's rows, in pieces of at most MAX_CELLS cells (rows x columns: the bound on a
+    piece's memory whatever the shape); ``keys`` grows with the columns they admit."""
+    pieces: Iterator[ParsedText] | None = None
+    while True:
+        try:
+            if pieces is None:
+                pieces = parse_pieces(piece.text, keys, max_columns=spec.max_columns, first_line=piece.first_line)
+            parsed = next(pieces, None)
+        except Exception as exc:
+            raise _ParseFailed(str(exc)) from exc
+        if parsed is None:
+            return
+        yield parsed if piece.starts is None else _renumbered(parsed, piece.starts)
+
+
+def _renumbered(parsed: ParsedText, starts: np.ndarray) -> ParsedText:
+    """A JSON document's records (parsed as lines 1, 2, ...) numbered by the lines they start on."""
+    lines = pa.array(starts[np.asarray(parsed.lines.to_numpy(zero_copy_only=False)) - 1], pa.int64())
+    bad = [BadLine(int(starts[b.line - 1]), b.reason.replace("line is", "record is"), b.raw) for b in parsed.bad]
+    return dataclasses.replace(parsed, lines=lines, bad=bad)
+
+
+def _long_line_record(item: FileTask, long: LongLine, batch_id: int) -> dict[str, Any]:
+    raw = long.head.decode("utf-8", errors="replace")
+    reason = f"{REASON_LONG_LINE} ({long.size} bytes; the first {len(long.head)} in raw)"
+    return _quarantine_record(item, BadLine(long.line, reason, raw), batch_id)
+
+
+def _stopped_record(item: FileTask, reason: str, batch_id: int) -> dict[str, Any]:
+    return {
+        "kind": "file",
+        "source_uri": item.source_uri,
+        "reason": reason,
+        "manifest_uri": item.manifest_uri,
+        "batch_id": batch_id,
+    }
+
+
+def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec) -> pa.Table:
+    """The parsed rows with their lineage and ``_extra``."""
+    n = parsed.rows
+    zeros = pa.array(np.zeros(n, dtype=np.int32))
+
+    def constant(value: Any, type_: pa.DataType) -> pa.Array:
+        return pa.array([value], type_).take(zeros)
+
+    columns = {f"{_DATA}{k}": c for k, c in zip(parsed.keys, parsed.columns, strict=True)}
+    columns.update(
+        {
+            "_source_uri": constant(item.source_uri, STRING),
+            "_source_etag": constant(item.etag, STRING),
+            "_line": parsed.lines,
+            "_event_time": constant(item.event_time, TIMESTAMP),
+            "_batch_id": constant(spec.batch_id, pa.int64()),
+            "_ingest_time": constant(spec.ingest_time, TIMESTAMP),
+            EXTRA: parsed.extra if parsed.extra is not None else pa.nulls(n, EXTRA_TYPE),
+        }
+    )
+    return pa.table(columns)
+
+
+def _output_table(
+    data: dict[str, Any], keys: tuple[str, ...], lineage: dict[str, Any], rescued: Any = None, extra: Any = None
+) -> pa.Table:
+    """Data columns named and ordered by :func:`column_names`, then the lineage columns, ``_extra``,
+    and ``_rescued`` when columns are declared."""
+    mapping = column_names(keys)
+    names = [name for _, name in mapping] + list(LINEAGE_COLUMNS) + [EXTRA]
+    rows = len(lineage["_line"])
+    arrays = [data[key] for key, _ in mapping] + [lineage[c] for c in LINEAGE_COLUMNS]
+    arrays.append(extra if extra is not None else pa.nulls(rows, EXTRA_TYPE))
+    if rescued is not None:
+        names.append(RESCUED)
+        arrays.append(rescued)
+    return pa.table(arrays, names=names)
+
+
+def _quarantine_record(item: FileTask, bad: BadLine, batch_id: int) -> dict[str, Any]:
+    return {
+        "kind": "line",
+        "source_uri": item.source_uri,
+        "line": bad.line,
+        "reason": bad.reason,
+        "raw": bad.raw,
+        "manifest_uri": item.manifest_uri,
+        "batch_id": batch_id,
+    }
+
+
+def _weight(table: pa.Table) -> int:
+    """What a table's rows weigh in a Parquet file, about: the bytes of its string values, and the
+    Arrow bytes of other columns. Not ``nbytes``, which counts the offsets of every NULL: with many
+    sparse columns that is most of it, and row groups would come out a fraction of their size."""
+    total = 0
+    for column in table.columns:
+        if column.null_count == len(column):
+            continue
+        wide = pa.types.is_large_string(column.type)
+        if not (wide or pa.types.is_string(column.type)):
+            total += column.nbytes
+            continue
+        for chunk in column.chunks:  # the span of its offsets: O(1), no pass over the values
+            offsets = chunk.buffers()[1]
+            if offsets is None or not len(chunk):
+                continue
+            ends = np.frombuffer(offsets, dtype=np.int64 if wide else np.int32)
+            total += int(ends[chunk.offset + len(chunk)] - ends[chunk.offset])
+    return total
+
+
+@dataclass
+class _OpenFile:
+    """A Parquet file being written: one partition, one key set."""
+
+    uri: str
+    keys: tuple[str, ...]
+    file: contextlib.ExitStack
+    path: Path
+    writer: Any
+    arrow_bytes: int = 0
+    full: bool = False  # about the target: the next rows start a new file
+
+
+@dataclass
+class _ParquetFiles:
+    """Row groups of ~``row_group_bytes`` into files of ~``target_bytes``; a new key set starts
+    a new file (a Parquet file has one schema), and so does each partition (a file holds one)."""
+
+    spec: TaskSpec
+    stores: Callable[[str], ObjectStore]
+    staged: list[Staged] = field(default_factory=list)
+    _pending: list[pa.Table] = field(default_factory=list)
+    _pending_keys: tuple[str, ...] = ()
+    _pending_weight: int = 0
+    _pending_cells: int = 0  # rows x columns held (each an offset at least, whatever its weight)
+    _open: dict[str, _OpenFile] = field(default_factory=dict)
+    rescued: int = 0
+    null_partitions: int = 0
+    extra_values: int = 0
+
+    def __enter__(self) -> _ParquetFiles:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            self._flush(final=True)
+            for label in list(self._open):
+                self._close(label)
+        else:
+            # The task failed: the files being written are discarded, never put in place.
+            for open_file in self._open.values():
+                open_file.file.__exit__(exc_type, exc, tb)
+
+    def add(self, table: pa.Table, keys: tuple[str, ...]) -> None:
+        """Rows to write; a row group is written when they weigh a step, or hold MAX_CELLS cells."""
+        weight = _weight(table)
+        width = max(len(keys), table.num_columns)
+        rows = max(1, min(len(table) * self._step // max(1, weight), MAX_CELLS // width))
+        for offset in range(0, len(table), rows):
+            piece = table.slice(offset, rows)
+            self._pending.append(piece)
+            self._pending_weight += weight * len(piece) // max(1, len(table))
+            self._pending_cells += len(piece) * width
+            self._pending_keys = keys
+            if self._pending_weight >= self._step or self._pending_cells >= MAX_CELLS:
+                self._flush()
+
+    @property
+    def _step(self) -> int:
+        """Weight (see :func:`_weight`) per row group: by default at most a quarter of the target, so a
+        file stops close to it."""
+        return min(self.spec.row_group_bytes, max(1, self.spec.target_bytes // self.spec.row_groups_per_file))
+
+    def _flush(self, *, final: bool = False) -> None:
+        if not self._pending:
+            return
+        keys = self._pending_keys
+        merged = pa.concat_tables(self._pending, promote_options="default")
+        self._pending = []
+        self._pending_weight = 0
+        self._pending_cells = 0
+        present = set(merged.column_names)
+        data = {
+            k: merged.column(f"{_DATA}{k}") if f"{_DATA}{k}" in present else pa.nulls(len(merged), STRING) for k in keys
+        }
+        rescued = None
+        if self.spec.declared is not None:
+            data, rescued, count = conform(data, self.spec.declared)
+            self.rescued += count
+        lineage = {c: merged.column(c) for c in LINEAGE_COLUMNS}
+        table = _output_table(data, keys, lineage, rescued, merged.column(EXTRA))
+        if self.spec.partitions is None:
+            self._write("", table, keys, final=final)
+            return
+        labels, nulls = self.spec.partitions.labels(table)
+        self.null_partitions += nulls
+        names = labels.dictionary.to_pylist()
+        if len(names) == 1:  # the usual case (a day's partition): no copy of the rows
+            self._write(names[0], table, keys, final=final)
+            return
+        for code, label in enumerate(names):
+            self._write(label, table.filter(pc.equal(labels.indices, code)), keys, final=final)
+
+    def _write(self, label: str, table: pa.Table, keys: tuple[str, ...], *, final: bool = False) -> None:
+        """A row group into the partition's open file; a full file is closed when more rows come,
+        except a small last remainder, which joins it (rather than making a part of its own, whose
+        footer and scheduling would cost as much as a full one's)."""
+        weight = _weight(table)
+        current = self._open.get(label)
+        tail = final and weight < self._step / 2
+        if current is not None and (current.keys != keys or (current.full and not tail)):
+            self._close(label)
+            current = None
+        if current is None:
+            current = self._open[label] = self._start(label, table, keys)
+        current.writer.write_table(table, row_group_size=max(1, len(table)))
+        current.arrow_bytes += weight
+        written = current.path.stat().st_size
+        next_group = self._step * written / max(1, current.arrow_bytes)
+        current.full = written + next_group / 2 >= self.spec.target_bytes
+
+    def _start(self, label: str, first: pa.Table, keys: tuple[str, ...]) -> _OpenFile:
+        uri = f"{self.spec.data_dir}/part-{self.spec.index:05d}-{len(self.staged) + len(self._open):03d}.parquet"
+        stack = contextlib.ExitStack()
+        path = stack.enter_context(self.stores(uri).writer(uri))
+        return _OpenFile(uri, keys, stack, path, parquet_writer.writer(path, first))
+
+    def _close(self, label: str) -> None:
+        current = self._open.pop(label, None)
+        if current is None:
+            return
+        current.writer.close()
+        size = current.path.stat().st_size
+        current.file.close()
+        self.staged.append(Staged(current.uri, size, current.keys, partition=label))
+
+
+# A cell (one row of one column) of a parsed piece: a 4-byte offset and a validity bit.
+CELL_BYTES = 4.125
+
+
+def memory_bound(limits: Limits | None = None, *, longest_line: int = 0) -> int:
+    """What one parse task holds at most, in bytes, above its process's start (see *Memory* in the
+    module docstring): with the defaults and lines under a chunk, about 650 MiB."""
+    text = 2 * READ_BYTES + 4 * (limits or Limits()).chunk_bytes + 3 * longest_line
+    return int(text + 4 * CELL_BYTES * MAX_CELLS + 64 * MIB)

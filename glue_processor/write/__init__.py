@@ -1,0 +1,1 @@
+"""Write: the batch's parts into files of about the target size."""

@@ -1,0 +1,151 @@
+"""Concatenate Parquet files of one schema into one file by copying bytes, without decoding them.
+
+A Parquet file is ``PAR1``, its row groups' column chunks, a footer (Thrift ``FileMetaData``
+in the compact protocol), the footer's length and ``PAR1``. Row groups are independent, so files
+with the same schema concatenate by copying each file's row-group bytes and writing one footer
+that lists every row group, with the byte offsets it records shifted to their new place. This
+costs I/O only, which is what lets a batch's single output file be written from parts parsed on
+every core (the write stage would otherwise decode and re-encode the whole file on one core).
+
+The footer is read and written with :mod:`glue_processor.write.thrift`, so fields this module
+does not know are carried through unchanged. Files with page indexes, bloom filters or encryption
+(which this job never writes) are refused.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+from collections.abc import Iterable
+from pathlib import Path
+from typing import BinaryIO
+
+from glue_processor.write import thrift
+from glue_processor.write.thrift import (
+    CC_COLUMN_INDEX,
+    CC_CRYPTO,
+    CC_OFFSET_INDEX,
+    CMD_BLOOM,
+    FMD_ENCRYPTION,
+    FMD_NUM_ROWS,
+    FMD_ROW_GROUPS,
+    FMD_SCHEMA,
+    MAGIC,
+    RG_COLUMNS,
+    RG_FILE_OFFSET,
+    RG_ORDINAL,
+    STRUCT,
+    Struct,
+)
+
+
+class ConcatError(ValueError):
+    """The files cannot be concatenated (not Parquet, different schemas, unsupported features)."""
+
+
+def decode_footer(footer: bytes) -> Struct:
+    try:
+        return thrift.decode(footer)
+    except thrift.ThriftError as exc:
+        raise ConcatError(str(exc)) from exc
+
+
+# -- Parquet ------------------------------------------------------------------------------
+def _footer_of(f: BinaryIO, size: int) -> tuple[bytes, int]:
+    """(footer bytes, where the footer starts)."""
+    if size < 12:
+        raise ConcatError("too short to be Parquet")
+    f.seek(size - 8)
+    tail = f.read(8)
+    if tail[4:] != MAGIC:
+        raise ConcatError("no PAR1 at the end")
+    (length,) = struct.unpack("<I", tail[:4])
+    start = size - 8 - length
+    f.seek(start)
+    return f.read(length), start
+
+
+def _shift(row_group: Struct, by: int, ordinal: int) -> None:
+    for f in row_group:
+        if f.id == RG_FILE_OFFSET:
+            f.value += by
+        elif f.id == RG_ORDINAL:
+            f.value = ordinal
+        elif f.id == RG_COLUMNS:
+            for chunk in f.value[1]:
+                if any(c.id in (CC_OFFSET_INDEX, CC_COLUMN_INDEX, CC_CRYPTO) for c in chunk):
+                    raise ConcatError("page indexes and encryption are not supported")
+                if any(m.id == CMD_BLOOM for m in thrift.chunk_meta(chunk)):
+                    raise ConcatError("bloom filters are not supported")
+                thrift.move_chunk(chunk, by)
+
+
+def concat(sources: Iterable[Path], target: Path, *, chunk: int = 8 * 1024 * 1024) -> int:
+    """Write ``target`` as the row groups of ``sources`` (same schema), in order; returns rows."""
+    meta: Struct | None = None
+    schema: bytes | None = None
+    row_groups: list[Struct] = []
+    rows = 0
+    with target.open("wb") as out:
+        out.write(MAGIC)
+        for path in sources:
+            size = path.stat().st_size
+            with path.open("rb") as f:
+                footer, start = _footer_of(f, size)
+                part = decode_footer(footer)
+                if thrift.get(part, FMD_ENCRYPTION) is not None:
+                    raise ConcatError(f"{path}: encrypted files are not supported")
+                part_schema = thrift.encode([thrift.get(part, FMD_SCHEMA)])  # type: ignore[list-item]
+                if schema is None:
+                    meta, schema = part, part_schema
+                elif part_schema != schema:
+                    raise ConcatError(f"{path}: schema differs from the first file's")
+                by = out.tell() - len(MAGIC)
+                groups = thrift.get(part, FMD_ROW_GROUPS)
+                for group in groups.value[1] if groups else []:
+                    _shift(group, by, len(row_groups))
+                    row_groups.append(group)
+                num_rows = thrift.get(part, FMD_NUM_ROWS)
+                rows += num_rows.value if num_rows else 0
+                _copy(f, out, len(MAGIC), start - len(MAGIC), chunk=chunk, path=path)
+        if meta is None:
+            raise ConcatError("nothing to concatenate")
+        for field in meta:
+            if field.id == FMD_NUM_ROWS:
+                field.value = rows
+            elif field.id == FMD_ROW_GROUPS:
+                field.value = (STRUCT, row_groups)
+        footer = thrift.encode(meta)
+        out.write(footer)
+        out.write(struct.pack("<I", len(footer)))
+        out.write(MAGIC)
+    return rows
+
+
+def _copy(src: BinaryIO, out: BinaryIO, offset: int, length: int, *, chunk: int, path: Path) -> None:
+    """``length`` bytes of ``src`` from ``offset`` to the end of ``out``: in the kernel where it can
+    (``copy_file_range``, no pass through Python's memory), else through one reused buffer."""
+    out.flush()
+    done = 0
+    try:
+        while done < length:
+            n = os.copy_file_range(src.fileno(), out.fileno(), length - done, offset + done)
+            if n == 0:  # some file systems copy nothing rather than refuse: the buffer tells
+                break
+            done += n
+    except OSError as exc:  # another file system or kernel: copy through memory
+        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+    out.seek(0, os.SEEK_END)  # the buffered writer's idea of its position, from the file
+    if done == length:
+        return
+    src.seek(offset + done)
+    buffer = bytearray(min(chunk, max(1, length - done)))
+    view = memoryview(buffer)
+    while done < length:
+        n = src.readinto(view[: min(len(buffer), length - done)])  # type: ignore[attr-defined]
+        if not n:
+            raise ConcatError(f"{path}: truncated")
+        out.write(view[:n])
+        done += n

@@ -1,0 +1,191 @@
+"""The write side of a batch: parts staged by the parse tasks become files of about the target size.
+
+The parse tasks are planned by input, so that every core of the cluster has work whatever the
+batch's output size; each stages Parquet *parts* of about an eighth of the target size. This module plans
+and writes the batch's output files from those parts, one Spark task per output file:
+
+- a part of about the target size whose columns are already the batch's final ones is kept as
+  it is (no rewrite);
+- every other part is packed with others into outputs of about the target size. Parts that have
+  the final columns are concatenated by bytes (:mod:`glue_processor.write.concat`: no decoding,
+  so one output file costs I/O, not a core's worth of re-encoding); a group holding a part written
+  before another task found a new key is rewritten once, row group by row group, with the final
+  columns. When the tasks of a batch together found more new keys than the column bound has room
+  for, a part's columns of keys that did not make the cut are folded into its ``_extra`` then.
+
+Sizes are exact here (the parts exist), so the output sizes do not depend on an estimate.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from glue_processor.plan.sizing import plan_groups
+from glue_processor.read.extra import EXTRA, to_map, values_in
+from glue_processor.read.ndjson import LINEAGE_COLUMNS, STRING, column_names
+from glue_processor.read.objects import ObjectStore, local_path, store_for
+from glue_processor.read.task import Staged, _output_table
+from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema
+from glue_processor.table.footer import footer_of
+from glue_processor.write import parquet as parquet_writer
+from glue_processor.write.concat import concat
+
+# A part within this fraction of the target is a file of its own already.
+FULL = 0.85
+# Output files within this fraction of the target count as on target.
+TOLERANCE = 0.15
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    index: int
+    parts: tuple[Staged, ...]
+    keys: tuple[str, ...]
+    uri: str
+    declared: DeclaredSchema | None = None
+    partition: str = ""
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    keep: tuple[Staged, ...]  # parts that are output files as they are
+    merges: tuple[MergeSpec, ...]  # groups of parts, each rewritten into one file
+
+
+def plan_merge(
+    parts: Sequence[Staged],
+    keys: tuple[str, ...],
+    *,
+    target_bytes: int,
+    out_dir: str,
+    prefix: str = "merged",
+    keep_parts: bool = True,
+    declared: DeclaredSchema | None = None,
+) -> MergePlan:
+    """Keep full parts with the final columns (when the sink may publish a staged part); pack the
+    rest, partition by partition (a file never mixes two), into about ``total / target`` files named
+    ``<out_dir>/[<partition path>/]<prefix>-<n>.parquet``."""
+    keep = [p for p in parts if keep_parts and p.bytes >= FULL * target_bytes and set(p.keys) == set(keys)]
+    kept = {p.uri for p in keep}
+    by_partition: dict[str, list[Staged]] = {}
+    for p in parts:
+        if p.uri not in kept:
+            by_partition.setdefault(p.partition, []).append(p)
+    merges: list[MergeSpec] = []
+    for label in sorted(by_partition):  # a file holds one partition's rows
+        rest = by_partition[label]
+        where = f"{out_dir}/{label}" if label else out_dir
+        for group in _packing([p.bytes for p in rest], target_bytes):
+            i = len(merges)
+            uri = f"{where}/{prefix}-{i:05d}.parquet"
+            merges.append(MergeSpec(i, tuple(rest[j] for j in group), keys, uri, declared, label))
+    return MergePlan(tuple(keep), tuple(merges))
+
+
+def _packing(sizes: list[int], target_bytes: int) -> list[list[int]]:
+    """Groups of parts for files of about the target: of the file counts around ``total / target``,
+    the one whose packing puts the most bytes within ±15 % of the target (parts come in steps of
+    about a quarter of it, so ``round`` alone can leave every file just outside)."""
+    total = sum(sizes)
+    counts = sorted({max(1, math.floor(total / target_bytes)), max(1, math.ceil(total / target_bytes))})
+    best: list[list[int]] = []
+    best_score = (-1, 0.0)
+    for n in counts:
+        groups = plan_groups(sizes, n)
+        totals = [sum(sizes[i] for i in g) for g in groups]
+        within = sum(t for t in totals if abs(t - target_bytes) <= TOLERANCE * target_bytes)
+        score = (within, -abs(n - total / target_bytes))
+        if score > best_score:
+            best, best_score = groups, score
+    return best
+
+
+def concatenable(spec: MergeSpec) -> bool:
+    """Every part has the final columns: the file is their bytes, concatenated."""
+    return all(set(p.keys) == set(spec.keys) for p in spec.parts)
+
+
+def merge_parts(spec: MergeSpec, stores: Callable[[str], ObjectStore] = store_for) -> Staged:
+    """Make one Parquet file of a group of parts, then delete the parts: by concatenating their
+    bytes when they all have the final columns, else by rewriting them with those columns."""
+    staged = _concatenate(spec, stores) if concatenable(spec) else _rewrite(spec, stores)
+    for part in spec.parts:
+        stores(part.uri).delete(part.uri)
+    return staged
+
+
+def _concatenate(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
+    with tempfile.TemporaryDirectory(prefix="parts-") as tmp:
+        local = []
+        for n, part in enumerate(spec.parts):
+            if part.uri.startswith("file:"):
+                local.append(local_path(part.uri))  # already a file: no copy
+                continue
+            path = Path(tmp) / f"{n:05d}.parquet"
+            path.write_bytes(stores(part.uri).read(part.uri).data)
+            local.append(path)
+        with stores(spec.uri).writer(spec.uri) as path:
+            rows = concat(local, path)
+            # the footer was written here: read it back before the file can be published
+            if pq.read_metadata(path).num_rows != rows:
+                raise ValueError(f"{spec.uri}: concatenated file does not read back {rows} rows")
+            size = path.stat().st_size
+            footer = footer_of(path)
+    return Staged(spec.uri, size, spec.keys, footer, spec.partition)
+
+
+def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
+    """Rewrite parts with the final columns, one row group at a time (memory: one part's bytes and
+    one row group)."""
+    out = stores(spec.uri)
+    final_names = column_names(spec.keys)
+    final = set(spec.keys)
+    folded = 0
+    with out.writer(spec.uri) as path:
+        writer: pq.ParquetWriter | None = None
+        try:
+            for part in spec.parts:
+                source = pq.ParquetFile(pa.BufferReader(stores(part.uri).read(part.uri).data))
+                names = dict(column_names(part.keys))
+                spilled = [key for key in part.keys if key not in final]  # past the bound: to _extra
+                for group in range(source.num_row_groups):
+                    table = source.read_row_group(group)
+                    types = {key: _type_of(key, spec.declared) for key, _ in final_names}
+                    data = {
+                        key: table.column(names[key]).cast(types[key])
+                        if key in names
+                        else pa.nulls(len(table), types[key])
+                        for key, _ in final_names
+                    }
+                    rescued = None
+                    if spec.declared is not None:
+                        present = RESCUED in table.column_names
+                        rescued = table.column(RESCUED) if present else pa.nulls(len(table), RESCUED_TYPE)
+                    lineage = {c: table.column(c) for c in LINEAGE_COLUMNS}
+                    extra = table.column(EXTRA).combine_chunks()
+                    if spilled:
+                        columns = [table.column(names[key]).combine_chunks() for key in spilled]
+                        folded += values_in(columns)
+                        extra = to_map(spilled, columns, len(table), base=extra)
+                    conformed = _output_table(data, spec.keys, lineage, rescued, extra)
+                    if writer is None:
+                        writer = parquet_writer.writer(path, conformed)
+                    writer.write_table(conformed, row_group_size=max(1, len(conformed)))
+        finally:
+            if writer is not None:
+                writer.close()
+        size = path.stat().st_size
+        footer = footer_of(path)
+    return Staged(spec.uri, size, spec.keys, footer, spec.partition, folded)
+
+
+def _type_of(key: str, declared: DeclaredSchema | None) -> pa.DataType:
+    column = declared.get(key) if declared is not None else None
+    return column.arrow_type if column is not None else STRING

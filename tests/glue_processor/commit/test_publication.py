@@ -1,0 +1,127 @@
+"""Publication cannot wedge the stream: a catalog that refuses is waited out, a batch it refuses for
+its own content is poison, and a schema change it would refuse fails before the commit record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from pyiceberg.catalog.sql import SqlCatalog
+
+from glue_processor.commit.publication import PublishRefused, refused
+from glue_processor.metrics.setup import job_metrics
+from glue_processor.metrics.sinks import JsonlSink
+from tests.glue_processor.test_batch import Env
+from tests.helpers import read_rows
+
+pytestmark = pytest.mark.spark
+
+
+def refusal(code: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": f"{code} (injected)"}}, "UpdateTable")
+
+
+class Refusing:
+    """The catalog's commit refuses while ``errors`` has any left (one per attempt)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, errors: list[BaseException]) -> None:
+        self.errors = errors
+        self.calls = 0
+        real = SqlCatalog.commit_table
+
+        def commit_table(catalog: Any, table: Any, requirements: Any, updates: Any) -> Any:
+            self.calls += 1
+            if self.errors:
+                raise self.errors.pop(0)
+            return real(catalog, table, requirements, updates)
+
+        monkeypatch.setattr(SqlCatalog, "commit_table", commit_table)
+
+
+def job_with_metrics(env: Env, spark: Any, tmp_path: Path) -> Any:
+    metrics = job_metrics(spark, env.settings, sinks=[JsonlSink(tmp_path / "metrics.jsonl")])
+    job = env.job(spark)
+    job.metrics = metrics
+    job.waits = []
+    job.sleep = job.waits.append
+    job.sink.open()  # the table exists before the catalog starts refusing
+    return job
+
+
+def emitted(job: Any, tmp_path: Path, name: str) -> float:
+    job.metrics.publisher.flush()
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines() if (tmp_path / "metrics.jsonl").exists() else []
+    return sum(d["value"] for d in map(json.loads, lines) if d["name"] == name)
+
+
+def test_a_catalog_that_refuses_for_a_while_is_waited_out_and_every_record_lands(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = Env(tmp_path)
+    job = job_with_metrics(env, spark, tmp_path)
+    # Given a catalog that denies the job's commits five times (a policy an operator then fixes)
+    catalog = Refusing(monkeypatch, [refusal("AccessDeniedException") for _ in range(5)])
+    manifest = env.manifest("m1", [env.put("in/x.json", b'{"a":1}\n{"a":2}\n')])
+    # When the batch runs
+    job.run([manifest], 0)
+    # Then it kept every record and published them once the cause was gone
+    assert sorted(r["a"] for r in read_rows(tmp_path / "output")) == ["1", "2"]
+    assert catalog.calls == 6
+    # And each refusal was counted (the alarm's metric), waited out with growing back-off, never poison
+    assert emitted(job, tmp_path, "PublishFailures") == 5
+    assert len(job.waits) == 5 and all(0 <= w <= 300 for w in job.waits)
+    assert not (tmp_path / "output" / "_failures").exists()
+    assert not list((tmp_path / "quarantine").rglob("*abandoned*"))
+
+
+def test_a_batch_the_catalog_refuses_for_its_content_is_poison_and_the_stream_moves_on(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = Env(tmp_path)
+    job = job_with_metrics(env, spark, tmp_path)
+    manifest = env.manifest("m1", [env.put("in/x.json", b'{"a":1}\n{"a":2}\n')])
+    # Given a catalog that refuses the batch's request itself, every time
+    catalog = Refusing(monkeypatch, [refusal("InvalidInputException") for _ in range(100)])
+    # When the batch runs
+    job.run([manifest], 0)
+    # Then after max_batch_attempts refusals it is abandoned: its manifest quarantined with the cause
+    assert catalog.calls == env.settings.max_batch_attempts
+    (record,) = [r for r in env.quarantine() if r["kind"] == "manifest"]
+    assert record["source_uri"] == manifest[0] and "InvalidInputException" in record["reason"]
+    assert read_rows(tmp_path / "output") == []
+    assert not list((tmp_path / "output" / "events" / "data").rglob("*.parquet"))  # its files are gone
+    assert emitted(job, tmp_path, "PublishFailures") == 3 and emitted(job, tmp_path, "QuarantinedManifests") == 1
+    # And a replay of that batch publishes nothing, while the next batch (the catalog healthy again) lands
+    catalog.errors.clear()
+    env.job(spark).run([manifest], 0)
+    assert read_rows(tmp_path / "output") == []
+    again = env.manifest("m2", [env.put("in/y.json", b'{"a":3}\n')])
+    env.job(spark).run([again], 1)
+    assert sorted(r["a"] for r in read_rows(tmp_path / "output")) == ["3"]
+    # And the abandoned batch's object is not remembered as loaded: a requeue loads it
+    env.job(spark).run([env.manifest("m3", [env.put("in/x.json", b'{"a":1}\n{"a":2}\n')])], 2)
+    assert sorted(r["a"] for r in read_rows(tmp_path / "output")) == ["1", "2", "3"]
+
+
+def test_a_schema_change_the_catalog_would_refuse_fails_before_the_commit_record(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    job = env.job(spark)
+    # Given a known key no catalog accepts as a column name (as an old commit record could carry)
+    job._resumed = True
+    job.known_keys.add("bad\nname")
+    manifest = env.manifest("m1", [env.put("in/x.json", b'{"bad\\nname":1}\n')])
+    # When the batch runs, Then it fails before its commit record, and the failure is counted
+    with pytest.raises(PublishRefused, match="column names the catalog refuses"):
+        job.run([manifest], 0)
+    assert not list((tmp_path / "output" / "_commits").rglob("*.json"))
+    failures = json.loads(next((tmp_path / "output" / "_failures").rglob("*.json")).read_text())
+    assert failures["count"] == 1
+
+
+def test_what_is_refused_and_what_is_waited_out() -> None:
+    assert refused(refusal("InvalidInputException")) and refused(PublishRefused("x"))
+    assert not refused(refusal("AccessDeniedException")) and not refused(refusal("ThrottlingException"))
+    assert not refused(ConnectionError("reset")) and not refused(TimeoutError())

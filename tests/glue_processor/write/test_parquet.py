@@ -1,0 +1,112 @@
+"""The job's Parquet writer: dictionaries only where values repeat; mostly-NULL string columns
+encoded by the job, read back by Arrow and DuckDB with the statistics Arrow writes."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from glue_processor.read.extra import EXTRA_TYPE
+from glue_processor.write import parquet as parquet_writer
+
+
+def test_only_columns_whose_values_repeat_get_a_dictionary(tmp_path: Path) -> None:
+    # Given ids (all distinct), a kind (three values), a mostly NULL column and a map column
+    n = 5000
+    table = pa.table(
+        {
+            "id": pa.array([str(i) for i in range(n)]),
+            "kind": pa.array(["a", "b", "c"] * (n // 3) + ["a"] * (n % 3)),
+            "rare": pa.array([None] * (n - 1) + ["x"]),
+            "_extra": pa.nulls(n, pa.map_(pa.string(), pa.string())),
+        }
+    )
+    # When it is written
+    path = tmp_path / "part.parquet"
+    parquet_writer.write(table, path)
+    # Then kind is dictionary-encoded and id is not; every value reads back
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
+    assert any("DICTIONARY" in e for e in encodings["kind"])
+    assert not any("DICTIONARY" in e for e in encodings["id"])
+    assert pq.read_table(path).equals(table)
+    assert parquet_writer.dictionary_columns(table) == ["kind"]
+
+
+def test_every_page_is_arrows_and_each_table_is_one_row_group_on_disk_at_once(tmp_path: Path) -> None:
+    # Given tables written one after another (sparse and dense strings, numbers, a map)
+    n = 1000
+    table = pa.table(
+        {
+            "sparse": pa.array([None] * (n - 1) + ["x"]),
+            "kind": pa.array(["u", "v"] * (n // 2)),
+            "_line": pa.array(range(n), pa.int64()),
+            "_extra": pa.array([[("k", str(i))] if i % 7 == 0 else None for i in range(n)], EXTRA_TYPE),
+        }
+    )
+    path = tmp_path / "f.parquet"
+    sizes = []
+    with parquet_writer.writer(path, table) as out:
+        for _ in range(3):
+            out.write_table(table, row_group_size=len(table))
+            sizes.append(path.stat().st_size)
+    # Then each is one row group, on disk as soon as it is written (the tasks size files by it), and
+    # the file is Arrow's own: its writer, its statistics, every value back
+    assert sizes[0] < sizes[1] < sizes[2]
+    meta = pq.read_metadata(path)
+    assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == [n, n, n]
+    assert meta.created_by.startswith("parquet-cpp-arrow")
+    assert meta.row_group(0).column(0).statistics.null_count == n - 1
+    assert pq.read_table(path).equals(pa.concat_tables([table] * 3))
+
+
+TEXT = ["", "zürich", "東京", 'q"\\', "x" * 300, "\x00nul", "😀"]
+
+
+@pytest.mark.spark
+def test_spark_reads_every_row_whatever_its_reader_and_splits(spark: Any, tmp_path: Path) -> None:
+    # Given a file of several row groups (sparse and dense string columns)
+    rng = random.Random(5)
+    groups = []
+    for g in range(4):
+        n = 3000
+        groups.append(
+            pa.table(
+                {
+                    "id": pa.array([f"{g}-{i}" for i in range(n)]),
+                    "rare": pa.array(
+                        [
+                            rng.choice(["", "zürich", "東京", 'q"\\', "x" * 300]) if rng.random() < 0.03 else None
+                            for _ in range(n)
+                        ],
+                        pa.string(),
+                    ),
+                    "none": pa.nulls(n, pa.string()),
+                    "_line": pa.array(range(n), pa.int32()),
+                }
+            )
+        )
+    path = tmp_path / "f.parquet"
+    with parquet_writer.writer(path, groups[0]) as out:
+        for table in groups:
+            out.write_table(table, row_group_size=len(table))
+    want = sorted(pa.concat_tables(groups).to_pylist(), key=lambda r: r["id"])
+    # When Spark reads it with either Parquet reader, the file split in several byte ranges
+    for vectorized in ("true", "false"):
+        spark.conf.set("spark.sql.parquet.enableVectorizedReader", vectorized)
+        spark.conf.set("spark.sql.files.maxPartitionBytes", str(16 * 1024))
+        try:
+            frame = spark.read.parquet(path.as_uri())
+            rows = sorted((r.asDict() for r in frame.collect()), key=lambda r: r["id"])
+            splits = frame.rdd.getNumPartitions()
+        finally:
+            spark.conf.unset("spark.sql.parquet.enableVectorizedReader")
+            spark.conf.unset("spark.sql.files.maxPartitionBytes")
+        # Then every row is read once, with its values
+        assert splits > 1
+        assert rows == want, vectorized
