@@ -22,8 +22,8 @@ import numpy as np
 import psutil
 
 from contracts.ledger import BatchStats, CommitRecord, SourceRecord
-from glue_processor.batch import DEDUPE_SNAPSHOT_BATCHES
 from glue_processor.plan.dedupe import DedupeIndex
+from glue_processor.plan.memory import DEDUPE_SNAPSHOT_BATCHES
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

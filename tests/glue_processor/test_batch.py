@@ -194,9 +194,9 @@ def test_a_commit_record_write_killed_before_its_rename_does_not_stop_a_restart(
 def test_a_restart_rebuilds_the_dedupe_index_from_its_snapshot_not_from_the_history(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from glue_processor import batch as batch_module
+    from glue_processor.plan import memory
 
-    monkeypatch.setattr(batch_module, "DEDUPE_SNAPSHOT_BATCHES", 2)
+    monkeypatch.setattr(memory, "DEDUPE_SNAPSHOT_BATCHES", 2)
     env = Env(tmp_path)
     job = env.job(spark)
     first = env.put("in/a.json", b'{"a":1}\n')

@@ -1,0 +1,117 @@
+"""What a batch found out about its objects: sources, rejections, parts, counts, the batch's columns.
+
+The parse tasks report per object (or per byte range of one); :func:`gather` folds their results
+into one :class:`Outcome`, one status per object (ingested, empty, missing, unreadable,
+superseded), and admits the keys the objects brought, in object order, while the column bound has
+room (tasks admit keys in parallel; a part with keys past the cut is folded when it is written).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from contracts.ledger import SourceRecord
+from glue_processor.plan.manifests import BatchPlan, Rejection, SourceFile
+from glue_processor.plan.ranges import object_outcomes
+from glue_processor.plan.tasks import gzipped
+from glue_processor.read.extra import admit
+from glue_processor.read.task import FileOutcome, Staged, TaskResult
+
+
+class Outcome:
+    """What a batch found out about its sources, accumulated while it runs."""
+
+    def __init__(self, plan: BatchPlan) -> None:
+        self.rejections: list[Rejection] = list(plan.rejections)
+        self.sources: list[SourceRecord] = []
+        self.data_files: list[Staged] = []
+        self.quarantine_files: list[Staged] = []
+        self.final_keys: tuple[str, ...] = ()
+        self.text_bytes = 0
+        self.gzip_bytes = 0
+        self.gzip_text_bytes = 0
+        self.records_out = 0
+        self.bad_records = 0
+        self.rescued = 0
+        self.extra_values = 0
+        self.null_partitions = 0
+        for rejection in plan.rejections:
+            if rejection.entry is not None:
+                self._record(rejection.entry, rejection.manifest_uri, "rejected", reason=rejection.reason)
+        for dup, why in plan.duplicates:
+            self._record(dup.entry, dup.manifest_uri, "duplicate", reason=why)
+
+    def read(self, source: SourceFile, found: FileOutcome) -> None:
+        """An object that was read and parsed (ingested, or empty)."""
+        self.records_out += found.good
+        self.bad_records += found.bad
+        self.text_bytes += found.text_bytes
+        if gzipped(source):
+            self.gzip_bytes += source.entry.size
+            self.gzip_text_bytes += found.text_bytes
+        self._record(source.entry, source.manifest_uri, found.status, records=found.good, bad=found.bad)
+
+    def add(self, source: SourceFile, status: Any, *, reason: str | None = None) -> None:
+        self._record(source.entry, source.manifest_uri, status, reason=reason)
+
+    def file_problem(self, source: SourceFile, status: Any, reason: str) -> None:
+        """A missing or unreadable object: quarantined whole."""
+        self.rejections.append(Rejection("file", source.source_uri, reason, source.manifest_uri, entry=source.entry))
+        self._record(source.entry, source.manifest_uri, status, reason=reason)
+
+    def count(self, status: str) -> int:
+        return sum(1 for s in self.sources if s.status == status)
+
+    def _record(self, entry: Any, manifest_uri: str, status: Any, **extra: Any) -> None:
+        self.sources.append(
+            SourceRecord(
+                bucket=entry.bucket,
+                key=entry.key,
+                etag=entry.etag,
+                size=entry.size,
+                event_time=entry.event_time,
+                manifest_uri=manifest_uri,
+                status=status,
+                records=extra.get("records", 0),
+                bad_records=extra.get("bad", 0),
+                reason=extra.get("reason"),
+                version_id=entry.version_id,
+            )
+        )
+
+
+def gather(
+    outcome: Outcome,
+    files: list[SourceFile],
+    results: Sequence[TaskResult],
+    unread: Sequence[FileOutcome],
+    *,
+    known: set[str],
+    max_columns: int,
+) -> set[str]:
+    """Fold the tasks' ``results`` (and the objects left ``unread``) into ``outcome``; the keys known
+    after the batch (``known`` and the new ones admitted as columns; ``outcome.final_keys`` too)."""
+    found_by_object, lost = object_outcomes([*unread, *(found for r in results for found in r.files)])
+    keys = sorted(known)
+    seen = set(keys)
+    for result in sorted(results, key=lambda r: r.index):
+        outcome.rescued += result.rescued
+        outcome.extra_values += result.extra_values
+        outcome.null_partitions += result.null_partitions
+        outcome.data_files.extend(result.data)
+        outcome.quarantine_files.extend(result.quarantine)
+    for found in found_by_object:
+        source = files[found.item]
+        if found.status in ("missing", "unreadable"):
+            outcome.file_problem(source, found.status, found.reason or found.status)
+        elif found.status == "superseded":
+            outcome.add(source, "superseded", reason=found.reason)
+        else:
+            admit(keys, seen, found.new_keys, max_columns)
+            outcome.read(source, found)
+    for part in lost:  # a range that could not be read, of an object whose other ranges loaded
+        source = files[part.item]
+        outcome.rejections.append(Rejection("file", source.source_uri, part.reason or "", source.manifest_uri))
+    outcome.final_keys = tuple(sorted(keys))
+    return seen

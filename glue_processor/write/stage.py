@@ -1,0 +1,72 @@
+"""The write stage of a batch: its parts into files of about the target size, and the driver's own
+quarantine records.
+
+Full parts that already have the batch's final columns are kept as they are. Rewrites (CPU) are
+Spark tasks; byte concatenations (I/O only) run on the driver when there are few, which saves
+scheduling a Spark job, and as Spark tasks when there are many, so the driver's network is not the
+limit.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from glue_processor.hadoop_fs import HadoopFS
+from glue_processor.plan.manifests import Rejection
+from glue_processor.plan.tasks import SparkMap
+from glue_processor.read.outcome import Outcome
+from glue_processor.read.task import Staged
+from glue_processor.table.declared import DeclaredSchema
+from glue_processor.write.merge import concatenable, merge_parts, plan_merge
+
+# A batch writing at most this many files by concatenation does it on the driver.
+DRIVER_CONCATS = 4
+
+
+def write_files(
+    outcome: Outcome,
+    *,
+    out_dir: str,
+    prefix: str,
+    target_bytes: int,
+    keep_parts: bool,
+    declared: DeclaredSchema | None,
+    spark_map: SparkMap,
+) -> None:
+    """``outcome``'s parts -> its data files, with the batch's final columns."""
+    plan = plan_merge(
+        outcome.data_files,
+        outcome.final_keys,
+        target_bytes=target_bytes,
+        out_dir=out_dir,
+        prefix=prefix,
+        keep_parts=keep_parts,
+        declared=declared,
+    )
+    on_driver = [m for m in plan.merges if concatenable(m)] if len(plan.merges) <= DRIVER_CONCATS else []
+    tasks = [m for m in plan.merges if m not in on_driver]
+    with ThreadPoolExecutor(max_workers=DRIVER_CONCATS) as pool:
+        local = list(pool.map(merge_parts, on_driver))
+    outcome.data_files = [*plan.keep, *local, *spark_map(merge_parts, tasks)]
+    outcome.extra_values += sum(f.folded for f in outcome.data_files)
+
+
+def write_rejections(fs: HadoopFS, outcome: Outcome, target: str, batch_id: int) -> None:
+    """Quarantine records made on the driver (bad manifests, whole files), staged with the batch."""
+    if not outcome.rejections:
+        return
+    body = rejection_lines(outcome.rejections, batch_id)
+    uri = f"{target}/rejections.json"
+    fs.write_bytes(uri, body)
+    outcome.quarantine_files.append(Staged(uri, len(body)))
+
+
+def rejection_lines(rejections: list[Rejection], batch_id: int) -> bytes:
+    return "".join(json.dumps(rejection_record(r, batch_id), ensure_ascii=False) + "\n" for r in rejections).encode()
+
+
+def rejection_record(r: Rejection, batch_id: int) -> dict[str, Any]:
+    record = {"kind": r.kind, "source_uri": r.source_uri, "reason": r.reason, "raw": r.raw}
+    return {k: v for k, v in record.items() if v is not None} | {"manifest_uri": r.manifest_uri, "batch_id": batch_id}
