@@ -18,6 +18,7 @@ from typing import Any
 from bench.data import generate
 from bench.shapes import SHAPES
 from bench.shapes import generate as generate_shape
+from glue_processor.local.text import aligned
 
 MB = 1024 * 1024
 CORES = os.cpu_count() or 1
@@ -114,11 +115,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         ("median_mb", "median MB"),
         ("share_within_15pct", "bytes ±15% of 128MB"),
     ]
-    cells = [[h for _, h in cols]] + [[str(r.get(k, "")) for k, _ in cols] for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(cols))]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return aligned([h for _, h in cols], [[r.get(k, "") for k, _ in cols] for r in rows], left=0)
 
 
 def main(argv: list[str] | None = None) -> int:

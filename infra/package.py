@@ -25,8 +25,10 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from infra.runtime import extra
+
 ROOT = Path(__file__).resolve().parents[1]
-LAMBDA_DEPS = ["pydantic>=2.7,<3", "pydantic-settings>=2.3,<3", "aws-lambda-powertools>=3.0,<4"]
+LAMBDA_DEPS = list(extra("lambda"))
 
 
 # Paths (relative to the repository) that stay out of the job's zip.

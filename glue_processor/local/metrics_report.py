@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.metrics import BY_NAME
+from glue_processor.local.text import aligned
 
 
 def read_datums(path: Path, *, since: datetime | None = None) -> list[dict[str, Any]]:
@@ -47,13 +48,7 @@ def render_metrics(datums: list[dict[str, Any]]) -> str:
                 _fmt(values[-1]),
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = [
-        "  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-        for r in rows
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return aligned(rows[0], rows[1:], left=3)
 
 
 def _fmt(value: float) -> str:

@@ -20,6 +20,7 @@ import pyarrow.compute
 from pyiceberg.table import Table
 
 from glue_processor.local.layout import LocalLayout
+from glue_processor.local.text import aligned
 from glue_processor.table.catalog import open_catalog
 from glue_processor.table.read import published_files
 
@@ -75,11 +76,7 @@ def partitions_of(table: Table) -> pa.Table:
 
 
 def render(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [list(columns)] + [["NULL" if v is None else str(v) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join([*lines, f"({len(rows)} rows)"])
+    return aligned(columns, rows, left=len(columns), null="NULL") + f"\n({len(rows)} rows)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,19 +6,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from contracts.ledger import BatchStats, CommitRecord
+from glue_processor.local.text import aligned
 
 MB = 1024 * 1024
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = [
-        "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-        for r in cells
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return aligned(headers, rows)
 
 
 def render(records: Sequence[CommitRecord], *, feed: Any, dataset: dict[str, Any]) -> str:

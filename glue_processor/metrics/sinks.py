@@ -48,13 +48,13 @@ class JsonlSink:
 
 
 class CloudWatchSink:
-    """PutMetricData in chunks of up to 1000 datums, retried with back-off."""
+    """PutMetricData in chunks of up to 1000 datums. Retries are the client's own (botocore's standard
+    mode, configured where the client is built: :mod:`glue_processor.metrics.setup`); a chunk that
+    still fails is counted and logged, never raised: metrics never stop a batch."""
 
-    def __init__(self, client: CloudWatchClient, namespace: str, *, attempts: int = 4, backoff_s: float = 0.5) -> None:
+    def __init__(self, client: CloudWatchClient, namespace: str) -> None:
         self.client = client
         self.namespace = namespace
-        self.attempts = attempts
-        self.backoff_s = backoff_s
         self.failures = 0
 
     def write(self, datums: Sequence[Datum]) -> None:
@@ -72,19 +72,14 @@ class CloudWatchSink:
             }
             for d in chunk
         ]
-        for attempt in range(1, self.attempts + 1):
-            try:
-                self.client.put_metric_data(Namespace=self.namespace, MetricData=data)  # type: ignore[arg-type]
-                return
-            except (ClientError, BotoCoreError) as exc:
-                if attempt == self.attempts:
-                    self.failures += 1
-                    logger.error(
-                        "PutMetricData failed; datums dropped",
-                        extra={"namespace": self.namespace, "datums": len(chunk), "error": str(exc)},
-                    )
-                    return
-                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+        try:
+            self.client.put_metric_data(Namespace=self.namespace, MetricData=data)  # type: ignore[arg-type]
+        except (ClientError, BotoCoreError) as exc:
+            self.failures += 1
+            logger.error(
+                "PutMetricData failed after the client's retries; datums dropped",
+                extra={"namespace": self.namespace, "datums": len(chunk), "error": str(exc)},
+            )
 
 
 class AsyncPublisher:

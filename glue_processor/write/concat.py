@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
+from glue_processor.table.footer import MAGIC, NotParquet, footer_at
 from glue_processor.write import thrift
 from glue_processor.write.thrift import (
     CC_COLUMN_INDEX,
@@ -31,7 +32,6 @@ from glue_processor.write.thrift import (
     FMD_NUM_ROWS,
     FMD_ROW_GROUPS,
     FMD_SCHEMA,
-    MAGIC,
     RG_COLUMNS,
     RG_FILE_OFFSET,
     RG_ORDINAL,
@@ -49,21 +49,6 @@ def decode_footer(footer: bytes) -> Struct:
         return thrift.decode(footer)
     except thrift.ThriftError as exc:
         raise ConcatError(str(exc)) from exc
-
-
-# -- Parquet ------------------------------------------------------------------------------
-def _footer_of(f: BinaryIO, size: int) -> tuple[bytes, int]:
-    """(footer bytes, where the footer starts)."""
-    if size < 12:
-        raise ConcatError("too short to be Parquet")
-    f.seek(size - 8)
-    tail = f.read(8)
-    if tail[4:] != MAGIC:
-        raise ConcatError("no PAR1 at the end")
-    (length,) = struct.unpack("<I", tail[:4])
-    start = size - 8 - length
-    f.seek(start)
-    return f.read(length), start
 
 
 def _shift(row_group: Struct, by: int, ordinal: int) -> None:
@@ -92,7 +77,10 @@ def concat(sources: Iterable[Path], target: Path, *, chunk: int = 8 * 1024 * 102
         for path in sources:
             size = path.stat().st_size
             with path.open("rb") as f:
-                footer, start = _footer_of(f, size)
+                try:
+                    footer, start = footer_at(f, size)
+                except NotParquet as exc:
+                    raise ConcatError(str(exc)) from exc
                 part = decode_footer(footer)
                 if thrift.get(part, FMD_ENCRYPTION) is not None:
                     raise ConcatError(f"{path}: encrypted files are not supported")

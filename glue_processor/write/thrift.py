@@ -13,7 +13,6 @@ from ndjson_arrow import _thrift
 from ndjson_arrow._thrift import Field
 
 __all__ = [
-    "MAGIC",
     "Field",
     "Struct",
     "ThriftError",
@@ -21,7 +20,6 @@ __all__ = [
     "chunk_start",
     "decode",
     "encode",
-    "footer_in",
     "get",
     "move_chunk",
 ]
@@ -59,8 +57,7 @@ def get(fields: Struct, fid: int) -> Field | None:
     return next((f for f in fields if f.id == fid), None)
 
 
-# -- Parquet's footer ----------------------------------------------------------------------------
-MAGIC = b"PAR1"
+# -- Parquet's footer (found by glue_processor.table.footer) -----------------------------------------
 # field ids (parquet.thrift): FileMetaData, RowGroup, ColumnChunk, ColumnMetaData
 FMD_VERSION, FMD_SCHEMA, FMD_NUM_ROWS, FMD_ROW_GROUPS, FMD_CREATED_BY, FMD_COLUMN_ORDERS, FMD_ENCRYPTION = (
     1,
@@ -74,15 +71,6 @@ FMD_VERSION, FMD_SCHEMA, FMD_NUM_ROWS, FMD_ROW_GROUPS, FMD_CREATED_BY, FMD_COLUM
 RG_COLUMNS, RG_TOTAL_BYTE_SIZE, RG_NUM_ROWS, RG_FILE_OFFSET, RG_COMPRESSED_SIZE, RG_ORDINAL = 1, 2, 3, 5, 6, 7
 CC_FILE_OFFSET, CC_META, CC_OFFSET_INDEX, CC_COLUMN_INDEX, CC_CRYPTO = 2, 3, 4, 6, 8
 CMD_RAW_SIZE, CMD_SIZE, CMD_DATA_PAGE, CMD_INDEX_PAGE, CMD_DICT_PAGE, CMD_BLOOM = 6, 7, 9, 10, 11, 14
-
-
-def footer_in(data: bytes | memoryview) -> tuple[Struct, int]:
-    """The FileMetaData of a whole Parquet file held in memory, and where the footer starts."""
-    if len(data) < 12 or bytes(data[-4:]) != MAGIC:
-        raise ThriftError("not a Parquet file (no PAR1 at the end)")
-    length = int.from_bytes(data[-8:-4], "little")
-    start = len(data) - 8 - length
-    return decode(bytes(data[start:-8])), start
 
 
 def chunk_meta(chunk: Struct) -> Struct:

@@ -161,7 +161,7 @@ def test_cloudwatch_failure_never_raises(tmp_path: Path) -> None:
 
             raise EndpointConnectionError(endpoint_url="https://monitoring")
 
-    sink = CloudWatchSink(Broken(), "Ns", attempts=2, backoff_s=0)  # type: ignore[arg-type]
+    sink = CloudWatchSink(Broken(), "Ns")  # type: ignore[arg-type]
     jsonl = JsonlSink(tmp_path / "m.jsonl")
     publisher = AsyncPublisher([sink, jsonl])
     publisher.emit([M.datum(M.RECORDS_IN, 5, DIMS)])
