@@ -102,8 +102,14 @@ BACKLOG_BYTES = _m(
     "BacklogBytes",
     "Bytes",
     J,
-    "bytes of the waiting manifest files themselves; the control plane estimates the data bytes they reference as "
-    "BacklogManifests x the mean BytesPerManifest",
+    "bytes of the waiting manifest files themselves",
+)
+BACKLOG_DATA_BYTES = _m(
+    "BacklogDataBytes",
+    "Bytes",
+    J,
+    "data bytes the waiting manifests reference, exact (each manifest's name carries its total): what the "
+    "control plane sizes the backlog from",
 )
 BACKLOG_AGE = _m("OldestBacklogAge", "Seconds", J, "age of the oldest waiting manifest")
 LATENCY_MAX = _m("EndToEndLatencyMax", "Seconds", J, "max S3 event time -> Parquet commit in the batch")

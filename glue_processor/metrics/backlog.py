@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from contracts.layout import MANIFEST_SUFFIX
+from contracts.layout import MANIFEST_SUFFIX, manifest_data_bytes
 from glue_processor.hadoop_fs import FileInfo, HadoopFS
 from glue_processor.metrics.convert import Backlog
 
@@ -40,7 +40,23 @@ def measure(waiting_now: list[FileInfo], now_ms: int) -> Backlog:
         manifests=len(waiting_now),
         bytes=sum(i.size for i in waiting_now),
         oldest_age_s=max(0.0, (now_ms - oldest) / 1000),
+        data_bytes=data_bytes(i.name for i in waiting_now),
     )
+
+
+def data_bytes(names: Iterable[str]) -> int | None:
+    """The data bytes the manifests reference, from their names. A name from before the bytes were
+    in it counts as the mean of the others (an upgrade's few minutes); None when no name says."""
+    known, unknown = [], 0
+    for name in names:
+        size = manifest_data_bytes(name)
+        if size is None:
+            unknown += 1
+        else:
+            known.append(size)
+    if not known:
+        return None if unknown else 0
+    return sum(known) + unknown * sum(known) // len(known)
 
 
 class BacklogProbe:

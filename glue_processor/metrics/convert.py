@@ -118,6 +118,8 @@ class Backlog:
     manifests: int
     bytes: int
     oldest_age_s: float
+    # data bytes the waiting manifests reference, from their names (None: no name says)
+    data_bytes: int | None = None
 
 
 def backlog_datums(backlog: Backlog, *, dimensions: dict[str, str], when: datetime | None = None) -> list[Datum]:
@@ -125,4 +127,9 @@ def backlog_datums(backlog: Backlog, *, dimensions: dict[str, str], when: dateti
         datum(M.BACKLOG_MANIFESTS, backlog.manifests, dimensions, when),
         datum(M.BACKLOG_BYTES, backlog.bytes, dimensions, when),
         datum(M.BACKLOG_AGE, backlog.oldest_age_s, dimensions, when),
+        *(
+            [datum(M.BACKLOG_DATA_BYTES, backlog.data_bytes, dimensions, when)]
+            if backlog.data_bytes is not None
+            else []
+        ),
     ]

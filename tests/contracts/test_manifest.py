@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 import pytest
 
 from contracts.exceptions import ManifestError
-from contracts.layout import manifest_key
+from contracts.layout import manifest_data_bytes, manifest_key
 from contracts.manifest import Manifest, ManifestEntry
 
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -28,7 +28,9 @@ def test_manifest_round_trips_and_is_order_independent() -> None:
 def test_manifest_key_is_a_function_of_content() -> None:
     m = Manifest.of([entry("a")])
     assert manifest_key("manifests", m) == manifest_key("/manifests/", m)
-    assert manifest_key("manifests", m) == f"manifests/20261122T100000Z-{m.manifest_id[:32]}.json"
+    assert manifest_key("manifests", m) == f"manifests/20261122T100000Z-{m.manifest_id[:32]}-{m.total_bytes}b.json"
+    assert manifest_data_bytes(manifest_key("manifests", m)) == m.total_bytes
+    assert manifest_data_bytes(f"20261122T100000Z-{m.manifest_id[:32]}.json") is None  # an older name
     assert manifest_key("manifests", Manifest.of([entry("a", etag="other")])) != manifest_key("manifests", m)
 
 

@@ -13,7 +13,7 @@ from contracts import metrics as M
 from contracts.ledger import BatchStats, CommitRecord
 from glue_processor.hadoop_fs import FileInfo
 from glue_processor.metrics.backlog import measure, waiting
-from glue_processor.metrics.convert import RateTracker, progress_datums, record_datums
+from glue_processor.metrics.convert import RateTracker, backlog_datums, progress_datums, record_datums
 from glue_processor.metrics.sinks import AsyncPublisher, CloudWatchSink, JsonlSink
 from tests.conftest import EVENTS
 
@@ -109,6 +109,29 @@ def test_backlog_counts_waiting_manifests_after_the_watermark() -> None:
     assert [i.name for i in w] == ["m3.json", "m4.json"]
     b = measure(w, now_ms=10_000)
     assert (b.manifests, b.bytes, b.oldest_age_s) == (2, 200, 7.0)
+    assert b.data_bytes is None  # names that do not say their data bytes
+
+
+def test_backlog_data_bytes_are_exact_from_the_manifests_names() -> None:
+    """Issue 24, cause 4: the backlog in data bytes is the waiting manifests' own totals (a 500 GB
+    backfill reads 500 GB), not a count times a mean of per-minute averages."""
+    from contracts.layout import manifest_key
+    from contracts.manifest import Manifest, ManifestEntry
+
+    def manifest(i: int, size: int) -> Manifest:
+        when = datetime(2026, 11, 24, tzinfo=UTC)
+        return Manifest.of([ManifestEntry(bucket="bkt", key=f"k{i}", size=size, etag="e", event_time=when)])
+
+    sizes = [1024**3, 7, 512 * 1024**2]
+    names = [manifest_key("", manifest(i, s)) for i, s in enumerate(sizes)]
+    listing = [FileInfo(n, n, 300, False, 1000 * i) for i, n in enumerate(names)]
+    assert measure(listing, now_ms=5_000).data_bytes == sum(sizes)
+    # during an upgrade, a name without its bytes counts as the mean of the others
+    older = [*listing, FileInfo("old", "20261124T000000Z-abc.json", 300, False, 0)]
+    assert measure(older, now_ms=5_000).data_bytes == sum(sizes) + sum(sizes) // 3
+    assert measure([], now_ms=5_000).data_bytes == 0
+    got = {d.name: d.value for d in backlog_datums(measure(listing, now_ms=5_000), dimensions=DIMS)}
+    assert got["BacklogDataBytes"] == sum(sizes)
 
 
 def test_publishing_to_cloudwatch_and_reading_back(aws: None) -> None:

@@ -84,7 +84,7 @@ def test_put_objects_become_one_manifest_with_decoded_keys(pipeline: Pipeline) -
     manifests = pipeline.manifests()
     assert len(manifests) == 1
     ((key, manifest),) = manifests.items()
-    assert key.startswith("manifests/") and key.endswith(f"{manifest.manifest_id[:32]}.json")
+    assert key.startswith("manifests/") and key.endswith(f"{manifest.manifest_id[:32]}-{manifest.total_bytes}b.json")
     assert sorted(e.key for e in manifest.entries) == sorted(keys)
     for entry in manifest.entries:
         head = pipeline.s3.head_object(Bucket=LANDING, Key=entry.key)
