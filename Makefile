@@ -18,6 +18,10 @@ EMPTY ?=
 PARAMS ?=
 REPLACE_FAILED ?=
 DROP_CATALOG ?=
+FILES ?=
+TIMEOUT ?=
+KEEP ?=
+CLEAN_UP ?=
 BENCH_MB ?= 1024
 FILES_PER_HOUR ?= 200000
 FILE_KB ?= 1024
@@ -30,7 +34,7 @@ PARTITION_BY ?=
 TABLE_FORMAT ?= iceberg
 FORMAT ?= table
 FUZZ_SECONDS ?= 300
-.PHONY: help setup parity run query compact commit-cost conversion autoscale status reconcile reliability bench sizing intake bookkeeping memory template package deploy destroy test test-fast sanitize fuzz lint format clean
+.PHONY: help setup parity run query compact commit-cost conversion autoscale status reconcile reliability bench sizing intake bookkeeping memory template package deploy destroy smoke test test-fast sanitize fuzz lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -75,6 +79,9 @@ deploy: setup ## deploy to AWS: make deploy [STACK=ndjson-ingest] [REGION=eu-wes
 
 destroy: setup ## delete the stack: make destroy [STACK=...] [REGION=...] [EMPTY=1 to empty its buckets first] [DROP_CATALOG=1 to delete the Glue database and table it keeps]
 	$(BIN)/python -m infra.deploy destroy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(if $(EMPTY),--empty) $(if $(DROP_CATALOG),--drop-catalog) $(foreach p,$(PARAMS),--param "$(p)")
+
+smoke: setup ## end-to-end check of a deployed stack (uploads, waits for the rows, cleans up): make smoke [STACK=...] [REGION=...] [FILES=300] [TIMEOUT=900 seconds] [KEEP=1] [CLEAN_UP=<run id> to remove what a run left late]
+	$(BIN)/python -m infra.smoke --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(if $(FILES),--files "$(FILES)") $(if $(TIMEOUT),--timeout "$(TIMEOUT)") $(if $(KEEP),--keep) $(if $(CLEAN_UP),--clean-up "$(CLEAN_UP)")
 
 reconcile: setup ## objects that landed but were never ingested (or twice): make reconcile [WORKDIR=...] [REQUEUE=1]
 	$(BIN)/python -m glue_processor.reconcile --workdir "$(WORKDIR)" $(if $(REQUEUE),--requeue)
