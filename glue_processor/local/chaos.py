@@ -112,7 +112,8 @@ def run_chaos(
     expected: dict[str, int] = {}
     report = ChaosReport()
     started = time.monotonic()
-    args = ["--data", str(data), "--workdir", str(work), "--sqs-batch-size", "1", "--table-format", table_format]
+    args = ["--data", str(data), "--workdir", str(work), "--sqs-batch-size", "1", "--max-files-per-trigger", "1"]
+    args += ["--table-format", table_format]
     n = 0
     rounds = 0
     while report.kills < kills and rounds < kills * 4:

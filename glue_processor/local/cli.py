@@ -58,9 +58,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--sample-files", type=int, default=48, help="files in the generated sample (default 48)")
     p.add_argument("--sample-records", type=int, default=400, help="records per sample file (default 400)")
-    p.add_argument("--sqs-batch-size", type=int, default=10, help="messages per manifest-builder invocation (10)")
+    p.add_argument(
+        "--sqs-batch-size",
+        type=int,
+        default=1000,
+        help="messages per manifest-builder invocation (default 1000, the stack's SqsBatchSize)",
+    )
     p.add_argument("--max-manifest-files", type=int, default=1000, help="files per manifest (default 1000)")
-    p.add_argument("--max-files-per-trigger", type=int, default=1, help="manifests per micro-batch (default 1)")
+    p.add_argument(
+        "--max-files-per-trigger",
+        type=int,
+        default=None,
+        help="manifests per micro-batch (default: the deployed job's, a 16 GiB byte budget; 1 for small demo batches)",
+    )
     p.add_argument("--target-file-mb", type=int, default=128, help="target Parquet file size (default 128)")
     p.add_argument(
         "--trigger",
@@ -100,7 +110,7 @@ def job_settings(layout: LocalLayout, args: argparse.Namespace) -> JobSettings:
             "source_uri_template": LocalBuckets(layout.buckets).uri_template(),
             "trigger": args.trigger,
             "trigger_interval_seconds": str(args.trigger_interval_seconds),
-            "max_files_per_trigger": str(args.max_files_per_trigger),
+            **({"max_files_per_trigger": str(args.max_files_per_trigger)} if args.max_files_per_trigger else {}),
             "target_file_mb": str(args.target_file_mb),
             "table_format": args.table_format,
             **({"schema": local_uri(args.schema)} if args.schema else {}),

@@ -55,7 +55,9 @@ def test_user_tree_is_ingested_then_only_new_files(tmp_path: Path) -> None:
     }
     write_tree(data, files)
 
-    first = run_local("--data", str(data), "--workdir", str(work), "--sqs-batch-size", "1")
+    first = run_local(
+        "--data", str(data), "--workdir", str(work), "--sqs-batch-size", "1", "--max-files-per-trigger", "1"
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     assert "this run:" in first.stdout and "13 records in, 13 written" in first.stdout
     assert "metrics of this run" in first.stdout
@@ -102,7 +104,7 @@ def test_kill_9_mid_run_then_resume_gives_each_record_once(tmp_path: Path) -> No
     data, work = tmp_path / "data", tmp_path / "work"
     files = {f"f{i:03d}.json": [{"id": i * 100 + j} for j in range(50)] for i in range(24)}
     write_tree(data, files)
-    args = ["--data", str(data), "--workdir", str(work), "--sqs-batch-size", "2"]
+    args = ["--data", str(data), "--workdir", str(work), "--sqs-batch-size", "2", "--max-files-per-trigger", "1"]
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "glue_processor.local.cli", *args],
