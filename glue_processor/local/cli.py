@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from contracts.exceptions import IngestError
@@ -146,12 +147,11 @@ def dataset_check(spark: Any, layout: LocalLayout, settings: JobSettings | None 
     }
     files = published_files(layout.output)
     result["files"] = len(files)
-    seen: set[tuple[str, int]] = set()
-    for path in files:
-        lineage = pq.ParquetFile(path).read(columns=["_source_uri", "_line"])
-        result["rows"] += lineage.num_rows
-        seen.update(zip(lineage.column(0).to_pylist(), lineage.column(1).to_pylist(), strict=True))
-    result["duplicates"] = result["rows"] - len(seen)
+    if files:
+        lineage = pa.concat_tables(pq.read_table(path, columns=["_source_uri", "_line"]) for path in files)
+        result["rows"] = lineage.num_rows
+        distinct = lineage.unify_dictionaries().group_by(["_source_uri", "_line"]).aggregate([]).num_rows
+        result["duplicates"] = result["rows"] - distinct
     if settings is not None and settings.table_format == "iceberg" and files:
         table = load_table(settings)
         snapshot = table.current_snapshot()

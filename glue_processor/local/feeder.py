@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -112,12 +113,16 @@ class Feeder:
             return
         now = datetime.now(UTC)
         pending: dict[str, list[dict[str, Any]]] = {"events": [], "ledger": []}
-        for n, (key, st) in enumerate(files):
+        # the ETags S3 would report, hashed on every core (hashlib releases the GIL): 1 GiB in ~0.8 s
+        # on 2 cores rather than 1.6 s, before the first batch can start
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            etags = list(pool.map(md5_of, [self.layout.landing / key for key, _ in files]))
+        for n, ((key, st), etag) in enumerate(zip(files, etags, strict=True)):
             obj = CreatedObject(
                 bucket=LANDING_BUCKET,
                 key=key,
                 size=st.st_size,
-                etag=md5_of(self.layout.landing / key),
+                etag=etag,
                 event_time=now,
                 sequencer=f"{int(now.timestamp() * 1e6):016X}{n:08X}",
             )
