@@ -34,7 +34,7 @@ PARTITION_BY ?=
 TABLE_FORMAT ?= iceberg
 FORMAT ?= table
 FUZZ_SECONDS ?= 300
-.PHONY: help setup parity run query compact commit-cost conversion autoscale status reconcile reliability bench sizing intake bookkeeping memory template package deploy destroy smoke test test-fast sanitize fuzz lint format clean
+.PHONY: help setup parity run query compact commit-cost conversion autoscale status reconcile reliability bench bench-partitions sizing intake bookkeeping memory template package deploy destroy smoke test test-fast sanitize fuzz lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -86,8 +86,12 @@ smoke: setup ## end-to-end check of a deployed stack (uploads, waits for the row
 reconcile: setup ## objects that landed but were never ingested (or twice): make reconcile [WORKDIR=...] [REQUEUE=1]
 	$(BIN)/python -m glue_processor.reconcile --workdir "$(WORKDIR)" $(if $(REQUEUE),--requeue)
 
-bench: setup ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on the same files: make bench [BENCH_MB=1024]
+bench: setup ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on the same files, then partitioned batches: make bench [BENCH_MB=1024]
 	$(BIN)/python -m bench.run --mb $(BENCH_MB)
+	$(BIN)/python -m bench.partitions
+
+bench-partitions: setup ## what partitioning from the record costs a batch: none, day(ts), day(ts),event_type, 100 and 1000 identity values
+	$(BIN)/python -m bench.partitions
 
 sizing: setup ## stress batches on one core, then a Glue sizing: make sizing [FILES_PER_HOUR=200000 FILE_KB=1024 SLA_S=600]
 	$(BIN)/python -m bench.sizing --files-per-hour $(FILES_PER_HOUR) --file-kb $(FILE_KB) --sla-s $(SLA_S)

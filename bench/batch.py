@@ -27,14 +27,21 @@ def manifest_of(files: list[Path]) -> tuple[str, str]:
 
 
 def batch_job(
-    spark: Any, files: list[Path], out: Path, query_id: str, previous: Any = None, *, max_columns: int | None = None
+    spark: Any,
+    files: list[Path],
+    out: Path,
+    query_id: str,
+    previous: Any = None,
+    *,
+    max_columns: int | None = None,
+    settings: dict[str, str] | None = None,
 ) -> Any:
     """A started ManifestBatchJob writing under ``out`` (as the job is when its stream starts: table
     open, recent batches read); ``previous`` passes on what a warm job learnt."""
     from glue_processor.batch import ManifestBatchJob
     from glue_processor.settings import settings_from_mapping
 
-    settings = settings_from_mapping(
+    job_settings = settings_from_mapping(
         {
             "manifest_uri": (out / "manifests").as_uri(),
             "output_uri": (out / "data").as_uri(),
@@ -43,12 +50,13 @@ def batch_job(
             "source_uri_template": f"{files[0].parent.parent.as_uri()}/{{bucket}}/{{key}}",
             "metrics_sinks": "",
             **({"max_columns": str(max_columns)} if max_columns else {}),
+            **(settings or {}),
         }
     )
-    job = ManifestBatchJob(spark, settings, query_id=query_id)
+    job = ManifestBatchJob(spark, job_settings, query_id=query_id)
     if previous is not None:
         # a 24/7 job carries what it learnt: the keys (and the gzip expansion it sizes tasks by)
-        job.gzip_expansion = previous.gzip_expansion
-        job.known_keys = set(previous.known_keys)
+        job.memory.gzip_expansion = previous.memory.gzip_expansion
+        job.memory.known_keys = set(previous.memory.known_keys)
     job.start()
     return job

@@ -57,6 +57,7 @@ class BatchStats(_Frozen):
     null_partition_records: int = 0  # rows whose partition value was missing or did not convert
     output_files: int = 0
     output_bytes: int = 0
+    partitions: int = 0  # table partitions the batch's data files are in
     columns: int = 0
     duration_s: float = 0.0
     stage_s: dict[str, float] = Field(default_factory=dict)

@@ -118,6 +118,14 @@ BAD_RECORDS = _m("BadRecords", "Count", J, "lines quarantined (not a JSON object
 MISSING_OBJECTS = _m("MissingObjects", "Count", J, "objects listed in a manifest but not found")
 UNREADABLE_OBJECTS = _m("UnreadableObjects", "Count", J, "objects that could not be read or decompressed")
 QUARANTINED_MANIFESTS = _m("QuarantinedManifests", "Count", J, "manifests that are invalid or failed too often")
+PARTITIONS_WRITTEN = _m("PartitionsWritten", "Count", J, "table partitions the batch wrote files into")
+PARTITIONS_PAST_BOUND = _m(
+    "PartitionsPastBound",
+    "Count",
+    J,
+    "partitions the batch wrote beyond --max_partitions_per_batch: still written, exactly once, but each costs "
+    "the batch a file, a merge and a manifest entry (alarms)",
+)
 PARQUET_FILES = _m("ParquetFilesWritten", "Count", J, "Parquet files committed by the batch")
 PARQUET_AVG_SIZE = _m("ParquetAvgFileSize", "Bytes", J, "average size of those files")
 

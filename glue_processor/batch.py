@@ -192,6 +192,7 @@ class ManifestBatchJob:
                     keep_parts=not self.sink.in_place,  # a part is staged: only a sink that moves files may keep it
                     declared=self.declared,
                     spark_map=self._spark_map,
+                    cores=self.spark.sparkContext.defaultParallelism,
                 )
         with stages("write_quarantine"):
             write_rejections(self.fs, outcome, quarantine_staging, batch_id)
@@ -273,7 +274,19 @@ class ManifestBatchJob:
         self.last_snapshot_id = snapshot
         if fresh:
             self.memory.published(record)
-        report(self.metrics, record, commit_ms=self.last_commit_ms, table=self.sink.stats())
+        report(
+            self.metrics,
+            record,
+            commit_ms=self.last_commit_ms,
+            table=self.sink.stats(),
+            max_partitions=self.settings.max_partitions_per_batch,
+        )
+        if record.stats.partitions > self.settings.max_partitions_per_batch:
+            logger.warning(
+                "batch wrote more partitions than --max_partitions_per_batch (all written, exactly once; each costs "
+                "a file, a merge and a manifest entry)",
+                extra={"batch_id": record.batch_id, "partitions": record.stats.partitions},
+            )
         if fresh:
             self._maybe_rotate(record.batch_id)
             logger.info("batch done", extra={"batch_id": record.batch_id, **record.stats.model_dump()})

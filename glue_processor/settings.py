@@ -82,6 +82,20 @@ class JobSettings(BaseModel):
     dedupe_window_hours: int = Field(
         default=24, ge=0, le=24 * 30, description="an object version ingested this recently is not ingested again"
     )
+    max_partitions_per_batch: int = Field(
+        default=1000,
+        ge=1,
+        description="partitions a batch is expected to touch at most: past it, every row is still written exactly "
+        "once, the batch is slower (a file, a merge and a manifest entry per partition), and PartitionsPastBound "
+        "alarms",
+    )
+    max_open_files_per_task: int = Field(
+        default=64,
+        ge=1,
+        le=1000,
+        description="partition files a parse task keeps open at once; past it the least recently written is "
+        "finished and its partition's later rows start another part (merged into one file per partition)",
+    )
     max_batch_attempts: int = Field(
         default=3, ge=1, le=100, description="failed attempts after which a batch's manifests are quarantined"
     )

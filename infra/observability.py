@@ -310,6 +310,18 @@ def alarm_resources() -> dict[str, dict[str, Any]]:
             threshold=0,
             operator="GreaterThanThreshold",
         ),
+        "PartitionsPastBound": _metric_alarm(
+            "partitions-past-bound",
+            "batches touch more partitions than --max_partitions_per_batch: nothing is lost, but each batch is slower "
+            "and writes small files; check --partition_by against the data (a high-cardinality identity field, "
+            "or late data spread over many days)",
+            M.PARTITIONS_PAST_BOUND,
+            stat="Sum",
+            period=300,
+            periods=3,
+            threshold=0,
+            operator="GreaterThanThreshold",
+        ),
         "TableOptimizersUnhealthy": _metric_alarm(
             "table-optimizers-unhealthy",
             "a table optimizer (compaction, retention, orphan-file deletion) is disabled, missing or failing: the "

@@ -75,6 +75,7 @@ def make_record(
             extra_values=outcome.extra_values,
             null_partition_records=outcome.null_partitions,
             output_files=len(data_files),
+            partitions=len({f.partition for f in outcome.data_files}),
             output_bytes=sum(f.bytes for f in data_files),
             columns=len(outcome.final_keys),
             duration_s=round(duration_s, 3),

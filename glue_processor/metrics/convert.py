@@ -74,8 +74,10 @@ def progress_datums(
     return out
 
 
-def record_datums(record: CommitRecord, *, dimensions: dict[str, str]) -> list[Datum]:
-    """Datums for one committed batch."""
+def record_datums(
+    record: CommitRecord, *, dimensions: dict[str, str], max_partitions: int | None = None
+) -> list[Datum]:
+    """Datums for one committed batch (``max_partitions``: the bound its partitions are held to)."""
     s = record.stats
     when = record.committed_at
     out = [
@@ -89,6 +91,7 @@ def record_datums(record: CommitRecord, *, dimensions: dict[str, str]) -> list[D
         datum(M.UNREADABLE_OBJECTS, s.unreadable_files, dimensions, when),
         datum(M.QUARANTINED_MANIFESTS, s.bad_manifests, dimensions, when),
         datum(M.PARQUET_FILES, s.output_files, dimensions, when),
+        datum(M.PARTITIONS_WRITTEN, s.partitions, dimensions, when),
         datum(M.RESCUED_VALUES, s.rescued_values, dimensions, when),
         datum(M.NULL_PARTITION_RECORDS, s.null_partition_records, dimensions, when),
         datum(M.EXTRA_VALUES, s.extra_values, dimensions, when),
@@ -99,6 +102,8 @@ def record_datums(record: CommitRecord, *, dimensions: dict[str, str]) -> list[D
         out.append(datum(M.LATENCY_MAX, s.max_latency_s, dimensions, when))
     if s.p95_latency_s is not None:
         out.append(datum(M.LATENCY_P95, s.p95_latency_s, dimensions, when))
+    if max_partitions is not None:
+        out.append(datum(M.PARTITIONS_PAST_BOUND, max(0, s.partitions - max_partitions), dimensions, when))
     return out
 
 

@@ -14,13 +14,20 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def report(metrics: JobMetrics | None, record: CommitRecord, *, commit_ms: float, table: dict[str, int]) -> None:
+def report(
+    metrics: JobMetrics | None,
+    record: CommitRecord,
+    *,
+    commit_ms: float,
+    table: dict[str, int],
+    max_partitions: int | None = None,
+) -> None:
     """The batch's figures, its commit's duration and the table's size after it, and the backlog."""
     if metrics is None:
         return
     try:
         metrics.records_by_batch[record.batch_id] = record.stats.records_in
-        metrics.publisher.emit(record_datums(record, dimensions=metrics.dimensions))
+        metrics.publisher.emit(record_datums(record, dimensions=metrics.dimensions, max_partitions=max_partitions))
         metrics.publisher.emit(table_datums(commit_ms, table, dimensions=metrics.dimensions, when=record.committed_at))
         metrics.emit_backlog(metrics.probe.mark_processed(record.manifests))
     except Exception:

@@ -74,6 +74,7 @@ def plan_tasks(
             target_bytes=part,
             row_group_bytes=part,
             row_groups_per_file=1,
+            max_open_files=settings.max_open_files_per_task,
             limits=limits,
             declared=declared,
             partitions=partitions,

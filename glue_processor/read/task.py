@@ -15,7 +15,9 @@ line up to ``Limits.max_line_bytes``, copied at most three times); a chunk is pa
 at most ``MAX_CELLS`` cells (rows x columns, each an offset and a validity bit: :data:`CELL_BYTES`),
 and rows wait to be written until they weigh a row group or hold ``MAX_CELLS`` cells, so at most
 about four pieces' cells are held at once (the piece being parsed, those waiting, the row group
-being written); plus the Parquet writer's buffers. ``bench/memory.py`` measures the worst shapes
+being written); plus the Parquet writer's buffers, and the rows of partitions held until they make
+a row group (at most ``HELD_BYTES`` and ``MAX_CELLS`` cells, when a table is partitioned from the
+record). ``bench/memory.py`` measures the worst shapes
 (many known columns x empty rows, one huge line, many tiny lines, a new key per line) against it.
 """
 
@@ -35,7 +37,6 @@ from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from glue_processor.defaults import DEFAULT_MAX_COLUMNS
 from glue_processor.read.extra import EXTRA, EXTRA_TYPE
@@ -119,6 +120,7 @@ class TaskSpec:
     row_group_bytes: int = 32 * 1024 * 1024
     # Row groups a file is written in at least (a file stops within half a row group of the target).
     row_groups_per_file: int = 4
+    max_open_files: int = 64  # partition files a task keeps open at once (see _ParquetFiles._write)
     # How an object is read: chunks of whole lines, the longest line, the most text (see reading.py).
     limits: Limits = field(default_factory=Limits)
     # Declared column types (--schema): converted here, what does not convert goes to _rescued.
@@ -456,6 +458,20 @@ class _OpenFile:
 
 
 @dataclass
+class _Held:
+    """A partition's rows waiting to be written as one row group."""
+
+    keys: tuple[str, ...]
+    tables: list[pa.Table] = field(default_factory=list)
+    weight: int = 0
+    cells: int = 0
+
+
+# The most a task holds (by weight, see _weight) of partitions' rows not yet written.
+HELD_BYTES = 128 * 1024 * 1024
+
+
+@dataclass
 class _ParquetFiles:
     """Row groups of ~``row_group_bytes`` into files of ~``target_bytes``; a new key set starts
     a new file (a Parquet file has one schema), and so does each partition (a file holds one)."""
@@ -468,6 +484,9 @@ class _ParquetFiles:
     _pending_weight: int = 0
     _pending_cells: int = 0  # rows x columns held (each an offset at least, whatever its weight)
     _open: dict[str, _OpenFile] = field(default_factory=dict)
+    _held: dict[str, _Held] = field(default_factory=dict)
+    _held_weight: int = 0
+    _held_cells: int = 0
     rescued: int = 0
     null_partitions: int = 0
     extra_values: int = 0
@@ -527,15 +546,59 @@ class _ParquetFiles:
         table = _output_table(data, keys, lineage, rescued, merged.column(EXTRA))
         if self.spec.partitions is None:
             self._write("", table, keys, final=final)
-            return
-        labels, nulls = self.spec.partitions.labels(table)
-        self.null_partitions += nulls
-        names = labels.dictionary.to_pylist()
-        if len(names) == 1:  # the usual case (a day's partition): no copy of the rows
-            self._write(names[0], table, keys, final=final)
-            return
-        for code, label in enumerate(names):
-            self._write(label, table.filter(pc.equal(labels.indices, code)), keys, final=final)
+        else:
+            labels, nulls = self.spec.partitions.labels(table)
+            self.null_partitions += nulls
+            names = labels.dictionary.to_pylist()
+            if len(names) == 1:  # the usual case (a day's partition): no copy of the rows
+                self._hold(names[0], table, keys)
+            else:
+                # one stable sort by partition, then each partition's rows taken (its own copy, so
+                # what is held does not keep the whole chunk alive): linear in the rows whatever the
+                # partition count (a filter per partition would pass over every row each time)
+                codes = labels.indices.to_numpy(zero_copy_only=False)
+                order = np.argsort(codes, kind="stable")
+                table = table.combine_chunks()  # a take from chunked columns would pass over them all
+                start = 0
+                for code, count in enumerate(np.bincount(codes, minlength=len(names)).tolist()):
+                    if count:
+                        self._hold(names[code], table.take(pa.array(order[start : start + count])), keys)
+                        start += count
+        if final:
+            for label in list(self._held):
+                self._release(label, final=True)
+
+    def _hold(self, label: str, table: pa.Table, keys: tuple[str, ...]) -> None:
+        """Rows of one partition, held until they make a row group of about the step: a batch over
+        many partitions would otherwise write a row group per partition per chunk (each costs the
+        writer ~0.4 ms here whatever its size, and makes the files slow to read). What is held in
+        all is bounded (``HELD_BYTES`` by weight, ``MAX_CELLS`` by cells): past it, the partitions
+        holding the most are written."""
+        held = self._held.get(label)
+        if held is not None and held.keys != keys:
+            self._release(label)  # a file has one key set
+            held = None
+        if held is None:
+            held = self._held[label] = _Held(keys)
+        weight, cells = _weight(table), len(table) * table.num_columns
+        held.tables.append(table)
+        held.weight += weight
+        held.cells += cells
+        self._held_weight += weight
+        self._held_cells += cells
+        if held.weight >= self._step or held.cells >= MAX_CELLS:
+            self._release(label)
+        while self._held_weight > HELD_BYTES:
+            self._release(max(self._held, key=lambda name: self._held[name].weight))
+        while self._held_cells > MAX_CELLS:
+            self._release(max(self._held, key=lambda name: self._held[name].cells))
+
+    def _release(self, label: str, *, final: bool = False) -> None:
+        held = self._held.pop(label)
+        self._held_weight -= held.weight
+        self._held_cells -= held.cells
+        table = held.tables[0] if len(held.tables) == 1 else pa.concat_tables(held.tables)
+        self._write(label, table, held.keys, final=final)
 
     def _write(self, label: str, table: pa.Table, keys: tuple[str, ...], *, final: bool = False) -> None:
         """A row group into the partition's open file; a full file is closed when more rows come,
@@ -548,7 +611,14 @@ class _ParquetFiles:
             self._close(label)
             current = None
         if current is None:
+            if len(self._open) >= self.spec.max_open_files:
+                # a bound on what a task holds open (descriptors, writers' buffers), however many
+                # partitions its rows span: the least recently written file is finished; its
+                # partition's later rows start another part, which the write stage merges
+                self._close(next(iter(self._open)))
             current = self._open[label] = self._start(label, table, keys)
+        else:
+            self._open[label] = self._open.pop(label)  # most recently written last
         current.writer.write_table(table, row_group_size=max(1, len(table)))
         current.arrow_bytes += weight
         written = current.path.stat().st_size
@@ -577,6 +647,7 @@ CELL_BYTES = 4.125
 
 def memory_bound(limits: Limits | None = None, *, longest_line: int = 0) -> int:
     """What one parse task holds at most, in bytes, above its process's start (see *Memory* in the
-    module docstring): with the defaults and lines under a chunk, about 650 MiB."""
+    module docstring): with the defaults and lines under a chunk, about 900 MiB (770 MiB when the
+    table is not partitioned from the record: nothing is held)."""
     text = 2 * READ_BYTES + 4 * (limits or Limits()).chunk_bytes + 3 * longest_line
-    return int(text + 4 * CELL_BYTES * MAX_CELLS + 64 * MIB)
+    return int(text + 4 * CELL_BYTES * MAX_CELLS + 64 * MIB + HELD_BYTES + CELL_BYTES * MAX_CELLS)

@@ -28,7 +28,7 @@ from pyiceberg.table import Table
 
 from glue_processor.plan.sizing import plan_groups
 from glue_processor.read.objects import store_for
-from glue_processor.table.datafiles import data_file
+from glue_processor.table.datafiles import DataFiles
 from glue_processor.table.footer import footer_of
 from glue_processor.write import parquet as parquet_writer
 
@@ -94,8 +94,9 @@ def compact(
             for _, group in groups:
                 for old in group:
                     overwrite.delete_data_file(old)
+            entries = DataFiles(table.io, metadata)
             for path, size, footer in written:
-                overwrite.append_data_file(data_file(table.io, metadata, path, size, footer))
+                overwrite.append_data_file(entries.entry(path, size, footer))
     report.rewritten = sum(len(g) for _, g in groups)
     report.written = len(written)
     report.files_after = len(files) - report.rewritten + report.written

@@ -36,7 +36,7 @@ from contracts.ledger import CommitRecord
 from glue_processor import faults
 from glue_processor.commit.publication import PublishRefused, refuse_columns
 from glue_processor.hadoop_fs import HadoopFS
-from glue_processor.table.datafiles import data_file
+from glue_processor.table.datafiles import DataFiles
 from glue_processor.table.footer import metadata_of
 from glue_processor.table.schema import INGEST_DAY, data_columns, missing_columns
 
@@ -202,7 +202,8 @@ class IcebergSink:
                 with tx.update_schema() as update:
                     update.union_by_name(data_columns(record.keys, written))
             metadata = tx.table_metadata
-            files = [data_file(table.io, metadata, f.final, f.bytes, footers.get(f.final)) for f in record.data_files]
+            entries = DataFiles(table.io, metadata)
+            files = [entries.entry(f.final, f.bytes, footers.get(f.final)) for f in record.data_files]
             with tx.update_snapshot(snapshot_properties=properties).fast_append() as append:
                 for entry in files:
                     append.append_data_file(entry)
