@@ -22,6 +22,12 @@ FILES ?=
 TIMEOUT ?=
 KEEP ?=
 CLEAN_UP ?=
+INVENTORY ?=
+MANIFESTS ?=
+OUTPUT ?=
+PREFIX ?=
+SINCE ?=
+RATE ?=
 BENCH_MB ?= 1024
 FILES_PER_HOUR ?= 200000
 FILE_KB ?= 1024
@@ -34,7 +40,7 @@ PARTITION_BY ?=
 TABLE_FORMAT ?= iceberg
 FORMAT ?= table
 FUZZ_SECONDS ?= 300
-.PHONY: help setup parity run query compact commit-cost conversion autoscale status reconcile reliability bench bench-partitions sizing intake bookkeeping memory template package deploy destroy smoke test test-fast sanitize fuzz lint format clean
+.PHONY: help setup parity run query compact commit-cost conversion autoscale status reconcile backfill reliability bench bench-partitions sizing intake bookkeeping memory template package deploy destroy smoke test test-fast sanitize fuzz lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -82,6 +88,10 @@ destroy: setup ## delete the stack: make destroy [STACK=...] [REGION=...] [EMPTY
 
 smoke: setup ## end-to-end check of a deployed stack (uploads, waits for the rows, cleans up): make smoke [STACK=...] [REGION=...] [FILES=300] [TIMEOUT=900 seconds] [KEEP=1] [CLEAN_UP=<run id> to remove what a run left late]
 	$(BIN)/python -m infra.smoke --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(if $(FILES),--files "$(FILES)") $(if $(TIMEOUT),--timeout "$(TIMEOUT)") $(if $(KEEP),--keep) $(if $(CLEAN_UP),--clean-up "$(CLEAN_UP)")
+
+backfill: setup ## manifests for existing objects from an S3 Inventory report, skipping what was ingested: make backfill INVENTORY=s3://.../manifest.json MANIFESTS=s3://bucket/manifests/ OUTPUT=s3://out/data [PREFIX=] [SINCE=2026-01-01] [RATE=200 MB/s]; locally make backfill WORKDIR=... (INVENTORY=1 first writes the folder's report)
+	$(if $(filter 1,$(INVENTORY)),$(BIN)/python -m glue_processor.backfill --workdir "$(WORKDIR)" --write-inventory &&) \
+	$(BIN)/python -m glue_processor.backfill $(if $(MANIFESTS),--inventory "$(INVENTORY)" --manifests "$(MANIFESTS)" --output "$(OUTPUT)",--workdir "$(WORKDIR)" $(if $(filter-out 1,$(INVENTORY)),--inventory "$(INVENTORY)")) $(if $(PREFIX),--prefix "$(PREFIX)") $(if $(SINCE),--since "$(SINCE)") $(if $(RATE),--rate "$(RATE)")
 
 reconcile: setup ## objects that landed but were never ingested (or twice): make reconcile [WORKDIR=...] [REQUEUE=1]
 	$(BIN)/python -m glue_processor.reconcile --workdir "$(WORKDIR)" $(if $(REQUEUE),--requeue)

@@ -32,7 +32,7 @@ LAMBDA_DEPS = list(extra("lambda"))
 
 
 # Paths (relative to the repository) that stay out of the job's zip.
-JOB_ZIP_EXCLUDE = ("glue_processor/local/", "glue_processor/reconcile.py")
+JOB_ZIP_EXCLUDE = ("glue_processor/local/", "glue_processor/reconcile.py", "glue_processor/backfill.py")
 
 
 def _add_tree(zf: zipfile.ZipFile, package: str, *, exclude: tuple[str, ...] = ()) -> None:

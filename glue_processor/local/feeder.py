@@ -146,9 +146,24 @@ class Feeder:
             result.manifests.extend(built.manifests_written)
             result.files += built.objects
             result.bytes += built.bytes
-        with self.ledger.open("a", encoding="utf-8") as handle:
-            for item in pending["ledger"]:
-                handle.write(json.dumps(item) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        _append_fed(self.ledger, pending["ledger"])
         self.wal.unlink(missing_ok=True)
+
+
+def _append_fed(ledger: Path, items: list[dict[str, Any]]) -> None:
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    with ledger.open("a", encoding="utf-8") as handle:
+        for item in items:
+            handle.write(json.dumps(item) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def record_fed(layout: LocalLayout, objects: list[tuple[str, Path, str]]) -> None:
+    """Record (key, path, etag) as fed without an event: a backfill's objects, which S3 would not
+    notify again."""
+    items = []
+    for key, path, etag in objects:
+        st = path.stat()
+        items.append({"key": key, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "etag": etag})
+    _append_fed(layout.state / "fed.jsonl", items)

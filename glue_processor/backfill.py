@@ -1,0 +1,380 @@
+"""Backfill without listing: manifests for existing objects, from an S3 Inventory report.
+
+A landing bucket that held data before the stack's notifications existed (or a prefix a producer
+wrote while they were off) is backfilled from its S3 Inventory report rather than by listing it:
+``manifest.json`` names the report's files (CSV, ORC or Parquet, as S3 writes them); the objects
+selected (the pipeline's own object filter, ``--prefix``, ``--since``, the latest version, no delete
+marker) that the ledger does not already hold are written as bounded manifests (the manifest
+Lambda's planner and contract: same names, same bounds) into the manifest prefix, at most ``--rate``
+MB/s of referenced data, so live traffic keeps its SLA. The job takes them like any manifest; the
+control plane sees their bytes as backlog (their names carry them). An object version that was
+ingested live is skipped here, and one that arrives live while the backfill runs is dropped by the
+job's dedupe index: it is loaded once.
+
+    python -m glue_processor.backfill --inventory s3://inv/.../manifest.json --manifests s3://m/manifests/ \\
+        --output s3://out/data [--prefix incoming/] [--since 2026-01-01] [--rate 200]
+    python -m glue_processor.backfill --workdir .work [--inventory <its inventory/manifest.json>]
+    python -m glue_processor.backfill --workdir .work --write-inventory    # a local folder's report
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import hashlib
+import io
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote_plus, unquote_plus
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyarrow import orc
+
+from contracts.layout import manifest_key
+from contracts.ledger import CommitRecord
+from contracts.manifest import ManifestEntry
+from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
+from glue_processor.reconcile import LandedObject, reconcile
+from lambdas.manifest_builder.batching import MessageEntries, plan_manifests
+
+MB = 1_000_000
+# What S3 Inventory calls the fields we use: CSV's header names (fileSchema) and ORC/Parquet's columns.
+_FIELDS = {
+    "bucket": "bucket",
+    "key": "key",
+    "versionid": "version_id",
+    "version_id": "version_id",
+    "islatest": "is_latest",
+    "is_latest": "is_latest",
+    "isdeletemarker": "is_delete_marker",
+    "is_delete_marker": "is_delete_marker",
+    "size": "size",
+    "lastmodifieddate": "last_modified",
+    "last_modified_date": "last_modified",
+    "etag": "etag",
+    "e_tag": "etag",
+}
+
+
+class InventoryError(ValueError):
+    """The inventory report cannot be read (what and where)."""
+
+
+@dataclass(frozen=True)
+class InventoryObject:
+    bucket: str
+    key: str
+    size: int
+    etag: str
+    last_modified: datetime
+    version_id: str | None = None
+    is_latest: bool = True
+    is_delete_marker: bool = False
+
+
+@dataclass(frozen=True)
+class Selection:
+    prefix: str = ""
+    since: datetime | None = None
+    suffixes: tuple[str, ...] = DEFAULT_SUFFIXES
+
+    def admits(self, o: InventoryObject) -> bool:
+        return (
+            o.is_latest
+            and not o.is_delete_marker
+            and ObjectFilter(self.prefix, self.suffixes).admits(o.key)
+            and (self.since is None or o.last_modified >= self.since)
+        )
+
+
+# -- reading a report ---------------------------------------------------------------------------
+Read = Callable[[str, str], bytes]  # (bucket, key) -> bytes
+
+
+def read_inventory(manifest: dict[str, Any], read: Read) -> Iterator[InventoryObject]:
+    """Every row of the report ``manifest`` (a parsed ``manifest.json``) describes."""
+    fmt = str(manifest.get("fileFormat", "")).upper()
+    destination = str(manifest.get("destinationBucket", "")).removeprefix("arn:aws:s3:::")
+    files = manifest.get("files")
+    if not destination or not isinstance(files, list):
+        raise InventoryError("manifest.json: destinationBucket and files are required")
+    for item in files:
+        body = read(destination, item["key"])
+        where = f"s3://{destination}/{item['key']}"
+        if fmt == "CSV":
+            names = [_field(n) for n in str(manifest.get("fileSchema", "")).split(",")]
+            yield from _csv_rows(body, names, where)
+        elif fmt in ("PARQUET", "ORC"):
+            table = pq.read_table(pa.BufferReader(body)) if fmt == "PARQUET" else orc.read_table(pa.BufferReader(body))
+            yield from _table_rows(table, where)
+        else:
+            raise InventoryError(f"manifest.json: fileFormat {fmt!r} is not CSV, ORC or Parquet")
+
+
+def _field(name: str) -> str:
+    return _FIELDS.get(name.strip().lower(), name.strip().lower())
+
+
+def _csv_rows(body: bytes, names: list[str], where: str) -> Iterator[InventoryObject]:
+    text = gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body
+    for n, row in enumerate(csv.reader(io.StringIO(text.decode("utf-8"))), start=1):
+        if len(row) != len(names):
+            raise InventoryError(f"{where} line {n}: {len(row)} fields, the schema names {len(names)}")
+        # CSV inventory keys are URL-encoded (S3 User Guide, "Amazon S3 Inventory list")
+        values = dict(zip(names, row, strict=True))
+        yield _object(values | {"key": unquote_plus(values.get("key", ""))}, f"{where} line {n}")
+
+
+def _table_rows(table: pa.Table, where: str) -> Iterator[InventoryObject]:
+    table = table.rename_columns([_field(c) for c in table.column_names])
+    for n, values in enumerate(table.to_pylist(), start=1):
+        yield _object(values, f"{where} row {n}")
+
+
+def _object(v: dict[str, Any], where: str) -> InventoryObject:
+    try:
+        modified = v["last_modified"]
+        if not isinstance(modified, datetime):
+            modified = datetime.fromisoformat(str(modified).replace("Z", "+00:00"))
+        return InventoryObject(
+            bucket=str(v["bucket"]),
+            key=str(v["key"]),
+            size=int(v.get("size") or 0),
+            etag=str(v.get("etag") or "").strip('"'),
+            last_modified=modified if modified.tzinfo else modified.replace(tzinfo=UTC),
+            version_id=v.get("version_id") or None,
+            is_latest=_flag(v.get("is_latest"), default=True),
+            is_delete_marker=_flag(v.get("is_delete_marker"), default=False),
+        )
+    except (KeyError, ValueError, TypeError) as exc:
+        raise InventoryError(
+            f"{where}: {exc!r} (an inventory needs Bucket, Key, Size, ETag, LastModifiedDate)"
+        ) from exc
+
+
+def _flag(value: Any, *, default: bool) -> bool:
+    if value is None or value == "":
+        return default
+    return value if isinstance(value, bool) else str(value).lower() == "true"
+
+
+# -- planning and emitting ------------------------------------------------------------------------
+@dataclass
+class BackfillReport:
+    listed: int = 0
+    selected: int = 0
+    already_ingested: int = 0
+    emitted_objects: int = 0
+    emitted_bytes: int = 0
+    manifests: int = 0
+
+    def as_json(self) -> dict[str, int]:
+        return dict(vars(self))
+
+
+def plan_backfill(
+    objects: Iterable[InventoryObject],
+    records: Iterable[CommitRecord],
+    selection: Selection,
+    *,
+    max_bytes: int,
+    max_files: int,
+    report: BackfillReport,
+) -> list[Any]:
+    """The manifests (the manifest Lambda's planner) for the selected objects the ledger lacks."""
+    chosen: dict[tuple[str, str, str], InventoryObject] = {}
+    for o in objects:
+        report.listed += 1
+        if selection.admits(o):
+            chosen[(o.bucket, o.key, o.etag)] = o
+    report.selected = len(chosen)
+    landed = [LandedObject(o.bucket, o.key, o.etag, o.size, o.version_id) for o in chosen.values()]
+    missing = reconcile(landed, records).never_ingested
+    report.already_ingested = report.selected - len(missing)
+    messages = []
+    for i, lo in enumerate(missing):
+        o = chosen[(lo.bucket, lo.key, lo.etag)]
+        entry = ManifestEntry(
+            bucket=o.bucket,
+            key=o.key,
+            size=o.size,
+            etag=o.etag,
+            event_time=o.last_modified,
+            version_id=o.version_id,
+        )
+        messages.append(MessageEntries(f"backfill-{i}", (entry,)))
+    return [p.manifest for p in plan_manifests(messages, max_bytes=max_bytes, max_files=max_files).manifests]
+
+
+def emit(
+    manifests: list[Any],
+    put: Callable[[str, bytes], None],
+    *,
+    prefix: str,
+    rate_mb_s: float,
+    report: BackfillReport,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Write each manifest (``put(key, body)``), never ahead of ``rate_mb_s`` of referenced data."""
+    started = clock()
+    for manifest in manifests:
+        due = started + report.emitted_bytes / (rate_mb_s * MB) if rate_mb_s > 0 else started
+        if clock() < due:
+            sleep(due - clock())
+        put(manifest_key(prefix, manifest), manifest.to_json())
+        report.manifests += 1
+        report.emitted_objects += manifest.file_count
+        report.emitted_bytes += manifest.total_bytes
+
+
+# -- local ------------------------------------------------------------------------------------------
+def write_local_inventory(workdir: Path) -> Path:
+    """An S3 Inventory report (CSV, as S3 writes it) of a local run's landing folder; returns its
+    ``manifest.json``."""
+    from glue_processor.local.layout import LANDING_BUCKET, LocalLayout
+
+    layout = LocalLayout(workdir)
+    root = workdir / "inventory"
+    rows = io.StringIO()
+    writer = csv.writer(rows, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    for path in sorted(p for p in layout.landing.resolve().rglob("*") if p.is_file()):
+        key = path.relative_to(layout.landing.resolve()).as_posix()
+        st = path.stat()
+        modified = datetime.fromtimestamp(st.st_mtime, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        digest = hashlib.md5(path.read_bytes()).hexdigest()  # noqa: S324 - S3's single-part ETag is an MD5
+        quoted = quote_plus(key, safe="/")
+        writer.writerow([LANDING_BUCKET, quoted, "", "true", "false", st.st_size, modified, digest])
+    data = root / "data" / "inventory-0.csv.gz"
+    data.parent.mkdir(parents=True, exist_ok=True)
+    data.write_bytes(gzip.compress(rows.getvalue().encode()))
+    manifest = {
+        "sourceBucket": LANDING_BUCKET,
+        "destinationBucket": "arn:aws:s3:::local-inventory",
+        "version": "2016-11-30",
+        "fileFormat": "CSV",
+        "fileSchema": "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate, ETag",
+        "files": [{"key": "data/inventory-0.csv.gz", "size": data.stat().st_size}],
+    }
+    out = root / "manifest.json"
+    out.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    return out
+
+
+def local_backfill(workdir: Path, inventory: Path, selection: Selection, *, rate_mb_s: float) -> BackfillReport:
+    """Backfill a local run: the manifests go to its manifest folder, and the objects are recorded
+    as fed, as S3 would send no event for an object that already exists."""
+    from glue_processor.local.buckets import LocalBuckets
+    from glue_processor.local.layout import MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout
+    from glue_processor.reconcile import local_records
+    from lambdas.manifest_builder.settings import load_settings
+
+    manifest = json.loads(inventory.read_text(encoding="utf-8"))
+    root = inventory.parent
+
+    def read(_bucket: str, key: str) -> bytes:
+        return (root / key).read_bytes()
+
+    settings = load_settings(manifest_bucket=MANIFEST_BUCKET, manifest_prefix=MANIFEST_PREFIX)
+    report = BackfillReport()
+    manifests = plan_backfill(
+        read_inventory(manifest, read),
+        local_records(workdir),
+        selection,
+        max_bytes=settings.max_manifest_bytes,
+        max_files=settings.max_manifest_files,
+        report=report,
+    )
+    buckets = LocalBuckets(LocalLayout(workdir).buckets)
+    _mark_fed(workdir, manifests)
+
+    def put(key: str, body: bytes) -> None:
+        buckets.put(MANIFEST_BUCKET, key, body, content_type="application/json")
+
+    emit(manifests, put, prefix=MANIFEST_PREFIX, rate_mb_s=rate_mb_s, report=report)
+    return report
+
+
+def _mark_fed(workdir: Path, manifests: list[Any]) -> None:
+    from glue_processor.local.feeder import record_fed
+    from glue_processor.local.layout import LocalLayout
+
+    layout = LocalLayout(workdir)
+    record_fed(layout, [(e.key, layout.landing / e.key, e.etag) for m in manifests for e in m.entries])
+
+
+# -- AWS --------------------------------------------------------------------------------------------
+def s3_backfill(
+    s3: Any, inventory_uri: str, manifests_uri: str, output_uri: str, selection: Selection, *, rate_mb_s: float
+) -> BackfillReport:
+    from glue_processor.reconcile import s3_records
+
+    bucket, _, key = inventory_uri.removeprefix("s3://").partition("/")
+    manifest = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+    def read(b: str, k: str) -> bytes:
+        return bytes(s3.get_object(Bucket=b, Key=k)["Body"].read())
+
+    report = BackfillReport()
+    planned = plan_backfill(
+        read_inventory(manifest, read),
+        s3_records(s3, output_uri),
+        selection,
+        max_bytes=1024 * 1024 * 1024,
+        max_files=1000,
+        report=report,
+    )
+    target, _, prefix = manifests_uri.removeprefix("s3://").partition("/")
+
+    def put(k: str, body: bytes) -> None:
+        s3.put_object(Bucket=target, Key=k, Body=body, ContentType="application/json")
+
+    emit(planned, put, prefix=prefix, rate_mb_s=rate_mb_s, report=report)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="backfill", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--workdir", type=Path, help="a local run's WORKDIR")
+    p.add_argument("--write-inventory", action="store_true", help="write the local landing folder's report and stop")
+    p.add_argument("--inventory", help="the report's manifest.json (s3://... or a local path)")
+    p.add_argument("--manifests", help="AWS: the manifest prefix, s3://bucket/manifests/")
+    p.add_argument("--output", help="AWS: the job's output URI (its ledger says what was ingested)")
+    p.add_argument("--prefix", default="", help="only keys under this prefix")
+    p.add_argument("--since", type=datetime.fromisoformat, help="only objects modified at or after (ISO 8601)")
+    p.add_argument("--rate", type=float, default=200.0, help="MB/s of referenced data at most (default 200)")
+    args = p.parse_args(argv)
+    since = args.since if args.since is None or args.since.tzinfo else args.since.replace(tzinfo=UTC)
+    selection = Selection(prefix=args.prefix, since=since)
+    try:
+        if args.workdir is not None:
+            if args.write_inventory:
+                print(write_local_inventory(args.workdir))
+                return 0
+            inventory = Path(args.inventory) if args.inventory else args.workdir / "inventory" / "manifest.json"
+            report = local_backfill(args.workdir, inventory, selection, rate_mb_s=args.rate)
+        elif args.inventory and args.manifests and args.output:
+            import boto3
+
+            report = s3_backfill(
+                boto3.client("s3"), args.inventory, args.manifests, args.output, selection, rate_mb_s=args.rate
+            )
+        else:
+            p.error("give --workdir, or --inventory, --manifests and --output")
+    except (InventoryError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report.as_json()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

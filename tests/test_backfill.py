@@ -1,0 +1,197 @@
+"""Backfill from an S3 Inventory report (issue 26, item 2): reading CSV and Parquet reports, the
+selection, skipping what the ledger holds, the rate bound, S3 (moto) and a local run end to end."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from contracts.layout import manifest_data_bytes
+from contracts.manifest import Manifest
+from glue_processor.backfill import (
+    BackfillReport,
+    InventoryError,
+    InventoryObject,
+    Selection,
+    emit,
+    local_backfill,
+    plan_backfill,
+    read_inventory,
+    s3_backfill,
+    write_local_inventory,
+)
+from tests.helpers import read_rows
+from tests.local.test_end_to_end import run_local, write_tree
+from tests.test_reconcile import record
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+SCHEMA = "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate, ETag, StorageClass"
+
+
+def csv_report(rows: list[list[str]]) -> bytes:
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+    return gzip.compress(out.getvalue().encode())
+
+
+def manifest_json(fmt: str, keys: list[str], schema: str = SCHEMA) -> dict[str, Any]:
+    return {
+        "sourceBucket": "land",
+        "destinationBucket": "arn:aws:s3:::inv",
+        "fileFormat": fmt,
+        "fileSchema": schema,
+        "files": [{"key": k, "size": 1} for k in keys],
+    }
+
+
+def test_a_csv_report_is_read_as_s3_writes_it() -> None:
+    body = csv_report(
+        [
+            [
+                "land",
+                "incoming/a%20b%2Bc.json",
+                "",
+                "true",
+                "false",
+                "10",
+                "2026-11-01T10:00:00.000Z",
+                "e1",
+                "STANDARD",
+            ],
+            ["land", "incoming/old.json", "v1", "false", "false", "5", "2026-11-01T09:00:00.000Z", "e0", "STANDARD"],
+            ["land", "incoming/gone.json", "v2", "true", "true", "0", "2026-11-01T11:00:00.000Z", "", "STANDARD"],
+        ]
+    )
+    rows = list(read_inventory(manifest_json("CSV", ["d/1.csv.gz"]), lambda b, k: body))
+    # Then the keys are decoded (CSV inventory keys are URL-encoded), and each field is typed
+    assert rows[0] == InventoryObject("land", "incoming/a b+c.json", 10, "e1", T0 + timedelta(hours=10))
+    assert (rows[1].version_id, rows[1].is_latest) == ("v1", False)
+    assert rows[2].is_delete_marker
+    # And the selection takes the latest versions that are not delete markers, under the prefix, since a time
+    picked = [r.key for r in rows if Selection(prefix="incoming/").admits(r)]
+    assert picked == ["incoming/a b+c.json"]
+    assert not Selection(since=T0 + timedelta(hours=11)).admits(rows[0])
+    assert not Selection(prefix="other/").admits(rows[0])
+
+
+def test_a_parquet_report_is_read_by_its_column_names() -> None:
+    table = pa.table(
+        {
+            "bucket": ["land"],
+            "key": ["incoming/x.ndjson"],
+            "version_id": [None],
+            "is_latest": [True],
+            "is_delete_marker": [False],
+            "size": pa.array([7], pa.int64()),
+            "last_modified_date": pa.array([T0], pa.timestamp("ms", tz="UTC")),
+            "e_tag": ["abc"],
+        }
+    )
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    rows = list(read_inventory(manifest_json("Parquet", ["d/1.parquet"], schema=""), lambda b, k: sink.getvalue()))
+    assert rows == [InventoryObject("land", "incoming/x.ndjson", 7, "abc", T0)]
+
+
+def test_a_bad_report_says_what_and_where() -> None:
+    with pytest.raises(InventoryError, match="fileFormat 'JSON'"):
+        list(read_inventory(manifest_json("JSON", ["d/1"]), lambda b, k: b""))
+    body = csv_report([["land", "k.json", "", "true"]])
+    with pytest.raises(InventoryError, match=r"s3://inv/d/1.csv.gz line 1: 4 fields, the schema names 9"):
+        list(read_inventory(manifest_json("CSV", ["d/1.csv.gz"]), lambda b, k: body))
+
+
+def test_what_the_ledger_holds_is_skipped_and_manifests_are_bounded() -> None:
+    objects = [InventoryObject("land", f"incoming/{i}.json", 100, f"e{i}", T0) for i in range(5)]
+    ledger = [record(0, ("land", "incoming/0.json", "e0", "ingested"), ("land", "incoming/1.json", "e1", "ingested"))]
+    report = BackfillReport()
+    manifests = plan_backfill(objects, ledger, Selection(), max_bytes=250, max_files=1000, report=report)
+    assert (report.listed, report.selected, report.already_ingested) == (5, 5, 2)
+    assert [sorted(e.key for e in m.entries) for m in manifests] == [
+        ["incoming/2.json", "incoming/3.json"],
+        ["incoming/4.json"],
+    ]
+    assert all(e.event_time == T0 for m in manifests for e in m.entries)
+
+
+def test_emission_never_runs_ahead_of_the_rate() -> None:
+    manifests = [Manifest.of([InventoryObject_entry(i, 100_000_000)]) for i in range(3)]
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        now[0] += s
+
+    put: dict[str, bytes] = {}
+    report = BackfillReport()
+    emit(manifests, put.__setitem__, prefix="m/", rate_mb_s=100, report=report, clock=lambda: now[0], sleep=sleep)
+    # Then 300 MB at 100 MB/s: the second manifest waits 1 s, the third 2 s from the start
+    assert slept == [1.0, 1.0]
+    assert (report.manifests, report.emitted_bytes) == (3, 300_000_000)
+    assert sorted(manifest_data_bytes(k) for k in put) == [100_000_000] * 3
+
+
+def InventoryObject_entry(i: int, size: int) -> Any:
+    from contracts.manifest import ManifestEntry
+
+    return ManifestEntry(bucket="land", key=f"k{i}.json", size=size, etag=f"e{i}", event_time=T0)
+
+
+def test_backfill_from_a_report_in_s3_writes_manifests_the_job_takes(aws: None) -> None:
+    s3 = boto3.client("s3", region_name="us-east-1")
+    for b in ("land", "inv", "manifests", "out"):
+        s3.create_bucket(Bucket=b)
+    body = csv_report(
+        [
+            ["land", f"incoming/{i}.json", "", "true", "false", "10", "2026-11-01T10:00:00.000Z", f"e{i}", "S"]
+            for i in range(3)
+        ]
+    )
+    s3.put_object(Bucket="inv", Key="r/data/1.csv.gz", Body=body)
+    s3.put_object(Bucket="inv", Key="r/manifest.json", Body=json.dumps(manifest_json("CSV", ["r/data/1.csv.gz"])))
+    ledger = record(0, ("land", "incoming/0.json", "e0", "ingested"))
+    s3.put_object(Bucket="out", Key="data/_commits/q/00000.json", Body=ledger.model_dump_json())
+    report = s3_backfill(
+        s3, "s3://inv/r/manifest.json", "s3://manifests/manifests/", "s3://out/data", Selection(), rate_mb_s=0
+    )
+    assert (report.selected, report.already_ingested, report.emitted_objects, report.manifests) == (3, 1, 2, 1)
+    (key,) = [o["Key"] for o in s3.list_objects_v2(Bucket="manifests")["Contents"]]
+    manifest = Manifest.from_json(s3.get_object(Bucket="manifests", Key=key)["Body"].read())
+    assert sorted(e.key for e in manifest.entries) == ["incoming/1.json", "incoming/2.json"]
+    assert key.startswith("manifests/") and manifest_data_bytes(key) == 20
+
+
+@pytest.mark.spark
+def test_a_local_backfill_loads_what_was_never_notified_once(tmp_path: Path) -> None:
+    data, work = tmp_path / "data", tmp_path / "work"
+    write_tree(data, {f"live/{i}.json": [{"n": i, "j": j} for j in range(5)] for i in range(3)})
+    assert run_local("--data", str(data), "--workdir", str(work)).returncode == 0
+    # Given objects that landed without an event (written straight into the landing folder's source)
+    write_tree(data, {f"old/{i}.json": [{"n": 10 + i, "j": j} for j in range(5)] for i in range(2)})
+    # When the folder's inventory is written and backfilled
+    inventory = write_local_inventory(work)
+    report = local_backfill(work, inventory, Selection(), rate_mb_s=0)
+    assert (report.selected, report.already_ingested, report.emitted_objects) == (5, 3, 2)
+    # And the job runs again
+    second = run_local("--data", str(data), "--workdir", str(work))
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "fed: 0 new files" in second.stdout  # the backfilled objects are not fed again as new
+    # Then every record of the five objects is in the table once
+    rows = read_rows(work / "output")
+    assert sorted((int(r["n"]), int(r["j"])) for r in rows) == sorted(
+        (n, j) for n in (0, 1, 2, 10, 11) for j in range(5)
+    )
+    # And a second backfill finds nothing left to load
+    again = local_backfill(work, write_local_inventory(work), Selection(), rate_mb_s=0)
+    assert (again.already_ingested, again.emitted_objects) == (5, 0)
