@@ -1,61 +1,113 @@
-"""``make autoscale``: the control plane replayed against load traces, in a discrete-time model.
+"""``make autoscale``: the control plane's real ``decide()`` replayed against load traces.
 
-The model (assumptions, calibrated where measured):
-- a worker processes ``--worker-mb-s`` data MB/s (default 56: 20 MB/s per core, a middle data shape of
-  ``make bench``, x 4 cores of G.1X x 0.7 scaling efficiency, ``make sizing``); the driver
-  processes nothing, so W workers are W-1 executors;
-- a 30 s processing-time trigger; a batch takes what waits (up to 16 GiB) and lasts 5 s + bytes over
-  the executors' rate; the job publishes Utilization when a batch ends and BacklogAge/BacklogBytes
-  every minute, and CloudWatch returns a datapoint 60 s after its minute (publication delay);
-- the control plane runs every 2 minutes on what CloudWatch returns (per-minute Maximum, 30-minute
-  lookback) through the real ``decide()``;
-- a resize is a graceful stop (the running batch finishes) plus 90 s of start-up, nothing processed;
-- Glue bills per second per worker while a run is up, with a 1-minute minimum per run;
-- Glue auto scaling (``SCALING_MODE=glue-auto-scaling``): executors follow the pending work within
-  the run (a minute to add one, removed after a minute idle), between min and max, no restart.
+A discrete-event model of the job, of CloudWatch as the control plane reads it, and of the control
+plane's 2-minute loop. Every figure of the table follows from the assumptions below.
 
-The hindsight minimum is the fewest workers that, held constant all trace long, keep the backlog age
-under the SLA (found by replaying each size); its worker-hours are that size x the trace's length.
-A policy that follows the load can do better than it (ratio < 1) on traces whose load falls.
+Assumptions (the numbers the model runs on):
+- traces: bytes arriving per 10 s, seeded (``--seed``); objects of 3.5 MB on average (lognormal,
+  sigma 0.6), Poisson counts. steady 38.9 MB/s (40,000 files/h); step 38.9 -> x3 at 1/3 of the trace;
+  spike 100 -> 500 MB/s for one hour at 1/2; diurnal 97 MB/s x (1 + 0.6 sin); seed (a realistic day:
+  200,000 files/h = 194 MB/s, x (1 + 0.3 sin) over 24 h, x a lognormal 5-minute noise of sigma 0.15);
+  backfill 19.4 MB/s + 500 GB at once at 1/10; ramp 50 -> 400 MB/s linearly over 2 h from 1/4, back
+  to 50 over the next 2 h.
+- worker speeds (``--speeds``): at the reference speed (``--worker-mb-s``, 56 MB/s: 20 MB/s per core
+  x 4 cores x 0.7, ``make sizing``) the traces run as listed, max ``--max-workers`` (20). Any other
+  speed (0.74 MB/s: the seed job's own 1 GB per 2.5 min on 9 executors) runs the traces scaled by
+  (speed / reference) x (299 / max-workers) (0.198 for 0.74), max 299 workers: the traces need about
+  15x the reference's workers against a 15x higher ceiling. The policy is told the true speed.
+- the manifest Lambda writes every 10 s what arrived, as manifests of at most 1 GiB / 1000 objects
+  (1 GiB binds: ~306 objects of 3.5 MB), split evenly, and publishes BytesPerManifest per manifest,
+  whether the job is up or not.
+- the job: W workers = W - 1 executors (the driver processes nothing). A 30 s processing-time trigger,
+  as Spark runs it: the first batch when the query starts, the next at the next multiple of 30 s, or at
+  once when a batch overran. A batch takes the waiting manifests, oldest first, up to 16 GiB (the
+  intake; at least one) and lasts 5 s + (20 s for a run's first, cold, batch) + bytes / (executors x
+  speed). It publishes Utilization (batch duration / 30 s) when a batch ends, and BacklogManifests /
+  OldestBacklogAge every 30 s while its driver is up (none while the run starts or after it ended),
+  and, for a later switch of :func:`observe`, the exact data bytes waiting (BacklogDataBytes; the
+  job's own BacklogBytes, the manifest files' bytes, is not modelled: the control plane ignores it).
+  The intake caps a batch at 16 GiB, so no size drains faster than 16 GiB per 30 s (573 MB/s).
+  Backlog age = now - creation of the oldest manifest not yet processed (the batch in flight included).
+- a run: 90 s of start-up with nothing processed (state STARTING), then RUNNING. A stop is graceful:
+  the batch in flight finishes, then the run is STOPPED (at once when no batch is in flight); a stop
+  still running after 600 s is forced, the batch in flight lost (its manifests are redone).
+- billing: per second per worker while a run is up (start-up and stop included), 1 minute minimum
+  per run. Glue auto scaling bills its executors + the driver.
+- CloudWatch as read: a datapoint is readable 60 s after it was published. The reader asks for
+  60 s buckets (Maximum, Sum or Average, as ``service.py`` asks) over the 30-minute lookback, ending
+  at the end of the current minute: the newest bucket is a partial minute (only the datapoints already
+  readable: at a tick, 3 of its 6 manifest writes, so the arrival read, a mean of 5 minutes, is ~10 %
+  low at a steady load). ``data_age_s`` = now - start of the newest BacklogManifests bucket (80 s
+  while the job publishes; then growing through a resize: the policy acts on pre-stop datapoints
+  until they are 300 s old, ``stale_after_s``).
+- the control plane ticks every 120 s, 20 s into its minute (ticks at 20, 140, 260 s...), builds the
+  Observation exactly as ``service.py _observe`` does (:func:`observe`) and applies ``decide()``:
+  "scale" remembers the size and stops the run; a later tick sees STOPPED and "start"s the
+  remembered size (``JobView.desired_workers``). A resize so costs the batch in flight + the wait for
+  the next tick (0-120 s) + 90 s start-up + 20 s cold batch.
+- Glue auto scaling (``SCALING_MODE=glue-auto-scaling``, one run, never stopped): every 10 s it wants
+  the executors that would clear the waiting bytes in one trigger (1..max-1); executors asked for join
+  60 s later (and speed up the rest of the batch in flight); executors above the want for 60 s in a
+  row are released.
+- every replay starts at t=0 with a warm run up for an hour (out of its cool-down), sized by the
+  first 10 minutes' mean arrival at 85 % of a worker (hindsight: its own size), and no metric history.
+- hindsight, whole day: the fewest constant workers keeping the backlog age <= the SLA (600 s) all
+  trace long (binary search, the age falling as workers rise). Hindsight, per hour: hour by hour,
+  knowing the load, the fewest workers keeping that hour within the SLA from the state the previous
+  hours left, and leaving the next hour able to meet it (keeping the size, or resizing from a backlog
+  younger than half the SLA); greedy, so an upper bound of the true optimum. A change of size costs a
+  resize as the policy's (stop at the hour's first tick, the next tick starts the new size). When no
+  size meets the SLA, the one with the lowest maximum age (max age and minutes over SLA show it).
+- reversals: a resize opposite to the previous one within 15 minutes.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
+import copy
 import math
 import random
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Protocol
 
-from lambdas.control_plane.decision import JobView, Observation, decide
+from contracts import metrics as M
+from glue_processor.local.text import aligned
+from lambdas.control_plane.decision import ACTIVE, Decision, JobView, Observation, decide
+from lambdas.control_plane.metrics_reader import MetricsReader
 from lambdas.control_plane.settings import ControlSettings, load_settings
 
-DT = 10.0  # seconds per step
+STEP_S = 10.0  # the manifest Lambda's cadence; ages and workers are sampled at it
+STEPS_PER_HOUR = int(3600 / STEP_S)
+TICK_S = 120.0
+TICK_OFFSET_S = 20.0
+START_UP_S = 90.0
+COLD_BATCH_S = 20.0
+FORCED_STOP_S = 600.0
+MIN_BILLED_S = 60.0
 TRIGGER_S = 30.0
 BATCH_FIXED_S = 5.0
-MAX_BATCH_BYTES = 16 * 1024**3
+INTAKE_BYTES = 16 * 1024**3
+OBJECT_MB = 3.5
+MANIFEST_BYTES = min(1024**3, 1000 * OBJECT_MB * 1e6)
 PUBLICATION_DELAY_S = 60.0
-TICK_S = 120.0
-START_UP_S = 90.0
+EXECUTOR_START_S = 60.0
+EXECUTOR_IDLE_S = 60.0
+REVERSAL_S = 900.0
+# not published by the job today (its BacklogBytes counts the manifest files' own bytes): the exact
+# data bytes waiting, published so that observe() can switch to it when the job publishes it
+BACKLOG_DATA_BYTES = "BacklogDataBytes"
+SLOW_MAX_WORKERS = 299
+WARM_UTILIZATION = 0.85
 T0 = datetime(2026, 11, 22, tzinfo=UTC)
 MB = 1e6
 
 
-# ---------------------------------------------------------------- traces: bytes arriving per step
-def _poisson_files(rng: random.Random, files_per_h: float, mean_mb: float, steps: int, shape: Callable[[int], float]):
-    out = []
-    for i in range(steps):
-        lam = files_per_h / 3600 * DT * shape(i)
-        n = _poisson(rng, lam)
-        sigma = 0.6
-        mu = math.log(mean_mb) - sigma**2 / 2
-        out.append(sum(rng.lognormvariate(mu, sigma) for _ in range(n)) * MB if n < 5000 else n * mean_mb * MB)
-    return out
-
-
+# ================================================================ traces: bytes arriving per 10 s
 def _poisson(rng: random.Random, lam: float) -> int:
     if lam > 50:
         return max(0, round(rng.gauss(lam, math.sqrt(lam))))
@@ -67,223 +119,669 @@ def _poisson(rng: random.Random, lam: float) -> int:
         k += 1
 
 
-def traces(hours: float, seed: int) -> dict[str, list[float]]:
-    """Bytes arriving per step, per trace."""
-    steps = int(hours * 3600 / DT)
-    rng = random.Random(seed)  # noqa: S311 - reproducible load
-    h = lambda i: i * DT / 3600  # noqa: E731
-    diurnal = lambda i: 1 + 0.3 * math.sin(2 * math.pi * (h(i) / 24 - 0.25))  # noqa: E731
-    seed_load = 200_000  # files/h of ~3.5 MB: ~194 MB/s
-    out = {
-        "steady": _poisson_files(rng, 40_000, 3.5, steps, lambda i: 1.0),
-        "step": _poisson_files(rng, 40_000, 3.5, steps, lambda i: 1.0 if h(i) < hours / 3 else 3.0),
-        "spike": _poisson_files(rng, 40_000, 3.5, steps, lambda i: 6.0 if hours / 2 <= h(i) < hours / 2 + 0.25 else 1),
-        "diurnal": _poisson_files(rng, 100_000, 3.5, steps, lambda i: 1 + 0.6 * math.sin(2 * math.pi * h(i) / hours)),
-        "seed": _poisson_files(rng, seed_load, 3.5, steps, diurnal),
-    }
-    backfill = _poisson_files(rng, 20_000, 3.5, steps, lambda i: 1.0)
-    backfill[int(steps * 0.1)] += 500e9  # 500 GB at once, then drain
-    out["backfill"] = backfill
+def _objects(rng: random.Random, mb_s: float, shape: Callable[[float], float], steps: int) -> list[float]:
+    """Bytes per step of Poisson-many lognormal objects (mean 3.5 MB) at ``mb_s`` x ``shape(hour)``."""
+    sigma = 0.6
+    mu = math.log(OBJECT_MB) - sigma**2 / 2
+    sd = OBJECT_MB * math.sqrt(math.exp(sigma**2) - 1)
+    out = []
+    for i in range(steps):
+        n = _poisson(rng, mb_s / OBJECT_MB * STEP_S * shape(i * STEP_S / 3600))
+        if n < 30:
+            mb = sum(rng.lognormvariate(mu, sigma) for _ in range(n))
+        else:  # the sum of many objects: normal
+            mb = max(0.0, rng.gauss(n * OBJECT_MB, math.sqrt(n) * sd))
+        out.append(mb * MB)
     return out
 
 
-# ---------------------------------------------------------------- the job and the control plane
+def _ramp(hours: float) -> Callable[[float], float]:
+    """50 MB/s, from hours/4 linearly to 400 over 2 h and back over 2 h (a multiplier of 50)."""
+    start = hours / 4
+
+    def shape(h: float) -> float:
+        x = h - start
+        if x <= 0 or x >= 4:
+            return 1.0
+        return 1 + 7 * (x / 2 if x < 2 else (4 - x) / 2)
+
+    return shape
+
+
+def _noise(rng: random.Random, hours: float, sigma: float = 0.15) -> Callable[[float], float]:
+    blocks = [rng.lognormvariate(-(sigma**2) / 2, sigma) for _ in range(int(hours * 12) + 1)]
+    return lambda h: blocks[int(h * 12)]
+
+
+def traces(hours: float, seed: int, scale: float = 1.0) -> dict[str, list[float]]:
+    """Bytes arriving per 10 s step, per trace (each trace its own seeded generator)."""
+    steps = int(hours * STEPS_PER_HOUR)
+
+    def rng(name: str) -> random.Random:
+        return random.Random(f"{seed}-{name}")  # noqa: S311 - reproducible load
+
+    noise = _noise(rng("noise"), hours)
+    day = lambda h: (1 + 0.3 * math.sin(2 * math.pi * (h / 24 - 0.25))) * noise(h)  # noqa: E731
+    specs: dict[str, tuple[float, Callable[[float], float]]] = {
+        "steady": (38.9, lambda h: 1.0),
+        "step": (38.9, lambda h: 1.0 if h < hours / 3 else 3.0),
+        "spike": (100.0, lambda h: 5.0 if hours / 2 <= h < hours / 2 + 1 else 1.0),
+        "diurnal": (97.2, lambda h: 1 + 0.6 * math.sin(2 * math.pi * h / hours)),
+        "seed": (194.4, day),
+        "backfill": (19.4, lambda h: 1.0),
+        "ramp": (50.0, _ramp(hours)),
+    }
+    out = {name: _objects(rng(name), mb_s, shape, steps) for name, (mb_s, shape) in specs.items()}
+    out["backfill"][int(steps * 0.1)] += 500e9
+    return {name: [b * scale for b in series] for name, series in out.items()}
+
+
+# ================================================================ CloudWatch, as the reader sees it
+_STATS: dict[str, Callable[[list[float]], float]] = {
+    "Maximum": max,
+    "Minimum": min,
+    "Sum": sum,
+    "Average": lambda v: sum(v) / len(v),
+    "SampleCount": lambda v: float(len(v)),
+}
+
+
 @dataclass
-class Result:
-    name: str
+class CloudWatch:
+    """Datapoints as published, read back as ``CloudWatchReader`` reads them (a ``MetricsReader``)
+    at the clock ``now``: 60 s buckets up to the end of the current minute, readable 60 s late."""
+
+    now: float = 0.0
+    delay_s: float = PUBLICATION_DELAY_S
+    times: dict[str, list[float]] = field(default_factory=dict)
+    values: dict[str, list[float]] = field(default_factory=dict)
+
+    def put(self, name: str, t: float, value: float) -> None:
+        self.times.setdefault(name, []).append(t)
+        self.values.setdefault(name, []).append(value)
+
+    def points(self, name: str, *, minutes: int, stat: str = "Maximum") -> list[tuple[float, float]]:
+        end = math.floor(self.now / 60) * 60 + 60
+        ts, vs = self.times.get(name, []), self.values.get(name, [])
+        lo = bisect.bisect_left(ts, end - minutes * 60)
+        hi = bisect.bisect_right(ts, self.now - self.delay_s)
+        buckets: dict[float, list[float]] = {}
+        for i in range(lo, hi):
+            buckets.setdefault(math.floor(ts[i] / 60) * 60, []).append(vs[i])
+        return [(b, _STATS[stat](v)) for b, v in sorted(buckets.items())]
+
+    def series(
+        self, name: str, *, minutes: int, stat: str = "Maximum", dimensions: dict[str, str] | None = None
+    ) -> list[float]:
+        return [v for _, v in self.points(name, minutes=minutes, stat=stat)]
+
+    def age_s(self, name: str, *, minutes: int) -> float | None:
+        points = self.points(name, minutes=minutes)
+        return self.now - points[-1][0] if points else None
+
+
+def observe(metrics: MetricsReader, s: ControlSettings) -> Observation:
+    """``ControlPlane._observe`` (lambdas/control_plane/service.py), line for line: keep them equal
+    (tests/bench/test_autoscale_model.py checks it). Switch here when the policy's inputs change."""
+    minutes = s.lookback_minutes
+    lam = {"service": s.manifest_service}
+    listed = metrics.series(M.BYTES_PER_MANIFEST.name, minutes=minutes, stat="Sum", dimensions=lam)
+    per_manifest = metrics.series(M.BYTES_PER_MANIFEST.name, minutes=minutes, stat="Average", dimensions=lam)
+    waiting = metrics.series(M.BACKLOG_MANIFESTS.name, minutes=minutes)
+    mean = sum(per_manifest) / len(per_manifest) if per_manifest else 0.0
+    return Observation(
+        utilization=metrics.series(M.UTILIZATION.name, minutes=minutes),
+        backlog_age_s=metrics.series(M.BACKLOG_AGE.name, minutes=minutes),
+        backlog_bytes=[n * mean for n in waiting],
+        arrival_bytes_per_s=[b / 60 for b in listed],
+        data_age_s=metrics.age_s(M.BACKLOG_MANIFESTS.name, minutes=minutes),
+    )
+
+
+# ================================================================ the job
+@dataclass(frozen=True)
+class Manifest:
+    created: float
+    size: float
+
+
+@dataclass(frozen=True)
+class Batch:
+    start: float
+    end: float
+    manifests: int
+
+
+@dataclass
+class Run:
+    workers: int
+    started: float
+    up_at: float
+    up: bool = False
+    batches: int = 0
+    stop_deadline: float | None = None
+
+    @property
+    def executors(self) -> int:
+        return self.workers - 1
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The latest run once it ended, as Glue's GetJobRuns reports it."""
+
+    workers: int
+    started: float
+    ended: float
+    state: str = "STOPPED"
+
+
+def _next_trigger(t: float) -> float:
+    return (math.floor(t / TRIGGER_S) + 1) * TRIGGER_S
+
+
+@dataclass
+class Job:
+    """The Glue streaming job: runs, batches, the manifests waiting, billing, published metrics."""
+
+    rate: float  # bytes/s one executor processes
+    cw: CloudWatch | None = None
+    waiting: deque[Manifest] = field(default_factory=deque)
+    waiting_total: float = 0.0  # the data bytes the waiting manifests reference
+    run: Run | None = None
+    last: Ended | None = None
+    batch: Batch | None = None
+    next_trigger: float = math.inf
+    next_publish: float = math.inf
     worker_seconds: float = 0.0
-    ages: list[float] = field(default_factory=list)  # backlog age at every step
+    billed_at: float = 0.0
+    log: list[tuple[float, str]] = field(default_factory=list)  # (time, "start" | "up" | "stopped" | "forced")
+
+    # -- commands
+    def start(self, workers: int, now: float, *, warm: bool = False) -> None:
+        """Start a run; ``warm``: one already up for an hour (a replay's initial state)."""
+        self.run = Run(workers, now - 3600 if warm else now, now if warm else now + START_UP_S)
+        self.billed_at = now
+        self.log.append((now, "start"))
+        if warm:
+            self.run.batches = 1
+            self._up(now)
+
+    def request_stop(self, now: float) -> None:
+        run = self.run
+        if run is None or run.stop_deadline is not None:
+            return
+        if not run.up or self.batch is None:
+            self._end(now, "stopped")
+        else:
+            run.stop_deadline = now + FORCED_STOP_S
+
+    def add(self, manifests: Sequence[Manifest]) -> None:
+        self.waiting.extend(manifests)
+        self.waiting_total += sum(m.size for m in manifests)
+
+    def set_executors(self, now: float, executors: int) -> None:
+        """Glue auto scaling: executors join or leave the run; the batch in flight's remainder
+        speeds up or slows down with them."""
+        run, batch = self.run, self.batch
+        if run is None:
+            return
+        self._bill(now)
+        if batch is not None and batch.end > now:
+            left = (batch.end - now) * max(1, run.executors) / max(1, executors)
+            self.batch = Batch(batch.start, now + left, batch.manifests)
+        run.workers = executors + 1
+
+    # -- what is seen from outside
+    def view(self, now: float, desired: int | None) -> JobView:
+        run, last = self.run, self.last
+        if run is not None:
+            state = "STARTING" if not run.up else "STOPPING" if run.stop_deadline is not None else "RUNNING"
+            return JobView(state, run.workers, T0 + timedelta(seconds=run.started), desired_workers=desired)
+        if last is not None:
+            started, ended = (T0 + timedelta(seconds=x) for x in (last.started, last.ended))
+            return JobView(last.state, last.workers, started, desired_workers=desired, ended_at=ended)
+        return JobView("NONE", desired_workers=desired)
+
+    def age(self, now: float) -> float:
+        return now - self.waiting[0].created if self.waiting else 0.0
+
+    def billed(self, now: float) -> float:
+        """Worker-seconds billed up to ``now``."""
+        return self.worker_seconds + (self.run.workers * (now - self.billed_at) if self.run else 0.0)
+
+    def waiting_bytes(self) -> float:
+        return self.waiting_total if self.waiting else 0.0
+
+    # -- time
+    def advance(self, until: float) -> None:
+        """Process the job's events before ``until``, in time order."""
+        while True:
+            event = self._next_event()
+            if event is None or event[0] >= until:
+                return
+            t, _, handle = event
+            handle(t)
+
+    def _next_event(self) -> tuple[float, int, Callable[[float], None]] | None:
+        run = self.run
+        if run is None:
+            return None
+        events: list[tuple[float, int, Callable[[float], None]]] = []
+        if not run.up:
+            events.append((run.up_at, 0, self._up))
+        if self.batch is not None:
+            events.append((self.batch.end, 1, self._batch_end))
+            if run.stop_deadline is not None:
+                events.append((run.stop_deadline, 2, self._force))
+        elif run.up and run.stop_deadline is None:
+            events.append((self.next_trigger, 3, self._trigger))
+        if run.up:
+            events.append((self.next_publish, 4, self._publish))
+        return min(events, key=lambda e: (e[0], e[1]))
+
+    def _up(self, t: float) -> None:
+        assert self.run is not None
+        self.run.up = True
+        self.next_trigger = self.next_publish = t
+        self.log.append((t, "up"))
+
+    def _trigger(self, t: float) -> None:
+        assert self.run is not None
+        if not self.waiting:
+            self.next_trigger = _next_trigger(t)
+            return
+        n, size = 0, 0.0
+        for m in self.waiting:
+            if n and size + m.size > INTAKE_BYTES:
+                break
+            n, size = n + 1, size + m.size
+        cold = COLD_BATCH_S if self.run.batches == 0 else 0.0
+        duration = BATCH_FIXED_S + cold + size / (max(1, self.run.executors) * self.rate)
+        self.batch = Batch(t, t + duration, n)
+
+    def _batch_end(self, t: float) -> None:
+        assert self.run is not None
+        assert self.batch is not None
+        batch, self.batch = self.batch, None
+        for _ in range(batch.manifests):
+            self.waiting_total -= self.waiting.popleft().size
+        self.run.batches += 1
+        if self.cw is not None:
+            self.cw.put(M.UTILIZATION.name, t, (t - batch.start) / TRIGGER_S)
+        if self.run.stop_deadline is not None:
+            self._end(t, "stopped")
+        else:  # Spark: the next multiple of the trigger, or at once when the batch overran
+            self.next_trigger = max(t, _next_trigger(batch.start))
+
+    def _force(self, t: float) -> None:
+        self.batch = None  # lost: its manifests wait for the next run
+        self._end(t, "forced")
+
+    def _publish(self, t: float) -> None:
+        if self.cw is not None:
+            self.cw.put(M.BACKLOG_MANIFESTS.name, t, float(len(self.waiting)))
+            self.cw.put(M.BACKLOG_AGE.name, t, self.age(t))
+            self.cw.put(BACKLOG_DATA_BYTES, t, self.waiting_bytes())
+        self.next_publish = t + TRIGGER_S
+
+    def _end(self, t: float, why: str) -> None:
+        run = self.run
+        assert run is not None
+        self._bill(t)
+        self.worker_seconds += run.workers * max(0.0, MIN_BILLED_S - (t - run.started))
+        self.last = Ended(run.workers, run.started, t)
+        self.run, self.batch = None, None
+        self.next_trigger = self.next_publish = math.inf
+        self.log.append((t, why))
+
+    def _bill(self, now: float) -> None:
+        if self.run is not None:
+            self.worker_seconds += self.run.workers * (now - self.billed_at)
+        self.billed_at = now
+
+    def fork(self) -> Job:
+        twin = copy.copy(self)
+        twin.waiting = deque(self.waiting)
+        twin.run = copy.copy(self.run)
+        twin.log = list(self.log)
+        return twin
+
+
+def write_manifests(job: Job, cw: CloudWatch | None, t: float, size: float) -> None:
+    """The manifest Lambda: what arrived in the last 10 s, as evenly split manifests of <= 1 GiB."""
+    if size <= 0:
+        return
+    n = math.ceil(size / MANIFEST_BYTES)
+    job.add([Manifest(t, size / n)] * n)
+    if cw is not None:
+        for _ in range(n):
+            cw.put(M.BYTES_PER_MANIFEST.name, t, size / n)
+
+
+@dataclass
+class GlueAutoScaling:
+    """Executors follow the waiting bytes within one run: asked for, they join 60 s later; above the
+    want for 60 s in a row, they go."""
+
+    max_executors: int
+    asked: int = 0
+    joining: deque[tuple[float, int]] = field(default_factory=deque)
+    low_since: float | None = None
+
+    def update(self, job: Job, t: float) -> None:
+        run = job.run
+        if run is None or not run.up:
+            return
+        if not self.asked:
+            self.asked = run.executors
+        want = min(self.max_executors, max(1, math.ceil(job.waiting_bytes() / (TRIGGER_S * job.rate))))
+        while self.joining and self.joining[0][0] <= t:
+            job.set_executors(t, run.executors + self.joining.popleft()[1])
+        if want > self.asked:
+            self.joining.append((t + EXECUTOR_START_S, want - self.asked))
+            self.asked = want
+        if want >= run.executors:
+            self.low_since = None
+            return
+        self.low_since = t if self.low_since is None else self.low_since
+        if t - self.low_since >= EXECUTOR_IDLE_S:
+            self.joining.clear()
+            self.asked = want
+            self.low_since = None
+            job.set_executors(t, want)
+
+    def fork(self) -> GlueAutoScaling:
+        return GlueAutoScaling(self.max_executors, self.asked, deque(self.joining), self.low_since)
+
+
+# ================================================================ the control plane loop
+class Controller(Protocol):
+    def decide(self, view: JobView, now: float) -> Decision: ...
+
+    def fork(self) -> Controller: ...
+
+
+@dataclass
+class Policy:
+    """The real ``decide()`` on what CloudWatch returns at the tick."""
+
+    s: ControlSettings
+    cw: CloudWatch
+
+    def decide(self, view: JobView, now: float) -> Decision:
+        self.cw.now = now
+        return decide(observe(self.cw, self.s), view, self.s, T0 + timedelta(seconds=now))
+
+    def fork(self) -> Policy:
+        return self  # replays with a policy are never forked
+
+
+@dataclass
+class Plan:
+    """Hindsight: the size of each hour, known in advance, applied like the control plane would."""
+
+    sizes: list[int]
+
+    def decide(self, view: JobView, now: float) -> Decision:
+        want = self.sizes[min(int(now // 3600), len(self.sizes) - 1)]
+        if view.state == "STOPPING":
+            return Decision("wait", want, "stopping")
+        if view.state not in ACTIVE:
+            return Decision("start", view.desired_workers or want, "start")
+        if view.workers != want:
+            return Decision("scale", want, "the hour's size")
+        return Decision("none", want, "the hour's size")
+
+    def fork(self) -> Plan:
+        return Plan(list(self.sizes))
+
+
+@dataclass
+class Replay:
+    """One trace through the job, the manifest Lambda, CloudWatch and a controller, step by step."""
+
+    name: str
+    job: Job
+    controller: Controller
+    cw: CloudWatch | None = None
+    autoscaler: GlueAutoScaling | None = None
+    step: int = 0
+    next_tick: float = TICK_OFFSET_S
+    desired: int | None = None
+    ages: list[float] = field(default_factory=list)
     workers: list[int] = field(default_factory=list)
-    arrivals: list[float] = field(default_factory=list)
     actions: int = 0
     restarts: int = 0
-    dead_s: float = 0.0
     reversals: int = 0
+    last_scale: tuple[float, int] | None = None
+
+    def run_to(self, trace: Sequence[float], step: int) -> Replay:
+        """Advance to ``step`` (``trace[i]`` arrives during step i + 1)."""
+        while self.step < min(step, len(trace)):
+            self.step += 1
+            t = self.step * STEP_S
+            self.job.advance(t)
+            write_manifests(self.job, self.cw, t, trace[self.step - 1])
+            if self.autoscaler is not None:
+                self.autoscaler.update(self.job, t)
+            self.ages.append(self.job.age(t))
+            self.workers.append(self.job.run.workers if self.job.run else 0)
+            if t >= self.next_tick:
+                self.next_tick += TICK_S
+                self._tick(t)
+        return self
+
+    def _tick(self, t: float) -> None:
+        view = self.job.view(t, self.desired)
+        d = self.controller.decide(view, t)
+        if d.action in ("start", "restart") and self.job.run is None:
+            self.job.start(d.desired_workers, t)
+            self.restarts += 1
+        elif d.action == "scale" and d.desired_workers != view.workers:
+            direction = 1 if d.desired_workers > (view.workers or 0) else -1
+            if self.last_scale and self.last_scale[1] == -direction and t - self.last_scale[0] <= REVERSAL_S:
+                self.reversals += 1
+            self.last_scale = (t, direction)
+            self.actions += 1
+            self.desired = d.desired_workers
+            self.job.request_stop(t)
 
     @property
     def worker_hours(self) -> float:
-        return self.worker_seconds / 3600
+        return self.job.billed(self.step * STEP_S) / 3600
+
+    def fork(self, name: str | None = None) -> Replay:
+        twin = copy.copy(self)
+        twin.name = name or self.name
+        twin.job = self.job.fork()
+        twin.controller = self.controller.fork()
+        twin.autoscaler = self.autoscaler.fork() if self.autoscaler else None
+        twin.ages, twin.workers = list(self.ages), list(self.workers)
+        return twin
 
 
-def simulate(
-    arrivals: list[float],
-    s: ControlSettings,
-    *,
-    mode: str = "control-plane",
-    fixed: int | None = None,
-    name: str = "",
-    worker_mb_s: float = 56.0,
-) -> Result:
-    """Replay ``arrivals`` through the job model with the control plane's ``s`` (``fixed``: no control
-    plane, that many workers; ``worker_mb_s``: what a worker of the modelled job processes)."""
-    res = Result(name, arrivals=arrivals)
-    rate = worker_mb_s * MB
-    waiting: deque[list[float]] = deque()  # [arrival time, bytes] not yet in a finished batch
-    workers = fixed or s.min_workers
-    executors = float(workers - 1)
-    up_at = 0.0  # the run processes from this time
-    batch_end: float | None = None
-    batch_start = 0.0
-    batch_bytes = 0.0
-    next_trigger = 0.0
-    pending_resize: int | None = None
-    stop_at: float | None = None
-    run_started = 0.0
-    metrics: dict[str, list[tuple[float, float]]] = {"Utilization": [], "BacklogAge": [], "BacklogBytes": []}
-    arrived_per_min: list[tuple[float, float]] = []
-    last_action: tuple[float, int] = (-1e9, 0)
-    minute_bytes = 0.0
-    for i, new in enumerate(arrivals):
-        now = i * DT
-        if new:
-            waiting.append([now, new])
-        minute_bytes += new
-        # -- the job
-        running = pending_resize is None and now >= up_at
-        if batch_end is not None and now >= batch_end:
-            # the batch's bytes leave the backlog
-            left = batch_bytes
-            while left > 0 and waiting:
-                take = min(left, waiting[0][1])
-                waiting[0][1] -= take
-                left -= take
-                if waiting[0][1] <= 1:
-                    waiting.popleft()
-            metrics["Utilization"].append((now, (batch_end - batch_start) / TRIGGER_S))
-            batch_end = None
-            if stop_at is not None:
-                stop_at = now
-        if stop_at is not None and batch_end is None and pending_resize is not None:
-            # stopped: bill the run (1-minute minimum), then start the new size
-            res.restarts += 1
-            workers = pending_resize
-            executors = float(workers - 1)
-            pending_resize = None
-            stop_at = None
-            up_at = now + START_UP_S
-            run_started = now
-        if mode == "glue-auto-scaling" and running:
-            backlog = sum(b for _, b in waiting)
-            want = min(s.max_workers - 1, max(1, math.ceil((backlog / TRIGGER_S) / rate)))
-            if want > executors:
-                executors = min(float(want), executors + DT / 60)  # an executor a minute
-            elif want < executors:
-                executors = max(float(want), executors - DT / 60)
-        if running and batch_end is None and now >= next_trigger:
-            queued = sum(b for _, b in waiting)
-            batch_bytes = min(queued, MAX_BATCH_BYTES)
-            batch_start = now
-            batch_end = now + BATCH_FIXED_S + batch_bytes / (max(1.0, math.floor(executors)) * rate)
-            next_trigger = now + TRIGGER_S * math.ceil((batch_end - now) / TRIGGER_S)
-        if not (pending_resize is None and now >= up_at):
-            res.dead_s += DT
-        # -- metrics, per minute
-        if i % int(60 / DT) == 0:
-            age = now - waiting[0][0] if waiting else 0.0
-            metrics["BacklogAge"].append((now, age))
-            metrics["BacklogBytes"].append((now, sum(b for _, b in waiting)))
-            arrived_per_min.append((now, minute_bytes / 60))
-            minute_bytes = 0.0
-        res.ages.append(now - waiting[0][0] if waiting else 0.0)
-        billed = math.ceil(executors) + 1 if mode == "glue-auto-scaling" else workers
-        res.worker_seconds += billed * DT
-        res.workers.append(billed)
-        # -- the control plane
-        if fixed is None and mode == "control-plane" and i % int(TICK_S / DT) == 0 and pending_resize is None:
-            seen = now - PUBLICATION_DELAY_S
-            since = seen - s.lookback_minutes * 60
-
-            def read(
-                name: str, points: list[tuple[float, float]] | None = None, since: float = since, seen: float = seen
-            ) -> list[float]:
-                series = points if points is not None else metrics[name]
-                return [v for t, v in series if since <= t <= seen]
-
-            newest = [t for t, _ in metrics["BacklogBytes"] if t <= seen]
-            obs = Observation(
-                utilization=read("Utilization"),
-                backlog_age_s=read("BacklogAge"),
-                backlog_bytes=read("BacklogBytes"),
-                arrival_bytes_per_s=read("", arrived_per_min),
-                data_age_s=(now - max(newest)) if newest else None,
-            )
-            view = JobView("RUNNING", workers=workers, started_at=T0 + timedelta(seconds=run_started))
-            d = decide(obs, view, s, T0 + timedelta(seconds=now))
-            if d.action == "scale" and d.desired_workers != workers:
-                direction = 1 if d.desired_workers > workers else -1
-                if last_action[1] == -direction and now - last_action[0] < s.cooldown_s:
-                    res.reversals += 1
-                last_action = (now, direction)
-                res.actions += 1
-                pending_resize = d.desired_workers
-                stop_at = now
-    return res
+def warm_size(trace: Sequence[float], s: ControlSettings) -> int:
+    """The size a job already running for the first 10 minutes' load would have."""
+    mean = sum(trace[:60]) / max(1, len(trace[:60])) / STEP_S
+    executors = math.ceil(mean / (s.worker_mb_s * MB * WARM_UTILIZATION))
+    return max(s.min_workers, min(s.max_workers, executors + 1))
 
 
-def hindsight(arrivals: list[float], s: ControlSettings, worker_mb_s: float) -> int | None:
-    """The fewest constant workers that keep the backlog age under the SLA all trace long."""
-    for w in range(s.min_workers, s.max_workers + 1):
-        if max(simulate(arrivals, s, fixed=w, worker_mb_s=worker_mb_s).ages) <= s.latency_sla_s:
-            return w
-    return None
+def replay_policy(trace: Sequence[float], s: ControlSettings, name: str) -> Replay:
+    """The control plane (``s.scaling_mode``) on the trace, with CloudWatch in between."""
+    cw = CloudWatch()
+    job = Job(s.worker_mb_s * MB, cw)
+    auto = GlueAutoScaling(s.max_workers - 1) if s.scaling_mode == "glue-auto-scaling" else None
+    job.start(warm_size(trace, s), 0.0, warm=True)
+    return Replay(name, job, Policy(s, cw), cw, auto).run_to(trace, len(trace))
 
 
-def summary(res: Result, s: ControlSettings, best: int | None, hours: float) -> list[str]:
-    ages = sorted(res.ages)
-    p95 = ages[int(0.95 * (len(ages) - 1))]
-    over = sum(DT for a in res.ages if a > s.latency_sla_s) / 60
-    minimum = best * hours if best else float("nan")
-    return [
-        res.name,
-        f"{res.worker_hours:.1f}",
-        f"{best if best else '-'}",
-        f"{minimum:.1f}",
-        f"{res.worker_hours / minimum:.2f}" if best else "-",
-        f"{max(ages):.0f}",
-        f"{p95:.0f}",
-        f"{over:.0f}",
-        str(res.actions),
-        str(res.restarts),
-        f"{res.dead_s / 60:.0f}",
-        str(res.reversals),
-    ]
+def planned(s: ControlSettings, first: int, name: str) -> Replay:
+    job = Job(s.worker_mb_s * MB)
+    job.start(first, 0.0, warm=True)
+    return Replay(name, job, Plan([first]))
+
+
+# ================================================================ hindsight
+def _lowest(ok: Callable[[int], bool], lo: int, hi: int) -> int | None:
+    """The lowest n in [lo, hi] with ok(n), ok rising with n; None when not even ok(hi)."""
+    if not ok(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def whole_day(trace: Sequence[float], s: ControlSettings) -> Replay | None:
+    """The fewest constant workers keeping the backlog age within the SLA all trace long."""
+    runs: dict[int, Replay] = {}
+
+    def ok(w: int) -> bool:
+        runs[w] = planned(s, w, f"whole-day {w}").run_to(trace, len(trace))
+        return max(runs[w].ages) <= s.latency_sla_s
+
+    best = _lowest(ok, s.min_workers, s.max_workers)
+    return runs[best] if best is not None else None
+
+
+@dataclass
+class _Hour:
+    """One hour's candidate sizes, each replayed from where the previous hours left the job."""
+
+    trace: Sequence[float]
+    s: ControlSettings
+    base: Replay | None
+    hour: int
+    tries: dict[int, Replay] = field(default_factory=dict)
+    ahead: dict[int, bool] = field(default_factory=dict)
+
+    @property
+    def end(self) -> int:
+        return min(len(self.trace), (self.hour + 1) * STEPS_PER_HOUR)
+
+    @property
+    def previous(self) -> int | None:
+        return self.base.controller.sizes[-1] if self.base and isinstance(self.base.controller, Plan) else None
+
+    def attempt(self, w: int) -> Replay:
+        if w not in self.tries:
+            r = planned(self.s, w, "hindsight per hour") if self.base is None else self.base.fork()
+            if self.base is not None and isinstance(r.controller, Plan):
+                r.controller.sizes.append(w)
+            self.tries[w] = r.run_to(self.trace, self.end)
+        return self.tries[w]
+
+    def worst(self, w: int) -> float:
+        return max(self.attempt(w).ages[self.hour * STEPS_PER_HOUR :])
+
+    def fits(self, w: int) -> bool:
+        return self.worst(w) <= self.s.latency_sla_s
+
+    def recovers(self, w: int) -> bool:
+        """Whether the next hour can still meet the SLA after this one at ``w``: keeping ``w``, or
+        resizing (to max workers) from a backlog younger than half the SLA. A greedy pick must not
+        leave a backlog that only a resize, itself adding minutes to the age, could catch up with."""
+        if self.end >= len(self.trace):
+            return True
+        if w not in self.ahead:
+            after = _Hour(self.trace, self.s, self.attempt(w), self.hour + 1)
+            young = self.attempt(w).ages[-1] <= self.s.latency_sla_s / 2
+            self.ahead[w] = after.fits(w) or (young and after.fits(self.s.max_workers))
+        return self.ahead[w]
+
+    def pick(self) -> int:
+        """The cheapest size meeting the SLA this hour without leaving the next hour lost, else
+        meeting it this hour only (the previous size needs no resize); else the lowest maximum age."""
+        for test in (lambda w: self.fits(w) and self.recovers(w), self.fits):
+            best = _lowest(test, self.s.min_workers, self.s.max_workers)
+            fitting = [w for w in {best, self.previous} if w is not None and test(w)]
+            if fitting:
+                return min(fitting, key=lambda w: (self.attempt(w).job.billed(self.end * STEP_S), w))
+        return min({self.s.max_workers, self.previous or self.s.max_workers}, key=lambda w: (self.worst(w), w))
+
+
+def per_hour(trace: Sequence[float], s: ControlSettings) -> Replay:
+    """Hour by hour, the fewest workers keeping the hour within the SLA, a change costing a resize."""
+    base: Replay | None = None
+    for hour in range(math.ceil(len(trace) / STEPS_PER_HOUR)):
+        search = _Hour(trace, s, base, hour)
+        base = search.attempt(search.pick())
+    assert base is not None
+    return base
+
+
+# ================================================================ report
+@dataclass(frozen=True)
+class Speed:
+    worker_mb_s: float
+    max_workers: int
+    scale: float  # the traces' bytes are multiplied by this
+
+    @property
+    def label(self) -> str:
+        return f"{self.worker_mb_s:g} MB/s per worker, max {self.max_workers} workers, traces x {self.scale:.3g}"
+
+
+def speeds(values: str, reference_mb_s: float, reference_max: int) -> list[Speed]:
+    out = []
+    for v in (float(x) for x in values.split(",") if x.strip()):
+        if v == reference_mb_s:
+            out.append(Speed(v, reference_max, 1.0))
+        else:
+            out.append(Speed(v, SLOW_MAX_WORKERS, v / reference_mb_s * SLOW_MAX_WORKERS / reference_max))
+    return out
 
 
 HEADERS = [
-    "trace / policy",
+    "trace",
+    "policy",
     "worker-h",
-    "W*",
-    "min worker-h",
-    "ratio",
+    "/ per-hour",
+    "/ whole-day",
     "max age s",
-    "p95 age s",
     "min over SLA",
     "actions",
     "restarts",
-    "min dead",
     "reversals",
 ]
 
 
-def table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in [HEADERS, *rows]) for i in range(len(HEADERS))]
-    lines = [
-        "  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(r, widths, strict=True)))
-        for r in [HEADERS, *rows]
+def row(trace: str, label: str, r: Replay | None, hourly: Replay, day: Replay | None, sla: float) -> list[str]:
+    if r is None:
+        return [trace, label, "-", "-", "-", "-", "-", "-", "-", "-"]
+    over = sum(STEP_S for a in r.ages if a > sla) / 60
+    return [
+        trace,
+        label,
+        f"{r.worker_hours:.1f}",
+        f"{r.worker_hours / hourly.worker_hours:.2f}",
+        f"{r.worker_hours / day.worker_hours:.2f}" if day else "-",
+        f"{max(r.ages):.0f}",
+        f"{over:.0f}",
+        str(r.actions),
+        str(r.restarts),
+        str(r.reversals),
     ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
-def plot(name: str, runs: list[Result], s: ControlSettings, out: Path) -> None:
+def table(rows: list[list[str]]) -> str:
+    return aligned(HEADERS, rows, left=2)
+
+
+def plot(name: str, runs: list[Replay], arrivals: Sequence[float], s: ControlSettings, out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(3, 1, figsize=(10, 7), sharex=True)
-    hours = [i * DT / 3600 for i in range(len(runs[0].ages))]
-    per_min = [sum(runs[0].arrivals[i : i + 6]) / 60 / MB for i in range(0, len(hours), 6)]
+    hours = [(i + 1) * STEP_S / 3600 for i in range(len(runs[0].ages))]
+    per_min = [sum(arrivals[i : i + 6]) / 60 / MB for i in range(0, len(hours), 6)]
     axes[0].plot(hours[::6], per_min, lw=0.8)
     axes[0].set_ylabel("arrivals MB/s")
     for r in runs:
@@ -301,42 +799,38 @@ def plot(name: str, runs: list[Result], s: ControlSettings, out: Path) -> None:
     plt.close(fig)
 
 
+def report(speed: Speed, args: argparse.Namespace, reference: bool) -> str:
+    base = {"job_name": "sim", "min_workers": 2, "max_workers": speed.max_workers, "worker_mb_s": speed.worker_mb_s}
+    s = load_settings(**base)
+    auto = load_settings(**base, scaling_mode="glue-auto-scaling")
+    wanted = set(filter(None, args.traces.split(",")))
+    rows = []
+    for name, trace in traces(args.hours, args.seed, speed.scale).items():
+        if wanted and name not in wanted:
+            continue
+        hourly, day = per_hour(trace, s), whole_day(trace, s)
+        runs = [replay_policy(trace, s, "need (decide)"), replay_policy(trace, auto, "glue auto scaling")]
+        hourly.name = "hindsight per hour"
+        rows += [row(name, r.name, r, hourly, day, s.latency_sla_s) for r in [*runs, hourly]]
+        rows.append(row(name, "hindsight whole day", day, hourly, day, s.latency_sla_s))
+        args.docs.mkdir(parents=True, exist_ok=True)
+        plot(name if reference else f"{name}-{speed.worker_mb_s:g}mbs", [*runs, hourly], trace, s, args.docs)
+    return f"{speed.label}, {args.hours:g} h per trace, SLA {s.latency_sla_s:g} s\n{table(rows)}"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="autoscale", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--hours", type=float, default=24)
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--worker-mb-s", type=float, default=56.0)
-    p.add_argument("--max-workers", type=int, default=20)
+    p.add_argument("--worker-mb-s", type=float, default=56.0, help="the reference speed: traces as listed")
+    p.add_argument("--max-workers", type=int, default=20, help="max workers at the reference speed")
+    p.add_argument("--speeds", default="56,0.74", help="comma-separated MB/s per worker")
     p.add_argument("--docs", type=Path, default=Path("docs"))
     p.add_argument("--traces", default="", help="comma-separated subset")
     args = p.parse_args(argv)
-    base = {"job_name": "sim", "min_workers": 2, "max_workers": args.max_workers, "worker_mb_s": args.worker_mb_s}
-    policies = {
-        "need (new)": load_settings(**base),
-        "utilization (old)": load_settings(**{**base, "worker_mb_s": 0}),
-    }
-    rows = []
-    wanted = set(filter(None, args.traces.split(",")))
-    for name, arrivals in traces(args.hours, args.seed).items():
-        if wanted and name not in wanted:
-            continue
-        s = policies["need (new)"]
-        best = hindsight(arrivals, s, args.worker_mb_s)
-        runs = [
-            simulate(arrivals, ps, name=f"{name}: {label}", worker_mb_s=args.worker_mb_s)
-            for label, ps in policies.items()
-        ]
-        runs.append(
-            simulate(
-                arrivals, s, mode="glue-auto-scaling", name=f"{name}: glue auto scaling", worker_mb_s=args.worker_mb_s
-            )
-        )
-        rows += [summary(r, s, best, args.hours) for r in runs]
-        args.docs.mkdir(exist_ok=True)
-        plot(name, runs, s, args.docs)
-    print(table(rows))
-    sla = policies["need (new)"].latency_sla_s
-    print(f"\n{args.hours:g} h per trace, {args.worker_mb_s:g} MB/s per worker, SLA {sla:g} s")
+    for speed in speeds(args.speeds, args.worker_mb_s, args.max_workers):
+        print(report(speed, args, reference=speed.worker_mb_s == args.worker_mb_s), end="\n\n")
+    print((__doc__ or "")[(__doc__ or "").index("Assumptions") :])
     return 0
 
 

@@ -1,0 +1,126 @@
+"""The ``make autoscale`` model's mechanics, on tiny synthetic traces (each test well under a second)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from bench import autoscale as A
+from contracts import metrics as M
+from lambdas.control_plane.service import ControlPlane
+from lambdas.control_plane.settings import ControlSettings, load_settings
+
+
+def _settings(max_workers: int = 10) -> ControlSettings:
+    return load_settings(job_name="t", min_workers=2, max_workers=max_workers, worker_mb_s=56.0)
+
+
+def _flat(mb_s: float, hours: float) -> list[float]:
+    return [mb_s * 1e6 * A.STEP_S] * int(hours * A.STEPS_PER_HOUR)
+
+
+def _resized(sizes: list[int], trace: list[float]) -> tuple[A.Replay, A.CloudWatch]:
+    """A job publishing to CloudWatch, run to a plan of sizes per hour."""
+    cw = A.CloudWatch()
+    job = A.Job(56e6, cw)
+    job.start(sizes[0], 0.0, warm=True)
+    return A.Replay("t", job, A.Plan(sizes), cw).run_to(trace, len(trace)), cw
+
+
+def _events(replay: A.Replay, kind: str) -> list[float]:
+    return [t for t, e in replay.job.log if e == kind]
+
+
+def test_a_resize_costs_the_stop_the_next_tick_and_the_start_up() -> None:
+    r, cw = _resized([3, 5], _flat(50, 1.5))
+    request = 3600 + A.TICK_OFFSET_S  # the first tick of hour 1
+    (stopped,) = _events(r, "stopped")
+    restart = _events(r, "start")[1]
+    up = _events(r, "up")[1]
+    assert request <= stopped < restart <= stopped + A.TICK_S
+    assert (restart - A.TICK_OFFSET_S) % A.TICK_S == 0  # a tick starts the new run
+    assert up == restart + A.START_UP_S
+    batches = list(zip(cw.times[M.UTILIZATION.name], cw.values[M.UTILIZATION.name], strict=True))
+    assert not [t for t, _ in batches if stopped < t < up + A.BATCH_FIXED_S + A.COLD_BATCH_S]
+    first = next(u for t, u in batches if t > up)
+    assert first * A.TRIGGER_S >= A.BATCH_FIXED_S + A.COLD_BATCH_S  # the cold batch
+    assert r.restarts == 1
+    assert r.actions == 1
+    assert r.job.run is not None
+    assert r.job.run.workers == 5
+    # the dead time's arrivals age: at least stop -> next tick -> 90 s start-up -> cold batch
+    assert max(r.ages) >= up - stopped + A.BATCH_FIXED_S + A.COLD_BATCH_S
+
+
+def test_no_backlog_datapoint_while_the_job_is_down_or_starting() -> None:
+    r, cw = _resized([3, 5, 2], _flat(50, 2.5))
+    ups = _events(r, "up")
+    downs = _events(r, "stopped")
+    assert len(ups) == 3
+    assert len(downs) == 2
+    spans = list(zip(ups, [*downs, float("inf")], strict=True))
+    published = cw.times[M.BACKLOG_MANIFESTS.name]
+    assert published
+    assert all(any(a <= t <= b for a, b in spans) for t in published)
+
+
+def test_a_run_is_billed_a_minute_at_least() -> None:
+    job = A.Job(56e6)
+    job.start(4, 100.0)
+    job.request_stop(120.0)  # still starting: it stops at once
+    assert job.worker_seconds == 4 * A.MIN_BILLED_S
+    job.start(3, 200.0)
+    job.advance(1000.0)  # nothing waits: no batch in flight
+    job.request_stop(1000.0)
+    assert job.worker_seconds == 4 * A.MIN_BILLED_S + 3 * 800.0
+
+
+def test_a_stop_longer_than_600_s_is_forced_and_its_batch_redone() -> None:
+    job = A.Job(1e6)
+    job.start(2, 0.0, warm=True)
+    job.add([A.Manifest(0.0, 1e9)])  # a 1000 s batch on one executor
+    job.advance(10.0)
+    job.request_stop(10.0)
+    job.advance(10_000.0)
+    assert _events(A.Replay("t", job, A.Plan([2])), "forced") == [10.0 + A.FORCED_STOP_S]
+    assert len(job.waiting) == 1
+
+
+def test_the_reader_returns_the_current_partial_minute_60_s_late() -> None:
+    cw = A.CloudWatch()
+    for i in range(30):
+        cw.put(M.BYTES_PER_MANIFEST.name, i * 10.0, 1.0)
+    cw.now = 140.0  # readable: published at or before 80 s
+    assert cw.series(M.BYTES_PER_MANIFEST.name, minutes=30, stat="Sum") == [6.0, 3.0]
+    assert cw.age_s(M.BYTES_PER_MANIFEST.name, minutes=30) == 80.0
+
+
+def test_observe_is_what_service_py_computes() -> None:
+    s = _settings()
+    r, cw = _resized([3, 4], _flat(80, 1.2))
+    cw.now = r.step * A.STEP_S
+    real = ControlPlane(s, jobs=cast(Any, None), metrics=cw, state=cast(Any, None))._observe()
+    assert A.observe(cw, s) == real
+    assert real.arrival_bytes_per_s
+    assert real.data_age_s is not None
+
+
+def test_per_hour_hindsight_is_no_dearer_than_a_constant_size_on_a_falling_load() -> None:
+    s = _settings()
+    trace = _flat(300, 1) + _flat(30, 2)
+    hourly, day = A.per_hour(trace, s), A.whole_day(trace, s)
+    assert day is not None
+    assert hourly.worker_hours <= day.worker_hours
+    assert max(hourly.ages) <= s.latency_sla_s
+    assert isinstance(hourly.controller, A.Plan)
+    assert hourly.controller.sizes[0] > hourly.controller.sizes[-1]
+
+
+@pytest.mark.parametrize("mb_s", [10.0, 100.0])
+def test_a_job_that_keeps_up_holds_about_a_trigger_of_backlog(mb_s: float) -> None:
+    s = _settings()
+    trace = _flat(mb_s, 0.5)
+    r = A.planned(s, A.warm_size(trace, s), "t").run_to(trace, len(trace))
+    assert max(r.ages) <= 2 * A.TRIGGER_S
+    assert r.worker_hours == pytest.approx(A.warm_size(trace, s) * 0.5)
