@@ -66,6 +66,12 @@ class JobSettings(BaseModel):
         description="the job expires Iceberg snapshots older than this (a commit's cost grows with the snapshots kept)",
     )
     table_name: str = Field(default="events", pattern=r"^[a-z0-9_]{1,255}$", description="Iceberg/Glue table")
+    load_history_table: str = Field(
+        default="load_history",
+        pattern=r"^[a-z0-9_]{0,255}$",
+        description="Iceberg table (same database) of every object version a batch accepted, with its outcome, "
+        "rows, batch and snapshot, appended with the batch ('' for none; iceberg only)",
+    )
     checkpoint_rotate_manifests: int = Field(
         default=0, ge=0, description="start a new checkpoint generation after this many manifests (0: never)"
     )
@@ -161,6 +167,8 @@ class JobSettings(BaseModel):
             )
         if self.partition_by and self.table_format != "iceberg":
             raise ValueError("partition_by needs table_format iceberg (hive-parquet partitions by dt=<ingest day>)")
+        if self.load_history_table and self.load_history_table == self.table_name:
+            raise ValueError("load_history_table must differ from table_name")
         if "jsonl" in self.metrics_sinks and not self.metrics_jsonl_path:
             raise ValueError("metrics_sinks includes jsonl: set metrics_jsonl_path")
         if "{bucket}" not in self.source_uri_template or "{key}" not in self.source_uri_template:

@@ -2,12 +2,14 @@
 
 The Iceberg table's current data files (from the embedded catalog) become a DuckDB view named like
 the table (``events``, also ``ingest.events``); in hive-parquet mode the view is over the visible
-Parquet files. The default query counts rows and files per partition.
+Parquet files. The load history, when written, is the view ``load_history``. The default query
+counts rows and files per partition.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import sys
 from collections.abc import Sequence
@@ -17,6 +19,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.compute
+from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 
 from glue_processor.local.layout import LocalLayout
@@ -24,6 +27,7 @@ from glue_processor.local.text import aligned
 from glue_processor.table.catalog import open_catalog
 from glue_processor.table.read import published_files
 
+LOAD_HISTORY = "load_history"  # JobSettings.load_history_table's default: make run's
 # Iceberg: the table's partitions as its metadata counts them (a view `partitions`); hive-parquet: by day.
 PARTITIONS_SQL = "SELECT partition, rows, files, mb FROM partitions ORDER BY partition"
 DAYS_SQL = (
@@ -51,8 +55,10 @@ def connect(output: Path, *, database: str = "ingest", table_name: str = "events
     con.execute(f'CREATE VIEW "{table_name}" AS SELECT * FROM "{database}"."{table_name}"')  # noqa: S608
     catalog_db = output / "_catalog" / "catalog.db"
     if catalog_db.exists():
-        table = open_catalog(f"sqlite:///{catalog_db}").load_table((database, table_name))
-        con.register("partitions", partitions_of(table))
+        catalog = open_catalog(f"sqlite:///{catalog_db}")
+        con.register("partitions", partitions_of(catalog.load_table((database, table_name))))
+        with contextlib.suppress(NoSuchTableError):  # the load history (--load_history_table), once written
+            con.register("load_history", catalog.load_table((database, LOAD_HISTORY)).scan().to_arrow())
     return con
 
 

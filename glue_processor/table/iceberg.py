@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -39,6 +39,9 @@ from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.table.datafiles import DataFiles
 from glue_processor.table.footer import metadata_of
 from glue_processor.table.schema import INGEST_DAY, data_columns, missing_columns
+
+if TYPE_CHECKING:
+    from glue_processor.table.history import LoadHistory
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +89,21 @@ def guarded(table: Table, query_id: str, batch_id: int) -> Table:
     return Table(table.name(), table.metadata, table.metadata_location, table.io, guard)
 
 
+def expire_now_and_then(table: Table, batch_id: int, retention: timedelta) -> None:
+    """Expire the table's snapshots older than ``retention`` every EXPIRE_EVERY batches."""
+    if batch_id % EXPIRE_EVERY:
+        return
+    from glue_processor.table.compact import expire_snapshots
+
+    try:
+        expired = expire_snapshots(table, max_age=retention)
+        logger.info(
+            "expired old snapshots", extra={"table": str(table.name()), "batch_id": batch_id, "expired": expired}
+        )
+    except CommitFailedException:  # a concurrent commit: the next round expires them
+        logger.warning("snapshot expiry conflicted; retried later", extra={"batch_id": batch_id})
+
+
 def find_snapshot(metadata: TableMetadata, query_id: str, batch_id: int) -> Snapshot | None:
     """The snapshot that appended this batch, newest first (it is recent when it exists)."""
     wanted = str(batch_id)
@@ -101,8 +119,15 @@ class IcebergSink:
 
     in_place = True
 
-    def __init__(self, table: Callable[[], Table], *, snapshot_retention: timedelta | None = None) -> None:
+    def __init__(
+        self,
+        table: Callable[[], Table],
+        *,
+        snapshot_retention: timedelta | None = None,
+        history: LoadHistory | None = None,
+    ) -> None:
         self._table = table
+        self.history = history
         # Every commit costs time in proportion to the snapshots the metadata lists (pyiceberg copies
         # the metadata while it builds a commit: ~1 ms per snapshot, see bench/commit_cost.py), so the
         # job expires old snapshots itself every EXPIRE_EVERY batches instead of waiting for the daily
@@ -160,8 +185,14 @@ class IcebergSink:
                 raise PublishRefused(f"the batch's columns do not merge into the table's schema: {exc}") from exc
 
     def publish(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> int | None:
-        """Append the record's data files unless the table has them; the snapshot id, or None when the
-        batch wrote no data file."""
+        """Append the record's data files unless the table has them, then its load history; the
+        snapshot id, or None when the batch wrote no data file."""
+        snapshot_id = self._publish_data(record, footers)
+        if self.history is not None:
+            self.history.publish(record, snapshot_id)
+        return snapshot_id
+
+    def _publish_data(self, record: CommitRecord, footers: Mapping[str, bytes] | None) -> int | None:
         if not record.data_files:
             return None
         table = self._table()
@@ -181,15 +212,8 @@ class IcebergSink:
         return snapshot_id
 
     def _expire(self, table: Table, batch_id: int) -> None:
-        if self.snapshot_retention is None or batch_id % EXPIRE_EVERY:
-            return
-        from glue_processor.table.compact import expire_snapshots
-
-        try:
-            expired = expire_snapshots(table, max_age=self.snapshot_retention)
-            logger.info("expired old snapshots", extra={"batch_id": batch_id, "expired": expired})
-        except CommitFailedException:  # a concurrent commit: the next round expires them
-            logger.warning("snapshot expiry conflicted; retried later", extra={"batch_id": batch_id})
+        if self.snapshot_retention is not None:
+            expire_now_and_then(table, batch_id, self.snapshot_retention)
 
     def _append(self, table: Table, record: CommitRecord, footers: Mapping[str, bytes]) -> int:
         properties = {QUERY_ID: record.query_id, BATCH_ID: str(record.batch_id), ATTEMPT: record.attempt}

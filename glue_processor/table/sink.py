@@ -71,10 +71,13 @@ def sink_for(
     partitions = plan or parse_partition_by(settings.partition_by, declared)
 
     @cache
+    def catalog():  # type: ignore[no-untyped-def]
+        return open_catalog(settings.catalog_uri)
+
+    @cache
     def table():  # type: ignore[no-untyped-def]
-        catalog = open_catalog(settings.catalog_uri)
         return ensure_table(
-            catalog,
+            catalog(),
             settings.database,
             settings.table_name,
             location=settings.table_location,
@@ -82,4 +85,18 @@ def sink_for(
             columns=typed_columns(declared, partitions),
         )
 
-    return IcebergSink(table, snapshot_retention=timedelta(hours=settings.snapshot_retention_hours))
+    retention = timedelta(hours=settings.snapshot_retention_hours)
+    history = None
+    if settings.load_history_table:
+        from glue_processor.table.history import LoadHistory, ensure_history_table
+
+        name = settings.load_history_table
+
+        @cache
+        def history_table():  # type: ignore[no-untyped-def]
+            return ensure_history_table(catalog(), settings.database, name, location=f"{settings.output_uri}/{name}")
+
+        history = LoadHistory(
+            history_table, data_table=f"{settings.database}.{settings.table_name}", snapshot_retention=retention
+        )
+    return IcebergSink(table, snapshot_retention=retention, history=history)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from glue_processor.settings import JobSettings
 from infra.build import render
 from infra.runtime import STREAMING_WORKER_TYPES, glue_runtimes
 from infra.wheelhouse import read_lock
@@ -279,13 +280,18 @@ def test_table_optimizers_run_on_the_table_with_their_own_scoped_role() -> None:
         assert "*" not in resources
 
 
-def test_the_job_may_commit_to_its_table_and_no_other() -> None:
+def test_the_job_may_commit_to_its_tables_and_no_other() -> None:
     statements = role_statements(R["GlueJob"]["Properties"]["Role"])
-    table_arn = "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:table/${DatabaseName}/${TableName}"
+    tables = "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:table/${DatabaseName}/"
     glue = [st for st in statements if any(a.startswith("glue:") for a in actions(st))]
     assert len(glue) == 1
-    assert {"glue:GetTable", "glue:UpdateTable"} <= set(actions(glue[0]))
-    assert {"Fn::Sub": table_arn} in glue[0]["Resource"]
+    assert {"glue:GetTable", "glue:UpdateTable", "glue:CreateTable"} <= set(actions(glue[0]))
+    # the data table and the load history (JobSettings.load_history_table's default), which the
+    # job creates; the table parameter may not take the history's name
+    assert {"Fn::Sub": tables + "${TableName}"} in glue[0]["Resource"]
+    assert {"Fn::Sub": tables + JobSettings.model_fields["load_history_table"].default} in glue[0]["Resource"]
+    pattern = re.compile(T["Parameters"]["TableName"]["AllowedPattern"])
+    assert pattern.match("events") and not pattern.match("load_history") and pattern.match("load_history_2")
     assert all("*" not in _sub(r).rsplit(":", 1)[-1] for r in glue[0]["Resource"])
 
 

@@ -233,6 +233,10 @@ def test_make_query_reads_the_current_snapshot(spark: Any, tmp_path: Path, capsy
     assert main(["--workdir", str(tmp_path), "--sql", "SELECT sum(CAST(a AS INT)) AS total FROM ingest.events"]) == 0
     assert capsys.readouterr().out.splitlines()[:3] == ["total", "-----", "6"]
     assert pq.ParquetFile(path).metadata.num_rows >= 1
+    # and the load history is a view too
+    sql = "SELECT key, rows_written FROM load_history ORDER BY key"
+    assert main(["--workdir", str(tmp_path), "--format", "csv", "--sql", sql]) == 0
+    assert capsys.readouterr().out.splitlines() == ["key,rows_written", "a.json,2", "b.json,1"]
 
 
 def test_the_table_metrics_follow_the_table(spark: Any, tmp_path: Path) -> None:

@@ -1,0 +1,88 @@
+"""The load history (issue 26, item 3): one row per object version a batch accepted, appended with
+the batch, exactly once, through a replay after a crash between the data and the history."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from glue_processor.table.catalog import open_catalog
+from glue_processor.table.iceberg import IcebergSink
+from tests.glue_processor.test_batch import BUCKET, Env
+
+
+def _lines(*records: dict[str, Any]) -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in records).encode()
+
+
+def history(env: Env) -> list[dict[str, Any]]:
+    table = open_catalog(env.settings.catalog_uri).load_table((env.settings.database, "load_history"))
+    return sorted(table.scan().to_arrow().to_pylist(), key=lambda r: (r["batch_id"], r["key"]))
+
+
+def test_every_object_version_of_a_batch_is_a_row_of_the_load_history_once(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    job = env.job(spark)
+    # Given a batch of a good object and one with a malformed line, and a batch naming a missing object
+    good = env.put("in/a.json", _lines({"a": 1}, {"a": 2}))
+    mixed = env.put("in/b.json", b'{"b": 1}\nnot json\n')
+    first = job.run([env.manifest("m0", [good, mixed])], 0)
+    first_snapshot = job.last_snapshot_id
+    missing = env.put("in/gone.json", _lines({"c": 1}))
+    env.buckets.path_of(BUCKET, "in/gone.json").unlink()
+    second = job.run([env.manifest("m1", [missing])], 1)
+    # Then the load history holds one row per object version, with its outcome and the data snapshot
+    rows = history(env)
+    got = [(r["batch_id"], r["key"], r["status"], r["rows_written"], r["lines_quarantined"]) for r in rows]
+    assert got == [
+        (0, "in/a.json", "ingested", 2, 0),
+        (0, "in/b.json", "ingested", 1, 1),
+        (1, "in/gone.json", "missing", 0, 0),
+    ]
+    assert {r["table_name"] for r in rows} == {"ingest.events"}
+    assert first_snapshot is not None and [r["snapshot_id"] for r in rows[:2]] == [first_snapshot] * 2
+    assert rows[2]["snapshot_id"] is None  # the batch wrote no data file
+    assert rows[0]["commit_time"] == first.committed_at and rows[2]["commit_time"] == second.committed_at
+    assert rows[2]["reason"]
+    # And publishing the batches again (a replay) appends nothing
+    assert isinstance(job.sink, IcebergSink)
+    job.sink.publish(first)
+    job.sink.publish(second)
+    assert len(history(env)) == 3
+
+
+def test_a_crash_between_the_data_and_the_history_is_finished_by_the_replay(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    job = env.job(spark)
+    assert isinstance(job.sink, IcebergSink)
+    # Given a batch whose data was appended, but whose history was not (the run died in between)
+    history_writer, job.sink.history = job.sink.history, None
+    record = job.run([env.manifest("m0", [env.put("in/a.json", _lines({"a": 1}))])], 0)
+    data_snapshot = job.last_snapshot_id
+    job.sink.history = history_writer
+    # When the publication is replayed
+    assert job.sink.publish(record) == data_snapshot
+    # Then the history has the batch once, naming the data's snapshot
+    rows = history(env)
+    assert [(r["key"], r["snapshot_id"]) for r in rows] == [("in/a.json", data_snapshot)]
+    job.sink.publish(record)
+    assert len(history(env)) == 1
+
+
+def test_a_failing_history_never_holds_up_the_data(spark: Any, tmp_path: Path, caplog: Any) -> None:
+    env = Env(tmp_path)
+    job = env.job(spark)
+    assert isinstance(job.sink, IcebergSink) and job.sink.history is not None
+
+    def broken() -> Any:
+        raise OSError("the history table's location is not writable")
+
+    # Given a load history that cannot be written
+    job.sink.history._table = broken
+    # When a batch runs
+    job.run([env.manifest("m0", [env.put("in/a.json", _lines({"a": 1}, {"a": 2}))])], 0)
+    # Then its data is in the table, and the log says which batch the history misses
+    rows = open_catalog(env.settings.catalog_uri).load_table((env.settings.database, "events")).scan().to_arrow()
+    assert rows.num_rows == 2
+    assert any("load history" in r.message and getattr(r, "batch_id", None) == 0 for r in caplog.records)
