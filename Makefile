@@ -116,7 +116,7 @@ bookkeeping: setup ## checkpoint size and restart time over 100,000 simulated ma
 	$(BIN)/python -m bench.bookkeeping --manifests 100000 --steps 10
 	$(BIN)/python -m bench.driver_state --batches 100000
 
-autoscale: setup ## replay load traces through the control plane's decide() (need-based vs utilization vs Glue auto scaling); plots in docs/
+autoscale: setup ## replay a day per trace through the control plane (need-based, Glue auto scaling, a mis-set WORKER_MB_S) at two worker speeds against hindsight; plots in docs/
 	$(BIN)/python -m bench.autoscale
 
 conversion: setup ## what declared types cost: parse only vs parse + conversion, one core

@@ -20,31 +20,31 @@ Assumptions (the numbers the model runs on):
   whether the job is up or not.
 - the job: W workers = W - 1 executors (the driver processes nothing). A 30 s processing-time trigger,
   as Spark runs it: the first batch when the query starts, the next at the next multiple of 30 s, or at
-  once when a batch overran. A batch takes the waiting manifests, oldest first, up to 16 GiB (the
-  intake; at least one) and lasts 5 s + (20 s for a run's first, cold, batch) + bytes / (executors x
-  speed). It publishes Utilization (batch duration / 30 s) when a batch ends, and BacklogManifests /
-  OldestBacklogAge every 30 s while its driver is up (none while the run starts or after it ended),
-  and, for a later switch of :func:`observe`, the exact data bytes waiting (BacklogDataBytes; the
-  job's own BacklogBytes, the manifest files' bytes, is not modelled: the control plane ignores it).
-  The intake caps a batch at 16 GiB, so no size drains faster than 16 GiB per 30 s (573 MB/s).
-  Backlog age = now - creation of the oldest manifest not yet processed (the batch in flight included).
+  once when a batch overran. A batch takes the waiting manifests, oldest first, up to the run's bytes
+  per trigger (the control plane starts each run with ``batch_bytes()``: 150 s of its executors'
+  work, 1-64 GiB; the job's own default, 16 GiB, for hindsight and Glue auto scaling; at least one
+  manifest) and lasts 5 s + (20 s for a run's first, cold, batch) + bytes / (executors x speed). When
+  a batch ends it publishes Utilization (duration / 30 s), BatchDuration, InputBytes and
+  ProcessingDuration (the bytes / (executors x speed) part: its parallel stages); every 30 s while
+  its driver is up (none while the run starts or after it ended) BacklogManifests,
+  OldestBacklogAge and BacklogDataBytes (the exact data bytes waiting). Backlog age = now - creation
+  of the oldest manifest not yet processed (the batch in flight included).
 - a run: 90 s of start-up with nothing processed (state STARTING), then RUNNING. A stop is graceful:
   the batch in flight finishes, then the run is STOPPED (at once when no batch is in flight); a stop
   still running after 600 s is forced, the batch in flight lost (its manifests are redone).
 - billing: per second per worker while a run is up (start-up and stop included), 1 minute minimum
   per run. Glue auto scaling bills its executors + the driver.
 - CloudWatch as read: a datapoint is readable 60 s after it was published. The reader asks for
-  60 s buckets (Maximum, Sum or Average, as ``service.py`` asks) over the 30-minute lookback, ending
-  at the end of the current minute: the newest bucket is a partial minute (only the datapoints already
-  readable: at a tick, 3 of its 6 manifest writes, so the arrival read, a mean of 5 minutes, is ~10 %
-  low at a steady load). ``data_age_s`` = now - start of the newest BacklogManifests bucket (80 s
-  while the job publishes; then growing through a resize: the policy acts on pre-stop datapoints
-  until they are 300 s old, ``stale_after_s``).
-- the control plane ticks every 120 s, 20 s into its minute (ticks at 20, 140, 260 s...), builds the
-  Observation exactly as ``service.py _observe`` does (:func:`observe`) and applies ``decide()``:
-  "scale" remembers the size and stops the run; a later tick sees STOPPED and "start"s the
-  remembered size (``JobView.desired_workers``). A resize so costs the batch in flight + the wait for
-  the next tick (0-120 s) + 90 s start-up + 20 s cold batch.
+  60 s buckets (Maximum, Sum or Average, as ``observe()`` asks) over the 30-minute lookback, ending at
+  the end of the current minute (the newest bucket partial), or, ``settled``, at the last minute that
+  ended 60 s ago (the arrival and the rate learned are read so: a partial minute's Sum reads low).
+  ``data_age_s`` = now - start of the newest OldestBacklogAge bucket.
+- the control plane ticks every 120 s, 20 s into its minute (ticks at 20, 140, 260 s...), and within
+  10 s of a run's end (the template's "Glue Job State Change" rule); it builds the Observation with
+  the Lambda's own ``observe()`` (lambdas/control_plane/observation.py) and applies ``decide()``:
+  "scale" remembers the size and stops the run; the tick on its end sees STOPPED and "start"s the
+  remembered size (``JobView.desired_workers``) with the batch bound ``batch_bytes()`` gives. A
+  resize so costs the batch in flight (at most ~150 s: the bound) + 90 s start-up + 20 s cold batch.
 - Glue auto scaling (``SCALING_MODE=glue-auto-scaling``, one run, never stopped): every 10 s it wants
   the executors that would clear the waiting bytes in one trigger (1..max-1); executors asked for join
   60 s later (and speed up the rest of the batch in flight); executors above the want for 60 s in a
@@ -77,8 +77,9 @@ from typing import Protocol
 
 from contracts import metrics as M
 from glue_processor.local.text import aligned
-from lambdas.control_plane.decision import ACTIVE, Decision, JobView, Observation, decide
-from lambdas.control_plane.metrics_reader import MetricsReader
+from lambdas.control_plane.decision import ACTIVE, Decision, JobView, Observation, batch_bytes, decide
+from lambdas.control_plane.metrics_reader import SETTLE_S
+from lambdas.control_plane.observation import observe
 from lambdas.control_plane.settings import ControlSettings, load_settings
 
 STEP_S = 10.0  # the manifest Lambda's cadence; ages and workers are sampled at it
@@ -98,9 +99,6 @@ PUBLICATION_DELAY_S = 60.0
 EXECUTOR_START_S = 60.0
 EXECUTOR_IDLE_S = 60.0
 REVERSAL_S = 900.0
-# not published by the job today (its BacklogBytes counts the manifest files' own bytes): the exact
-# data bytes waiting, published so that observe() can switch to it when the job publishes it
-BACKLOG_DATA_BYTES = "BacklogDataBytes"
 SLOW_MAX_WORKERS = 299
 WARM_UTILIZATION = 0.85
 T0 = datetime(2026, 11, 22, tzinfo=UTC)
@@ -200,42 +198,34 @@ class CloudWatch:
         self.times.setdefault(name, []).append(t)
         self.values.setdefault(name, []).append(value)
 
-    def points(self, name: str, *, minutes: int, stat: str = "Maximum") -> list[tuple[float, float]]:
-        end = math.floor(self.now / 60) * 60 + 60
+    def points(
+        self, name: str, *, minutes: int, stat: str = "Maximum", settled: bool = False
+    ) -> list[tuple[float, float]]:
+        # as CloudWatchReader: settled, whole minutes ended SETTLE_S ago; else up to the current one's end
+        end = math.floor((self.now - SETTLE_S) / 60) * 60 if settled else math.floor(self.now / 60) * 60 + 60
         ts, vs = self.times.get(name, []), self.values.get(name, [])
         lo = bisect.bisect_left(ts, end - minutes * 60)
         hi = bisect.bisect_right(ts, self.now - self.delay_s)
         buckets: dict[float, list[float]] = {}
         for i in range(lo, hi):
-            buckets.setdefault(math.floor(ts[i] / 60) * 60, []).append(vs[i])
+            if ts[i] < end:
+                buckets.setdefault(math.floor(ts[i] / 60) * 60, []).append(vs[i])
         return [(b, _STATS[stat](v)) for b, v in sorted(buckets.items())]
 
     def series(
-        self, name: str, *, minutes: int, stat: str = "Maximum", dimensions: dict[str, str] | None = None
+        self,
+        name: str,
+        *,
+        minutes: int,
+        stat: str = "Maximum",
+        dimensions: dict[str, str] | None = None,
+        settled: bool = False,
     ) -> list[float]:
-        return [v for _, v in self.points(name, minutes=minutes, stat=stat)]
+        return [v for _, v in self.points(name, minutes=minutes, stat=stat, settled=settled)]
 
     def age_s(self, name: str, *, minutes: int) -> float | None:
         points = self.points(name, minutes=minutes)
         return self.now - points[-1][0] if points else None
-
-
-def observe(metrics: MetricsReader, s: ControlSettings) -> Observation:
-    """``ControlPlane._observe`` (lambdas/control_plane/service.py), line for line: keep them equal
-    (tests/bench/test_autoscale_model.py checks it). Switch here when the policy's inputs change."""
-    minutes = s.lookback_minutes
-    lam = {"service": s.manifest_service}
-    listed = metrics.series(M.BYTES_PER_MANIFEST.name, minutes=minutes, stat="Sum", dimensions=lam)
-    per_manifest = metrics.series(M.BYTES_PER_MANIFEST.name, minutes=minutes, stat="Average", dimensions=lam)
-    waiting = metrics.series(M.BACKLOG_MANIFESTS.name, minutes=minutes)
-    mean = sum(per_manifest) / len(per_manifest) if per_manifest else 0.0
-    return Observation(
-        utilization=metrics.series(M.UTILIZATION.name, minutes=minutes),
-        backlog_age_s=metrics.series(M.BACKLOG_AGE.name, minutes=minutes),
-        backlog_bytes=[n * mean for n in waiting],
-        arrival_bytes_per_s=[b / 60 for b in listed],
-        data_age_s=metrics.age_s(M.BACKLOG_MANIFESTS.name, minutes=minutes),
-    )
 
 
 # ================================================================ the job
@@ -250,6 +240,7 @@ class Batch:
     start: float
     end: float
     manifests: int
+    size: float = 0.0
 
 
 @dataclass
@@ -260,6 +251,7 @@ class Run:
     up: bool = False
     batches: int = 0
     stop_deadline: float | None = None
+    intake: float = INTAKE_BYTES  # the run's --max_bytes_per_trigger
 
     @property
     def executors(self) -> int:
@@ -298,9 +290,11 @@ class Job:
     log: list[tuple[float, str]] = field(default_factory=list)  # (time, "start" | "up" | "stopped" | "forced")
 
     # -- commands
-    def start(self, workers: int, now: float, *, warm: bool = False) -> None:
-        """Start a run; ``warm``: one already up for an hour (a replay's initial state)."""
+    def start(self, workers: int, now: float, *, warm: bool = False, intake: float | None = None) -> None:
+        """Start a run; ``warm``: one already up for an hour (a replay's initial state); ``intake``:
+        its bytes per trigger (default: the job's 16 GiB)."""
         self.run = Run(workers, now - 3600 if warm else now, now if warm else now + START_UP_S)
+        self.run.intake = intake or INTAKE_BYTES
         self.billed_at = now
         self.log.append((now, "start"))
         if warm:
@@ -329,7 +323,7 @@ class Job:
         self._bill(now)
         if batch is not None and batch.end > now:
             left = (batch.end - now) * max(1, run.executors) / max(1, executors)
-            self.batch = Batch(batch.start, now + left, batch.manifests)
+            self.batch = Batch(batch.start, now + left, batch.manifests, batch.size)
         run.workers = executors + 1
 
     # -- what is seen from outside
@@ -393,12 +387,12 @@ class Job:
             return
         n, size = 0, 0.0
         for m in self.waiting:
-            if n and size + m.size > INTAKE_BYTES:
+            if n and size + m.size > self.run.intake:
                 break
             n, size = n + 1, size + m.size
         cold = COLD_BATCH_S if self.run.batches == 0 else 0.0
         duration = BATCH_FIXED_S + cold + size / (max(1, self.run.executors) * self.rate)
-        self.batch = Batch(t, t + duration, n)
+        self.batch = Batch(t, t + duration, n, size)
 
     def _batch_end(self, t: float) -> None:
         assert self.run is not None
@@ -409,6 +403,10 @@ class Job:
         self.run.batches += 1
         if self.cw is not None:
             self.cw.put(M.UTILIZATION.name, t, (t - batch.start) / TRIGGER_S)
+            self.cw.put(M.BATCH_DURATION.name, t, (t - batch.start) * 1000)
+            work = batch.size / (max(1, self.run.executors) * self.rate)
+            self.cw.put(M.PROCESSING_DURATION.name, t, work * 1000)
+            self.cw.put(M.INPUT_BYTES.name, t, batch.size)
         if self.run.stop_deadline is not None:
             self._end(t, "stopped")
         else:  # Spark: the next multiple of the trigger, or at once when the batch overran
@@ -422,7 +420,7 @@ class Job:
         if self.cw is not None:
             self.cw.put(M.BACKLOG_MANIFESTS.name, t, float(len(self.waiting)))
             self.cw.put(M.BACKLOG_AGE.name, t, self.age(t))
-            self.cw.put(BACKLOG_DATA_BYTES, t, self.waiting_bytes())
+            self.cw.put(M.BACKLOG_DATA_BYTES.name, t, self.waiting_bytes())
         self.next_publish = t + TRIGGER_S
 
     def _end(self, t: float, why: str) -> None:
@@ -499,6 +497,10 @@ class GlueAutoScaling:
 class Controller(Protocol):
     def decide(self, view: JobView, now: float) -> Decision: ...
 
+    def intake(self, workers: int) -> float | None:
+        """The bytes per trigger a run of ``workers`` starts with (None: the job's default)."""
+        ...
+
     def fork(self) -> Controller: ...
 
 
@@ -508,10 +510,21 @@ class Policy:
 
     s: ControlSettings
     cw: CloudWatch
+    remembered: float | None = None  # the learned rate, as the Lambda's state object keeps it
+    observed: Observation = field(default_factory=Observation)
 
     def decide(self, view: JobView, now: float) -> Decision:
         self.cw.now = now
-        return decide(observe(self.cw, self.s), view, self.s, T0 + timedelta(seconds=now))
+        at = T0 + timedelta(seconds=now)
+        running = view.workers if view.state == "RUNNING" else None
+        self.observed = observe(
+            self.cw, self.s, workers=running, running_since=view.started_at, now=at, remembered_rate=self.remembered
+        )
+        self.remembered = self.observed.worker_bytes_per_s
+        return decide(self.observed, view, self.s, at)
+
+    def intake(self, workers: int) -> float | None:
+        return float(batch_bytes(workers, self.observed, self.s)) if self.s.scaling_mode == "control-plane" else None
 
     def fork(self) -> Policy:
         return self  # replays with a policy are never forked
@@ -532,6 +545,9 @@ class Plan:
         if view.workers != want:
             return Decision("scale", want, "the hour's size")
         return Decision("none", want, "the hour's size")
+
+    def intake(self, workers: int) -> float | None:
+        return None
 
     def fork(self) -> Plan:
         return Plan(list(self.sizes))
@@ -555,6 +571,7 @@ class Replay:
     restarts: int = 0
     reversals: int = 0
     last_scale: tuple[float, int] | None = None
+    seen_end: Ended | None = None  # the latest run end a tick has seen
 
     def run_to(self, trace: Sequence[float], step: int) -> Replay:
         """Advance to ``step`` (``trace[i]`` arrives during step i + 1)."""
@@ -570,13 +587,16 @@ class Replay:
             if t >= self.next_tick:
                 self.next_tick += TICK_S
                 self._tick(t)
+            elif self.job.run is None and self.job.last is not self.seen_end:
+                self.seen_end = self.job.last  # the job-state-change rule: a tick when a run ends
+                self._tick(t)
         return self
 
     def _tick(self, t: float) -> None:
         view = self.job.view(t, self.desired)
         d = self.controller.decide(view, t)
         if d.action in ("start", "restart") and self.job.run is None:
-            self.job.start(d.desired_workers, t)
+            self.job.start(d.desired_workers, t, intake=self.controller.intake(d.desired_workers))
             self.restarts += 1
         elif d.action == "scale" and d.desired_workers != view.workers:
             direction = 1 if d.desired_workers > (view.workers or 0) else -1
@@ -608,13 +628,16 @@ def warm_size(trace: Sequence[float], s: ControlSettings) -> int:
     return max(s.min_workers, min(s.max_workers, executors + 1))
 
 
-def replay_policy(trace: Sequence[float], s: ControlSettings, name: str) -> Replay:
-    """The control plane (``s.scaling_mode``) on the trace, with CloudWatch in between."""
+def replay_policy(trace: Sequence[float], s: ControlSettings, name: str, true_mb_s: float | None = None) -> Replay:
+    """The control plane (``s.scaling_mode``) on the trace, with CloudWatch in between; the workers
+    process ``true_mb_s`` (default: ``s.worker_mb_s``, the setting right)."""
     cw = CloudWatch()
-    job = Job(s.worker_mb_s * MB, cw)
+    job = Job((true_mb_s or s.worker_mb_s) * MB, cw)
     auto = GlueAutoScaling(s.max_workers - 1) if s.scaling_mode == "glue-auto-scaling" else None
-    job.start(warm_size(trace, s), 0.0, warm=True)
-    return Replay(name, job, Policy(s, cw), cw, auto).run_to(trace, len(trace))
+    policy = Policy(s, cw)
+    first = warm_size(trace, s)
+    job.start(first, 0.0, warm=True, intake=policy.intake(first))  # started by the control plane too
+    return Replay(name, job, policy, cw, auto).run_to(trace, len(trace))
 
 
 def planned(s: ControlSettings, first: int, name: str) -> Replay:
@@ -741,6 +764,7 @@ HEADERS = [
     "trace",
     "policy",
     "worker-h",
+    "after 1 h",
     "/ per-hour",
     "/ whole-day",
     "max age s",
@@ -753,12 +777,13 @@ HEADERS = [
 
 def row(trace: str, label: str, r: Replay | None, hourly: Replay, day: Replay | None, sla: float) -> list[str]:
     if r is None:
-        return [trace, label, "-", "-", "-", "-", "-", "-", "-", "-"]
+        return [trace, label, "-", "-", "-", "-", "-", "-", "-", "-", "-"]
     over = sum(STEP_S for a in r.ages if a > sla) / 60
     return [
         trace,
         label,
         f"{r.worker_hours:.1f}",
+        f"{sum(r.workers[STEPS_PER_HOUR:]) * STEP_S / 3600:.1f}",
         f"{r.worker_hours / hourly.worker_hours:.2f}",
         f"{r.worker_hours / day.worker_hours:.2f}" if day else "-",
         f"{max(r.ages):.0f}",
@@ -810,8 +835,15 @@ def report(speed: Speed, args: argparse.Namespace, reference: bool) -> str:
             continue
         hourly, day = per_hour(trace, s), whole_day(trace, s)
         runs = [replay_policy(trace, s, "need (decide)"), replay_policy(trace, auto, "glue auto scaling")]
+        # WORKER_MB_S set 3x off: the job's real speed stays speed.worker_mb_s
+        mis_set = [
+            replay_policy(
+                trace, load_settings(**base | {"worker_mb_s": speed.worker_mb_s * k}), label, speed.worker_mb_s
+            )
+            for k, label in ((1 / 3, "need, WORKER_MB_S / 3"), (3.0, "need, WORKER_MB_S x 3"))
+        ]
         hourly.name = "hindsight per hour"
-        rows += [row(name, r.name, r, hourly, day, s.latency_sla_s) for r in [*runs, hourly]]
+        rows += [row(name, r.name, r, hourly, day, s.latency_sla_s) for r in [*runs, *mis_set, hourly]]
         rows.append(row(name, "hindsight whole day", day, hourly, day, s.latency_sla_s))
         args.docs.mkdir(parents=True, exist_ok=True)
         plot(name if reference else f"{name}-{speed.worker_mb_s:g}mbs", [*runs, hourly], trace, s, args.docs)

@@ -69,6 +69,13 @@ MANIFEST_PROCESS_RATE = _m(
     "ManifestsProcessedPerSecond", "Count/Second", J, "Spark's processedRowsPerSecond (manifests)"
 )
 BATCH_DURATION = _m("BatchDuration", "Milliseconds", J, "wall time of the micro-batch")
+PROCESSING_DURATION = _m(
+    "ProcessingDuration",
+    "Milliseconds",
+    J,
+    "wall time of the batch's parallel stages (read, parse, write): the work executors share; "
+    "InputBytes over it per executor is the rate the control plane learns",
+)
 TRIGGER_INTERVAL = _m("TriggerInterval", "Milliseconds", J, "configured processing-time trigger interval")
 UTILIZATION = _m("Utilization", "None", J, "batch duration / trigger interval; near 1 means at capacity")
 ADD_BATCH_DURATION = _m("AddBatchDuration", "Milliseconds", J, "time in addBatch (the batch's real work)")

@@ -72,7 +72,9 @@ class LocalJobGateway:
     def active_run_ids(self) -> list[str]:
         return []
 
-    def start(self, *, workers: int, worker_type: str, auto_scaling: bool) -> str:
+    def start(
+        self, *, workers: int, worker_type: str, auto_scaling: bool, max_bytes_per_trigger: int | None = None
+    ) -> str:
         return "local: run `make run` to start"
 
     def stop(self, run_ids: list[str]) -> None:

@@ -21,6 +21,10 @@ OPERATION_METRICS = {
 }
 
 
+# the batch's stages its executors run (glue_processor/batch.py): the work that scales with them
+PARALLEL_STAGES = ("read_parse_write", "write")
+
+
 def _when(progress: Mapping[str, Any]) -> datetime:
     stamp = str(progress.get("timestamp", ""))
     try:
@@ -96,6 +100,9 @@ def record_datums(
         datum(M.NULL_PARTITION_RECORDS, s.null_partition_records, dimensions, when),
         datum(M.EXTRA_VALUES, s.extra_values, dimensions, when),
     ]
+    processing = sum(s.stage_s.get(stage, 0.0) for stage in PARALLEL_STAGES)
+    if processing > 0:
+        out.append(datum(M.PROCESSING_DURATION, processing * 1000, dimensions, when))
     if s.output_files:
         out.append(datum(M.PARQUET_AVG_SIZE, s.output_bytes / s.output_files, dimensions, when))
     if s.max_latency_s is not None:

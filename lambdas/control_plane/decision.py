@@ -23,7 +23,7 @@ ROUTINE_END = {"TIMEOUT", "STOPPED", "EXPIRED", "SUCCEEDED"}
 # How long to leave Glue to start its own maintenance restart before the control plane starts one.
 MAINTENANCE_RESTART_GRACE_S = 900
 # A scale-down plans for this much more than the recent peak arrival, so it is not reversed soon after.
-DOWN_MARGIN = 1.15
+DOWN_MARGIN = 1.1
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,9 @@ class Observation:
     utilization: Sequence[float] = ()
     backlog_age_s: Sequence[float] = ()
     backlog_bytes: Sequence[float] = ()  # data bytes the waiting manifests reference
-    arrival_bytes_per_s: Sequence[float] = ()  # data bytes the manifest Lambda listed, per second, per minute
+    arrival_bytes_per_s: Sequence[float] = ()  # data bytes the manifest Lambda listed, per second, per settled minute
     data_age_s: float | None = None  # seconds since the newest backlog datapoint (None: unknown)
+    worker_bytes_per_s: float | None = None  # learned from the job (None: settings.worker_mb_s)
 
 
 @dataclass(frozen=True)
@@ -156,25 +157,104 @@ def decide(obs: Observation, job: JobView, s: ControlSettings, now: datetime) ->
     return Decision("none", current, f"utilization {latest:.2f} within the hysteresis band", inputs)
 
 
-def need(obs: Observation, s: ControlSettings, *, resizing: bool) -> tuple[int, str]:
-    """Workers that process what must be processed: the arrival rate, and the waiting backlog within
-    the time the SLA leaves (minus the resize's dead time when ``resizing``), at the target
-    utilization; plus the driver, which processes nothing."""
-    per_worker = s.worker_mb_s * 1e6 * s.need_utilization
-    recent = list(obs.arrival_bytes_per_s[-5:])
-    arrival = sum(recent) / len(recent) if recent else 0.0
-    # what a job keeping up holds anyway (the batch in flight and the next trigger's) is not backlog
-    backlog = max(0.0, (obs.backlog_bytes[-1] if obs.backlog_bytes else 0.0) - arrival * 2 * s.trigger_interval_s)
+# The newest arrivals no settled minute counts yet (SETTLE_S, plus half a minute on average): the
+# current arrival rate stands for them when the backlog is spread over its ages.
+UNSETTLED_S = 90.0
+# The shortest time a backlog is planned to drain in, even past its deadline (then: as fast as allowed).
+MIN_WINDOW_S = 120.0
+# The current size stays while it keeps every byte within the SLA at this share of its rate (a
+# resize plans for need_utilization, lower: the band between is the hysteresis that keeps a size).
+STAY_UTILIZATION = 0.95
+# A scale-up plans for this much more than the recent peak arrival.
+UP_MARGIN = 1.2
+# A scale-down must save, over this horizon, twice what its resize bills without processing.
+PAYBACK_HORIZON_S = 3600.0
+# A batch planned at the bytes per trigger the job is started with lasts at most this share of the SLA,
+# so a resize never waits long for the batch in flight; at least one manifest's bytes (1 GiB), and at
+# most 64 GiB (the job's default is 16 GiB, which caps a run at 573 MB/s whatever its size: 16 GiB
+# per 30 s trigger; 64 GiB is ~18,000 objects of 3.5 MB, a plan the driver makes in seconds).
+BATCH_SHARE = 0.25
+MIN_BATCH_BYTES = 1024**3
+MAX_BATCH_BYTES = 64 * 1024**3
+
+
+def arrival_rate(obs: Observation) -> float:
+    """Bytes/s arriving: the mean of the newest three settled minutes."""
+    recent = list(obs.arrival_bytes_per_s[-3:])
+    return sum(recent) / len(recent) if recent else 0.0
+
+
+def worker_rate(obs: Observation, s: ControlSettings) -> float:
+    """Bytes/s one worker processes: learned from the job (observation.py), else ``worker_mb_s``."""
+    return obs.worker_bytes_per_s or s.worker_mb_s * 1e6
+
+
+def backlog_by_age(
+    backlog: float, oldest_s: float, arrival: float, minutes: Sequence[float]
+) -> list[tuple[float, float]]:
+    """The waiting bytes as (age s, bytes), oldest first. The queue is first in, first out, so what
+    waits is what arrived last: the newest unsettled seconds at ``arrival``, then each settled
+    minute's arrivals (``minutes``, bytes/s, oldest first), each at its older edge, none older than
+    the oldest waiting manifest; what no minute explains waits since ``oldest_s``."""
+    chunks: list[tuple[float, float]] = []
+    left, edge = backlog, 0.0
+    for span, rate in [(UNSETTLED_S, arrival), *((60.0, r) for r in reversed(minutes))]:
+        if left <= 0 or edge >= oldest_s:
+            break
+        edge = min(oldest_s, edge + span)
+        take = min(left, rate * span)
+        chunks.append((edge, take))
+        left -= take
+    if left > 0:
+        chunks.append((oldest_s, left))
+    return sorted(chunks, reverse=True)
+
+
+def need(
+    obs: Observation,
+    s: ControlSettings,
+    *,
+    resizing: bool,
+    arrival: float | None = None,
+    utilization: float | None = None,
+) -> tuple[int, str]:
+    """Workers that keep every waiting byte within the SLA, at the target utilization, plus the
+    driver (which processes nothing).
+
+    Each waiting byte is due by the SLA less its age (less a trigger and a batch): the oldest bytes
+    first (first in, first out), the processing must have cleared, within each deadline, every byte
+    due by then; and it must keep up with the arrival rate after. ``resizing``: nothing is processed
+    for ``resize_cost_s`` seconds first, while every byte ages and more arrive."""
+    share = s.need_utilization if utilization is None else utilization
+    per_worker = worker_rate(obs, s) * share
+    rate = arrival_rate(obs) if arrival is None else arrival
+    backlog = obs.backlog_bytes[-1] if obs.backlog_bytes else 0.0
     age = obs.backlog_age_s[-1] if obs.backlog_age_s else 0.0
+    chunks = backlog_by_age(backlog, age, rate, obs.arrival_bytes_per_s)
     dead = s.resize_cost_s if resizing else 0.0
-    window = max(60.0, s.latency_sla_s - age - dead)
-    required = arrival + (backlog + arrival * dead) / window
+    if dead:
+        arriving = [(dead - m, rate * min(60.0, dead - m)) for m in range(0, math.ceil(dead), 60)]
+        chunks = sorted([(a + dead, b) for a, b in chunks] + arriving, reverse=True)
+    budget = s.latency_sla_s - 2 * s.trigger_interval_s
+    required, due, window = rate, 0.0, budget
+    for chunk_age, size in chunks:
+        due += size
+        if due / max(MIN_WINDOW_S, budget - chunk_age) > required:
+            required, window = due / max(MIN_WINDOW_S, budget - chunk_age), max(MIN_WINDOW_S, budget - chunk_age)
     executors = max(1, math.ceil(required / per_worker))
     why = (
-        f"arrival {arrival / 1e6:.1f} MB/s + backlog {backlog / 1e6:.0f} MB (age {age:.0f}s) within {window:.0f}s "
-        f"at {s.worker_mb_s:.0f} MB/s per worker x {s.need_utilization} -> {executors} executors"
+        f"arrival {rate / 1e6:.1f} MB/s, backlog {backlog / 1e6:.0f} MB (oldest {age:.0f}s)"
+        f"{f' after a {dead:.0f}s resize' if dead else ''}: {required / 1e6:.1f} MB/s within {window:.0f}s "
+        f"at {worker_rate(obs, s) / 1e6:.1f} MB/s per worker x {share} -> {executors} executors"
     )
     return executors + 1, why
+
+
+def batch_bytes(workers: int, obs: Observation, s: ControlSettings) -> int:
+    """The bytes per trigger to start a run of ``workers`` with: a batch lasts at most BATCH_SHARE
+    of the SLA, within the job's intake bounds."""
+    planned = (workers - 1) * worker_rate(obs, s) * s.latency_sla_s * BATCH_SHARE
+    return int(max(MIN_BATCH_BYTES, min(MAX_BATCH_BYTES, planned)))
 
 
 def _size_by_need(  # noqa: PLR0917
@@ -182,17 +262,28 @@ def _size_by_need(  # noqa: PLR0917
 ) -> Decision:
     """Size from what must be processed (see :func:`need`), not from one utilization reading.
 
-    Up as soon as the current size cannot meet the SLA (within the cool-down too: an up after an up
-    is not a reversal); down to the measured need (not one worker at a time) only after the
-    cool-down, when the backlog is small and the need has stayed below the size for ``down_periods``
-    minutes; never on stale data.
+    Never on stale data, nor on data from before the run started (the backlog a restart leaves is
+    the run's to clear). Up as soon as the current size cannot keep every waiting byte within the
+    SLA (within the cool-down too: an up after an up is not a reversal); down, only after the
+    cool-down and with the backlog small, to the need at ``DOWN_MARGIN`` over the recent peak
+    arrival with the resize's dead time, and only when the workers saved over an hour repay twice
+    what the resize bills without processing.
     """
-    inputs |= {"backlog_bytes": list(obs.backlog_bytes)[-3:], "arrival_bytes_per_s": list(obs.arrival_bytes_per_s)[-5:]}
+    inputs |= {
+        "backlog_bytes": list(obs.backlog_bytes)[-3:],
+        "arrival_bytes_per_s": list(obs.arrival_bytes_per_s)[-5:],
+        "worker_bytes_per_s": worker_rate(obs, s),
+    }
     if obs.data_age_s is None or obs.data_age_s > s.stale_after_s:
         return Decision("none", current, f"no fresh backlog datapoint (newest {obs.data_age_s}s old): holding", inputs)
-    stay, why_stay = need(obs, s, resizing=False)
+    if job.started_at is not None and now - timedelta(seconds=obs.data_age_s) < job.started_at:
+        return Decision("none", current, "no backlog datapoint from this run yet: holding", inputs)
+    stay, why_stay = need(obs, s, resizing=False, utilization=STAY_UTILIZATION)
     if stay > current:
-        target, why = need(obs, s, resizing=True)
+        # sized for the recent peak, not the mean: a resize costs minutes, one more soon after as many
+        # with UP_MARGIN more: a rise is read late (settled minutes), and a second resize costs more
+        peak = max([arrival_rate(obs), *list(obs.arrival_bytes_per_s)[-s.down_periods :]]) * UP_MARGIN
+        target, why = need(obs, s, resizing=True, arrival=peak)
         desired = _clamp(max(target, stay), s)
         if desired <= current:
             return Decision("none", current, f"{why_stay}, but already at max_workers={s.max_workers}", inputs)
@@ -200,22 +291,20 @@ def _size_by_need(  # noqa: PLR0917
     in_cooldown = job.started_at is not None and now < job.started_at + timedelta(seconds=s.cooldown_s)
     if in_cooldown:
         return Decision("none", current, f"{why_stay}; cool-down: no scale-down within {s.cooldown_s}s", inputs)
-    history = list(obs.arrival_bytes_per_s)[-s.down_periods :]
+    history = list(obs.arrival_bytes_per_s)  # the whole lookback: a load that swings comes back
     age = obs.backlog_age_s[-1] if obs.backlog_age_s else 0.0
     if len(history) < s.down_periods or age > s.latency_sla_s / 4:
         return Decision("none", current, f"{why_stay}: holding", inputs)
-    # the need at the window's peak arrival, with room for the resize's dead time
-    # with DOWN_MARGIN more than that peak: a size just under the load would have to grow back
-    peak = Observation(
-        backlog_age_s=obs.backlog_age_s,
-        backlog_bytes=obs.backlog_bytes,
-        arrival_bytes_per_s=[max(history) * DOWN_MARGIN],
-    )
-    down, why_down = need(peak, s, resizing=True)
+    down, why_down = need(obs, s, resizing=True, arrival=max(history) * DOWN_MARGIN)
     desired = _clamp(down, s)
-    if desired < current:
-        return Decision("scale", desired, f"scale down {current} -> {desired}: {why_down}", inputs)
-    return Decision("none", current, f"{why_stay}: the size fits", inputs)
+    if desired >= current:
+        return Decision("none", current, f"{why_stay}: the size fits", inputs)
+    saved, cost = (current - desired) * PAYBACK_HORIZON_S, current * s.resize_cost_s
+    if saved < 2 * cost:
+        return Decision(
+            "none", current, f"{why_down}: {current} -> {desired} would not repay its resize within an hour", inputs
+        )
+    return Decision("scale", desired, f"scale down {current} -> {desired}: {why_down}", inputs)
 
 
 def _clamp(n: int, s: ControlSettings) -> int:

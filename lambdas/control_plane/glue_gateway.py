@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 class JobGateway(Protocol):
     def view(self, *, paused: bool, desired_workers: int | None) -> JobView: ...
     def active_run_ids(self) -> list[str]: ...
-    def start(self, *, workers: int, worker_type: str, auto_scaling: bool) -> str: ...
+    def start(
+        self, *, workers: int, worker_type: str, auto_scaling: bool, max_bytes_per_trigger: int | None = None
+    ) -> str: ...
     def stop(self, run_ids: list[str]) -> None: ...
 
 
@@ -41,8 +43,13 @@ class GlueJobGateway:
     def active_run_ids(self) -> list[str]:
         return [r["Id"] for r in self.runs() if r["JobRunState"] in ACTIVE]
 
-    def start(self, *, workers: int, worker_type: str, auto_scaling: bool) -> str:
+    def start(
+        self, *, workers: int, worker_type: str, auto_scaling: bool, max_bytes_per_trigger: int | None = None
+    ) -> str:
+        """Start a run; ``max_bytes_per_trigger`` overrides the job's default batch bound for it."""
         args = {"--enable-auto-scaling": "true"} if auto_scaling else {}
+        if max_bytes_per_trigger is not None:
+            args["--max_bytes_per_trigger"] = str(max_bytes_per_trigger)
         try:
             return self.client.start_job_run(
                 JobName=self.job_name,

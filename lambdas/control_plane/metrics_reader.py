@@ -15,12 +15,24 @@ if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
 
 
+# A minute's datapoints are all readable this long after the minute ended (CloudWatch shows a custom
+# metric within about a minute of PutMetricData; EMF logs take as long).
+SETTLE_S = 60
+
+
 class MetricsReader(Protocol):
     def series(
-        self, name: str, *, minutes: int, stat: str = "Maximum", dimensions: dict[str, str] | None = None
+        self,
+        name: str,
+        *,
+        minutes: int,
+        stat: str = "Maximum",
+        dimensions: dict[str, str] | None = None,
+        settled: bool = False,
     ) -> list[float]:
         """Datapoints of one metric (the job's, unless ``dimensions`` say whose) over the last
-        ``minutes``, one per minute, oldest first."""
+        ``minutes``, one per minute, oldest first. ``settled``: whole minutes only, ended at least
+        SETTLE_S ago (a Sum or an Average over a partial minute reads low)."""
         ...
 
     def age_s(self, name: str, *, minutes: int) -> float | None:
@@ -35,22 +47,33 @@ class CloudWatchReader:
         self.dimensions = dimensions
 
     def series(
-        self, name: str, *, minutes: int, stat: str = "Maximum", dimensions: dict[str, str] | None = None
+        self,
+        name: str,
+        *,
+        minutes: int,
+        stat: str = "Maximum",
+        dimensions: dict[str, str] | None = None,
+        settled: bool = False,
     ) -> list[float]:
-        return [v for _, v in self._points(name, minutes=minutes, stat=stat, dimensions=dimensions)]
+        return [v for _, v in self._points(name, minutes=minutes, stat=stat, dimensions=dimensions, settled=settled)]
 
     def age_s(self, name: str, *, minutes: int) -> float | None:
-        points = self._points(name, minutes=minutes, stat="Maximum", dimensions=None)
+        points = self._points(name, minutes=minutes, stat="Maximum", dimensions=None, settled=False)
         if not points:
             return None
         return (datetime.now(UTC) - points[-1][0]).total_seconds()
 
     def _points(
-        self, name: str, *, minutes: int, stat: str, dimensions: dict[str, str] | None
+        self, name: str, *, minutes: int, stat: str, dimensions: dict[str, str] | None, settled: bool
     ) -> list[tuple[datetime, float]]:
         # whole minutes, as CloudWatch aligns 60 s periods: a window cut mid-minute would split one
-        # minute's datapoints over two buckets (the arrival rate is a per-minute Sum)
-        end = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
+        # minute's datapoints over two buckets (the arrival rate is a per-minute Sum); settled: up to
+        # the last minute that ended SETTLE_S ago, else up to the end of the current (partial) minute
+        now = datetime.now(UTC)
+        if settled:
+            end = (now - timedelta(seconds=SETTLE_S)).replace(second=0, microsecond=0)
+        else:
+            end = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
         dims = self.dimensions if dimensions is None else dimensions
         try:
             out = self.client.get_metric_data(
@@ -86,8 +109,15 @@ class JsonlReader:
         self.dimensions = dimensions
 
     def series(
-        self, name: str, *, minutes: int, stat: str = "Maximum", dimensions: dict[str, str] | None = None
+        self,
+        name: str,
+        *,
+        minutes: int,
+        stat: str = "Maximum",
+        dimensions: dict[str, str] | None = None,
+        settled: bool = False,
     ) -> list[float]:
+        """A local run is replayed after the fact: every minute is settled."""
         return [v for _, v in self._points(name, minutes=minutes, dimensions=dimensions)]
 
     def age_s(self, name: str, *, minutes: int) -> float | None:

@@ -10,10 +10,11 @@ from aws_lambda_powertools import Logger
 
 from contracts import metrics as M
 from contracts.metrics import Datum, datum
-from lambdas.control_plane.decision import ACTIVE, Decision, JobView, Observation, decide
+from lambdas.control_plane.decision import ACTIVE, Decision, JobView, Observation, batch_bytes, decide
 from lambdas.control_plane.exceptions import ControlPlaneError
 from lambdas.control_plane.glue_gateway import JobGateway
 from lambdas.control_plane.metrics_reader import MetricsReader
+from lambdas.control_plane.observation import observe
 from lambdas.control_plane.optimizers import OptimizerWatch
 from lambdas.control_plane.settings import ControlSettings
 from lambdas.control_plane.state import KEEP_DECISIONS, StateStore
@@ -55,6 +56,7 @@ class ControlPlane:
         self.state = state
         self.optimizers = optimizers
         self.clock = clock or (lambda: datetime.now(UTC))
+        self._observed = Observation()  # the latest tick's (what a start sizes its batches from)
 
     def handle(self, command: Command, workers: int | None = None) -> Outcome:
         if command == "status":
@@ -77,6 +79,9 @@ class ControlPlane:
     # -- scheduled ------------------------------------------------------------------------------
     def tick(self) -> Outcome:
         decision, view = self._decide()
+        learned = self._observed.worker_bytes_per_s
+        if learned is not None and learned != self.state.load().get("worker_bytes_per_s"):
+            self._remember(worker_bytes_per_s=learned)  # what the runs taught outlives them
         self._apply(decision, view)
         body: dict[str, Any] = {"command": "tick", "decision": decision.as_json()}
         datums = self._datums(view, decision)
@@ -103,24 +108,17 @@ class ControlPlane:
     def _decide(self) -> tuple[Decision, JobView]:
         st = self.state.load()
         view = self.jobs.view(paused=bool(st["paused"]), desired_workers=st.get("desired_workers"))
-        return decide(self._observe(), view, self.s, self.clock()), view
-
-    def _observe(self) -> Observation:
-        """What the sizing reads. Data bytes come from the manifest Lambda's BytesPerManifest: its
-        per-minute Sum is the arrival rate, its Average times the waiting manifests the backlog."""
-        minutes = self.s.lookback_minutes
-        lam = {"service": self.s.manifest_service}
-        listed = self.metrics.series(M.BYTES_PER_MANIFEST.name, minutes=minutes, stat="Sum", dimensions=lam)
-        per_manifest = self.metrics.series(M.BYTES_PER_MANIFEST.name, minutes=minutes, stat="Average", dimensions=lam)
-        waiting = self.metrics.series(M.BACKLOG_MANIFESTS.name, minutes=minutes)
-        mean = sum(per_manifest) / len(per_manifest) if per_manifest else 0.0
-        return Observation(
-            utilization=self.metrics.series(M.UTILIZATION.name, minutes=minutes),
-            backlog_age_s=self.metrics.series(M.BACKLOG_AGE.name, minutes=minutes),
-            backlog_bytes=[n * mean for n in waiting],
-            arrival_bytes_per_s=[b / 60 for b in listed],
-            data_age_s=self.metrics.age_s(M.BACKLOG_MANIFESTS.name, minutes=minutes),
+        now = self.clock()
+        obs = observe(
+            self.metrics,
+            self.s,
+            workers=view.workers if view.state == "RUNNING" else None,
+            running_since=view.started_at,
+            now=now,
+            remembered_rate=st.get("worker_bytes_per_s"),
         )
+        self._observed = obs
+        return decide(obs, view, self.s, now), view
 
     def _apply(self, decision: Decision, view: JobView) -> None:
         logger.info("decision", extra={"decision": decision.as_json()})
@@ -137,10 +135,18 @@ class ControlPlane:
 
     def _start(self, workers: int) -> None:
         auto = self.s.scaling_mode == "glue-auto-scaling"
+        # need-based sizing starts each run with a batch bound its size clears in a share of the SLA
+        bound = batch_bytes(workers, self._observed, self.s) if self.s.worker_mb_s > 0 and not auto else None
         run_id = self.jobs.start(
-            workers=self.s.max_workers if auto else workers, worker_type=self.s.worker_type, auto_scaling=auto
+            workers=self.s.max_workers if auto else workers,
+            worker_type=self.s.worker_type,
+            auto_scaling=auto,
+            max_bytes_per_trigger=bound,
         )
-        logger.info("job run started", extra={"run_id": run_id, "workers": workers, "auto_scaling": auto})
+        logger.info(
+            "job run started",
+            extra={"run_id": run_id, "workers": workers, "auto_scaling": auto, "max_bytes_per_trigger": bound},
+        )
 
     # -- operators ------------------------------------------------------------------------------
     def _operator_start(self) -> Outcome:

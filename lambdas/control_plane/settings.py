@@ -46,7 +46,12 @@ class ControlSettings(BaseSettings):
     )
     trigger_interval_s: float = Field(default=30, gt=0, description="the job's processing-time trigger")
     latency_sla_s: float = Field(default=600, gt=0, description="the backlog age the sizing must stay under")
-    resize_cost_s: float = Field(default=150, ge=0, description="seconds without processing a resize costs")
+    resize_cost_s: float = Field(
+        default=300,
+        ge=0,
+        description="seconds without processing a resize costs: the batch in flight (150 s at most, the batch "
+        "bound), the end-of-run tick, Glue's start-up and the cold first batch (make autoscale: 120-280 s)",
+    )
     manifest_service: str = Field(default="manifest-builder", description="the manifest Lambda's service dimension")
     stale_after_s: float = Field(default=300, gt=0, description="older backlog datapoints are not acted upon")
     state_bucket: str | None = Field(default=None, description="bucket of the control plane's state object")

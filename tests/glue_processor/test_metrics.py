@@ -100,6 +100,15 @@ def test_commit_record_datums() -> None:
     assert got["RecordsIn"] == 10 and got["RecordsOut"] == 8 and got["BadRecords"] == 2
     assert got["ParquetAvgFileSize"] == 150 and got["MissingObjects"] == 1
     assert got["EndToEndLatencyMax"] == 9.5 and got["EndToEndLatencyP95"] == 7.0
+    assert "ProcessingDuration" not in got  # no stage timed: nothing to learn a rate from
+
+
+def test_the_processing_time_is_the_batch_s_parallel_stages() -> None:
+    # what the control plane learns a worker's rate from: InputBytes over the executors' stages,
+    # the driver's planning and the commit excluded (lambdas/control_plane/observation.py)
+    stats = BatchStats(input_bytes=10**9, stage_s={"read_parse_write": 12.5, "write": 2.5, "write_quarantine": 0.4})
+    got = {d.name: d.value for d in record_datums(record().model_copy(update={"stats": stats}), dimensions=DIMS)}
+    assert got["ProcessingDuration"] == 15_000 and got["InputBytes"] == 10**9
 
 
 def test_backlog_counts_waiting_manifests_after_the_watermark() -> None:

@@ -466,3 +466,20 @@ def test_the_job_may_read_its_locked_wheelhouse() -> None:
     assert grants(
         statements, "s3:GetObject", {"Fn::Sub": "arn:${AWS::Partition}:s3:::${CodeBucket}/${JobWheelhousePrefix}/*"}
     )
+
+
+def test_a_run_s_end_ticks_the_control_plane_at_once() -> None:
+    # AWS Glue Developer Guide, "Automating AWS Glue with EventBridge": Glue sends "Glue Job State
+    # Change" events (source aws.glue) naming detail.jobName, with detail.state SUCCEEDED, FAILED,
+    # TIMEOUT or STOPPED, to the default event bus. A resize (stop, then start) waits for no schedule.
+    rule = R["ControlPlaneOnJobEnd"]["Properties"]
+    pattern = rule["EventPattern"]
+    assert pattern["source"] == ["aws.glue"] and pattern["detail-type"] == ["Glue Job State Change"]
+    assert set(pattern["detail"]["state"]) == {"SUCCEEDED", "FAILED", "TIMEOUT", "STOPPED"}
+    assert pattern["detail"]["jobName"] == [R["GlueJob"]["Properties"]["Name"]]
+    assert "EventBusName" not in rule  # the default bus, where Glue's events go
+    (target,) = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["ControlPlane", "Arn"]} and target["Input"] == '{"command": "tick"}'
+    permission = R["ControlPlaneOnJobEndPermission"]["Properties"]
+    assert permission["Principal"] == "events.amazonaws.com"
+    assert permission["SourceArn"] == {"Fn::GetAtt": ["ControlPlaneOnJobEnd", "Arn"]}

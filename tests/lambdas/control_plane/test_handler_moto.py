@@ -302,18 +302,43 @@ def _put(name: str, points: list[tuple[float, float]], dims: list[dict[str, str]
 
 def test_the_sizing_reads_arrival_and_backlog_bytes_and_sizes_to_the_need(plane: Any) -> None:
     invoke()
-    script(runs(plane)[0]["Id"], "RUNNING", ago_s=0)
+    script(runs(plane)[0]["Id"], "RUNNING", ago_s=600)
     lam = [{"Name": "service", "Value": "manifest-builder"}]
-    # Given 5 minutes of 1 GB manifests, 20 a minute (~333 MB/s), and 200 of them waiting (no utilization at all)
+    # Given 5 minutes of 1 GB manifests, 20 a minute (~333 MB/s), and 200 GB waiting (no utilization at all)
     for minute in range(1, 6):
         _put("BytesPerManifest", [(minute, 1e9)] * 20, lam, unit="Bytes")
-    _put("BacklogManifests", [(m, 200) for m in range(1, 6)], DIMS)
-    _put("BacklogAge", [(m, 120) for m in range(1, 6)], DIMS, unit="Seconds")
+    _put("BacklogDataBytes", [(m, 200e9) for m in range(0, 6)], DIMS, unit="Bytes")
+    _put("OldestBacklogAge", [(m, 120) for m in range(0, 6)], DIMS, unit="Seconds")
     body = invoke()
     # Then it scales up to what that needs (56 MB/s per worker at 0.85, plus the driver), capped at MAX_WORKERS
     assert body["decision"]["action"] == "scale", body["decision"]["reason"]
     assert body["decision"]["desired_workers"] == 10
-    assert "arrival 333.3 MB/s" in body["decision"]["reason"]
+    # planned for UP_MARGIN (1.2) over the 333 MB/s of the settled minutes
+    assert "arrival 400.0 MB/s, backlog 200000 MB" in body["decision"]["reason"]
+    assert body["decision"]["inputs"]["arrival_bytes_per_s"] == [pytest.approx(1e9 * 20 / 60)] * 4
+
+
+def test_a_run_starts_with_a_batch_bound_from_the_rate_its_predecessor_measured(plane: Any) -> None:
+    invoke()
+    first = runs(plane)[0]["Id"]
+    script(first, "RUNNING", ago_s=1800)
+    # Given a run of one executor that read 20 GB a minute in 60 s of processing a minute: 333 MB/s
+    assert runs(plane)[0]["NumberOfWorkers"] == 2
+    _put("InputBytes", [(m, 20e9) for m in range(1, 25)], DIMS, unit="Bytes")
+    _put("ProcessingDuration", [(m, 60_000) for m in range(1, 25)], DIMS, unit="Milliseconds")
+    _put("OldestBacklogAge", [(m, 20) for m in range(0, 25)], DIMS, unit="Seconds")
+    body = invoke()
+    rate = 20e9 / 60
+    assert body["decision"]["inputs"]["worker_bytes_per_s"] == pytest.approx(rate)
+    # When the run ends and the next tick starts another
+    script(first, "STOPPED", ago_s=0)
+    assert invoke()["decision"]["action"] == "start"
+    # Then that run's batches are bounded to what its executors clear in a quarter of the SLA, at the
+    # rate remembered from the run before (the new run has measured nothing yet)
+    run = runs(plane)[0]
+    assert run["Id"] != first
+    executors = run["NumberOfWorkers"] - 1
+    assert run["Arguments"]["--max_bytes_per_trigger"] == str(int(min(64 * 1024**3, executors * rate * 600 * 0.25)))
 
 
 def test_no_fresh_backlog_datapoint_holds(plane: Any) -> None:

@@ -1,53 +1,72 @@
-"""The need-based sizing: each rule on scripted observations (the targets on traces: tests/bench)."""
+"""The need-based sizing: each rule on scripted observations (the targets on traces: tests/bench).
+
+Issue 24's six causes each have a test here that fails on the policy before it: the dead time of a
+resize (1), the partial newest minute (2), a restart that does not pay for itself or acts on data
+from before the run (3), the backlog's bytes (4), a batch's length (5) and the learned throughput (6).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from lambdas.control_plane.decision import JobView, Observation, decide
+import pytest
+
+from contracts import metrics as M
+from lambdas.control_plane.decision import JobView, Observation, batch_bytes, decide
+from lambdas.control_plane.metrics_reader import CloudWatchReader
+from lambdas.control_plane.observation import learned_rate, observe
 from lambdas.control_plane.settings import load_settings
 
-NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+NOW = datetime(2026, 11, 22, 12, 0, 20, tzinfo=UTC)
 S = load_settings(job_name="ingest", min_workers=2, max_workers=20, cooldown_s=900, worker_mb_s=56)
 OLD = JobView("RUNNING", workers=4, started_at=NOW - timedelta(hours=2))
 FRESH = JobView("RUNNING", workers=4, started_at=NOW - timedelta(minutes=2))
 MBS = 1e6  # bytes per second in one MB/s
 
 
-def obs(arrival_mb_s: list[float], backlog_gb: float = 0, age: float = 30, data_age: float | None = 60) -> Observation:
+def obs(
+    arrival_mb_s: list[float],
+    backlog_gb: float = 0,
+    age: float = 30,
+    data_age: float | None = 60,
+    rate: float | None = None,
+) -> Observation:
     return Observation(
         backlog_age_s=[age] * len(arrival_mb_s),
         backlog_bytes=[backlog_gb * 1e9] * len(arrival_mb_s),
         arrival_bytes_per_s=[a * MBS for a in arrival_mb_s],
         data_age_s=data_age,
+        worker_bytes_per_s=rate,
     )
 
 
 def test_it_holds_when_the_size_fits_the_load() -> None:
-    # 3 executors x 56 x 0.85 = 142.8 MB/s >= 130 MB/s
+    # 3 executors x 56 MB/s x 0.95 = 159.6 MB/s >= 130 MB/s
     d = decide(obs([130] * 6), OLD, S, NOW)
     assert (d.action, d.desired_workers) == ("none", 4)
 
 
 def test_it_scales_up_to_the_need_at_once_even_in_the_cool_down() -> None:
     d = decide(obs([300] * 6), FRESH, S, NOW)
-    # 300 MB/s, plus the 45 GB that arrive during the resize's 150 s drained in the 420 s the SLA
-    # leaves: 407 MB/s / (56 x 0.85) -> 9 executors, plus the driver
-    assert (d.action, d.desired_workers) == ("scale", 10)
+    # planned for 1.2 x 300 MB/s at 56 x 0.85 per worker: 8 executors, plus the driver; the 300 s
+    # resize's arrivals are due within the SLA left and need less than that
+    assert (d.action, d.desired_workers) == ("scale", 9)
 
 
 def test_a_backlog_is_sized_to_drain_within_the_sla_left_without_any_utilization_datapoint() -> None:
     # no utilization at all (a batch longer than the lookback): backlog age and bytes still decide
     d = decide(obs([50] * 6, backlog_gb=200, age=300), OLD, S, NOW)
-    assert d.action == "scale" and d.desired_workers == 20  # 200 GB in 150 s is beyond max_workers
-    assert "backlog 197000 MB (age 300s)" in d.reason  # less the 3 GB a job keeping up holds anyway
+    assert d.action == "scale" and d.desired_workers == 20  # 200 GB in 240 s is beyond max_workers
+    assert "backlog 200000 MB (oldest 300s)" in d.reason
 
 
 def test_it_scales_down_to_the_need_not_one_worker_at_a_time() -> None:
     big = JobView("RUNNING", workers=12, started_at=NOW - timedelta(hours=1))
     d = decide(obs([40] * 6), big, S, NOW)
-    # planned for 15 % over the recent peak and the resize's dead time: 2 executors, plus the driver
-    assert (d.action, d.desired_workers) == ("scale", 3)
+    # planned for 10 % over the lookback's peak and the resize's dead time: 1 executor, plus the driver
+    assert (d.action, d.desired_workers) == ("scale", 2)
 
 
 def test_no_scale_down_within_the_cool_down_or_with_a_backlog_or_on_a_short_history() -> None:
@@ -62,3 +81,135 @@ def test_stale_data_is_never_acted_upon() -> None:
     for data_age in (None, 600.0):
         d = decide(obs([300] * 6, data_age=data_age), OLD, S, NOW)
         assert d.action == "none" and "no fresh backlog datapoint" in d.reason
+
+
+# ---------------------------------------------------------------- cause 1: a resize's dead time
+def test_the_backlog_a_resize_leaves_is_the_new_size_s_to_clear_not_a_reason_for_another() -> None:
+    # make autoscale measures 210-330 s between a resize's decision and the new run's first batch
+    assert S.resize_cost_s >= 210
+    # Given a run started 6 minutes ago for 300 MB/s, whose resize left 310 s of arrivals waiting
+    resized = JobView("RUNNING", workers=9, started_at=NOW - timedelta(minutes=6))
+    d = decide(obs([300] * 6, backlog_gb=300 * 310 / 1000, age=310), resized, S, NOW)
+    # Then it holds: every waiting byte is due by the SLA less its own age, and 8 executors clear
+    # them in time while keeping up (the old rule wanted 300 MB/s + all of it within 290 s: 14)
+    assert d.action == "none", d.reason
+
+
+# ---------------------------------------------------------------- cause 2: partial minutes
+@dataclass
+class Recorder:
+    """A MetricsReader answering from ``values`` and recording each question."""
+
+    values: dict[tuple[str, str], list[float]]
+    asked: list[tuple[str, str, bool]] = field(default_factory=list)
+
+    def series(
+        self,
+        name: str,
+        *,
+        minutes: int,
+        stat: str = "Maximum",
+        dimensions: dict[str, str] | None = None,
+        settled: bool = False,
+    ) -> list[float]:
+        self.asked.append((name, stat, settled))
+        return list(self.values.get((name, stat), []))
+
+    def age_s(self, name: str, *, minutes: int) -> float | None:
+        return 60.0
+
+
+def test_the_arrival_rate_is_read_from_settled_minutes_only() -> None:
+    reader = Recorder({(M.BYTES_PER_MANIFEST.name, "Sum"): [60e9, 60e9, 60e9]})
+    o = observe(reader, S, workers=None, running_since=None, now=NOW, remembered_rate=None)
+    assert o.arrival_bytes_per_s == [1e9, 1e9, 1e9]
+    assert (M.BYTES_PER_MANIFEST.name, "Sum", True) in reader.asked
+
+
+def test_cloudwatch_is_asked_for_the_minutes_that_ended_a_minute_ago_at_least() -> None:
+    class Client:
+        def __init__(self) -> None:
+            self.ends: list[datetime] = []
+
+        def get_metric_data(self, **kw: Any) -> dict[str, Any]:
+            self.ends.append(kw["EndTime"])
+            return {"MetricDataResults": [{"Timestamps": [], "Values": []}]}
+
+    client = Client()
+    reader = CloudWatchReader(client, "ns", {"JobName": "j"})  # type: ignore[arg-type]
+    reader.series("X", minutes=5, stat="Sum", settled=True)
+    reader.series("X", minutes=5, stat="Sum")
+    settled, partial = client.ends
+    now = datetime.now(UTC)
+    assert settled.second == 0 and now - timedelta(seconds=120) <= settled <= now - timedelta(seconds=60)
+    assert partial > now  # the end of the current minute: its partial sum included
+
+
+# ---------------------------------------------------------------- cause 3: restarts that pay
+def test_nothing_is_decided_on_data_from_before_the_run_started() -> None:
+    # Given a run started 2 minutes ago and a datapoint 4 minutes old (fresh enough, but the stopped
+    # run's), holding a backlog that run left
+    d = decide(obs([300] * 6, backlog_gb=100, age=400, data_age=240), FRESH, S, NOW)
+    assert d.action == "none" and "from this run" in d.reason
+
+
+def test_a_scale_down_that_does_not_repay_its_resize_within_an_hour_is_not_made() -> None:
+    # 10 executors x 47.6 MB/s fit 11 workers' load at 430 MB/s peak x 1.1: one worker less saves
+    # 3,600 worker-s an hour, the resize bills 11 x 300 s without processing: not twice repaid
+    eleven = JobView("RUNNING", workers=11, started_at=NOW - timedelta(hours=1))
+    d = decide(obs([380] * 6), eleven, S, NOW)
+    assert d.action == "none" and "would not repay" in d.reason
+    assert decide(obs([200] * 6), eleven, S, NOW).action == "scale"  # 11 -> 6 repays
+
+
+# ---------------------------------------------------------------- cause 4: backlog bytes
+def test_the_backlog_is_the_job_s_exact_data_bytes_not_manifests_times_a_mean() -> None:
+    # Given 500 GB waiting in 62 manifests while the recent manifests held 1 GB each on average
+    reader = Recorder(
+        {
+            (M.BACKLOG_DATA_BYTES.name, "Maximum"): [500e9],
+            (M.BACKLOG_MANIFESTS.name, "Maximum"): [62.0],
+            (M.BYTES_PER_MANIFEST.name, "Average"): [1e9],
+        }
+    )
+    o = observe(reader, S, workers=None, running_since=None, now=NOW, remembered_rate=None)
+    assert o.backlog_bytes == [500e9]
+    # and a job too old to publish it still gets the estimate
+    del reader.values[(M.BACKLOG_DATA_BYTES.name, "Maximum")]
+    assert observe(reader, S, workers=None, running_since=None, now=NOW, remembered_rate=None).backlog_bytes == [62e9]
+
+
+# ---------------------------------------------------------------- cause 5: a batch's length
+@pytest.mark.parametrize(
+    ("workers", "rate", "expected"),
+    [(5, None, 4 * 56e6 * 150), (5, 0.74e6, 1024**3), (299, None, 64 * 1024**3)],
+)
+def test_a_run_s_batches_last_a_quarter_of_the_sla_at_most(workers: int, rate: float | None, expected: float) -> None:
+    # its executors clear a batch within 150 s; at least one 1 GiB manifest, at most 64 GiB
+    assert batch_bytes(workers, Observation(worker_bytes_per_s=rate), S) == int(expected)
+
+
+# ---------------------------------------------------------------- cause 6: learned throughput
+def test_the_throughput_is_learned_from_the_job_s_bytes_and_processing_time() -> None:
+    reader = Recorder(
+        {
+            (M.INPUT_BYTES.name, "Sum"): [10e9] * 20,  # 10 GB a minute
+            (M.PROCESSING_DURATION.name, "Sum"): [30_000.0] * 20,  # in 30 s of processing
+        }
+    )
+    since = NOW - timedelta(hours=1)
+    # 5 workers = 4 executors: 10 GB / 30 s / 4 = 83 MB/s each
+    assert learned_rate(reader, S, workers=5, running_since=since, now=NOW, remembered=None) == pytest.approx(
+        10e9 / 30 / 4
+    )
+    # a run still warming up, or not running, teaches nothing: what was learned stays
+    young = NOW - timedelta(minutes=3)
+    assert learned_rate(reader, S, workers=5, running_since=young, now=NOW, remembered=7e7) == 7e7
+    assert learned_rate(reader, S, workers=None, running_since=since, now=NOW, remembered=None) is None
+
+
+def test_the_learned_throughput_sizes_instead_of_the_setting() -> None:
+    idle = JobView("RUNNING", workers=2, started_at=NOW - timedelta(hours=1))
+    # 300 MB/s with workers that really do 168 MB/s (the setting says 56): 3 executors, not 8
+    assert decide(obs([300] * 6, rate=168e6), idle, S, NOW).desired_workers == 4
+    assert decide(obs([300] * 6), idle, S, NOW).desired_workers == 9
