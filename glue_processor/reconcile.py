@@ -1,14 +1,18 @@
-"""Reconcile and replay: compare what landed with what the ledger says was ingested.
+"""Reconcile and replay: compare what landed with what was loaded.
 
 S3 event notifications are at-least-once and can be late or, rarely, lost. This lists the
-landing prefix (or reads it from a local WORKDIR), reads the ledger (the job's commit records),
-and reports objects never ingested and object versions ingested twice. ``--requeue`` sends the
-missing ones through the pipeline again as the S3 event they would have produced: to the SQS
-queue on AWS, through the manifest builder locally.
+landing prefix (or reads it from a local WORKDIR), reads what was loaded, and reports objects never
+ingested and object versions ingested twice, with the objects ingested per table. What was loaded
+comes from the load history (``<database>.load_history``: one scan, whatever the history's
+length), or, ``--from ledger``, from the job's commit records (one read per batch; the reference
+when a history append failed, which the job logs). ``--requeue`` sends the missing ones through the
+pipeline again as the S3 event they would have produced: to the SQS queue on AWS, through the
+manifest builder locally (a version already ingested is dropped there as a duplicate).
 
-    python -m glue_processor.reconcile --workdir .work [--requeue]
-    python -m glue_processor.reconcile --landing s3://bucket/incoming/ --output s3://out/data \\
+    python -m glue_processor.reconcile --workdir .work [--requeue] [--from ledger]
+    python -m glue_processor.reconcile --landing s3://bucket/incoming/ --database ndjson_ingest \\
         [--queue-url https://sqs...] [--requeue]
+    python -m glue_processor.reconcile --landing s3://bucket/incoming/ --from ledger --output s3://out/data
 """
 
 from __future__ import annotations
@@ -44,10 +48,42 @@ class LandedObject:
     version_id: str | None = None
 
 
+@dataclass(frozen=True)
+class Load:
+    """One object version's outcome in one batch: a row of the load history, or a commit record's
+    source (``table``: None when the ledger does not say)."""
+
+    bucket: str
+    key: str
+    etag: str
+    status: str
+    reason: str | None
+    batch_id: int
+    table: str | None = None
+
+
+def loads_of(records: Iterable[CommitRecord]) -> Iterator[Load]:
+    """The ledger's commit records as loads."""
+    for record in records:
+        for s in record.sources:
+            yield Load(s.bucket, s.key, s.etag, s.status, s.reason, record.batch_id)
+
+
+HISTORY_COLUMNS = ("bucket", "key", "etag", "status", "reason", "batch_id", "table_name")
+
+
+def history_loads(table: Any) -> Iterator[Load]:
+    """The load history's rows as loads (an Iceberg table; only the columns needed are read)."""
+    rows = table.scan(selected_fields=HISTORY_COLUMNS).to_arrow()
+    for r in rows.to_pylist():
+        yield Load(r["bucket"], r["key"], r["etag"], r["status"], r["reason"], r["batch_id"], r["table_name"])
+
+
 @dataclass
 class Report:
     landed: int = 0
     ingested: int = 0
+    tables: dict[str, int] = field(default_factory=dict)  # objects ingested per table (when known)
     never_ingested: list[LandedObject] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # s3 uri -> "status: reason"
     ingested_twice: dict[str, list[int]] = field(default_factory=dict)  # s3 uri@etag -> batch ids
@@ -57,6 +93,7 @@ class Report:
         return {
             "landed": self.landed,
             "ingested": self.ingested,
+            "tables": self.tables,
             "never_ingested": [f"s3://{o.bucket}/{o.key}" for o in self.never_ingested],
             "failed": self.failed,
             "ingested_twice": self.ingested_twice,
@@ -64,23 +101,27 @@ class Report:
         }
 
 
-def reconcile(landed: Iterable[LandedObject], records: Iterable[CommitRecord]) -> Report:
-    """Pure comparison of a landing listing with the ledger."""
+def reconcile(landed: Iterable[LandedObject], loads: Iterable[Load]) -> Report:
+    """Pure comparison of a landing listing with what was loaded."""
     batches: dict[Identity, list[int]] = defaultdict(list)
+    tables: dict[Identity, str] = {}
     problems: dict[Identity, str] = {}
-    for record in records:
-        for s in record.sources:
-            identity = (s.bucket, s.key, s.etag)
-            if s.status in DONE:
-                batches[identity].append(record.batch_id)
-            elif s.status != "duplicate":
-                problems[identity] = f"{s.status}: {s.reason}"
+    for load in loads:
+        identity = (load.bucket, load.key, load.etag)
+        if load.status in DONE:
+            batches[identity].append(load.batch_id)
+            if load.table:
+                tables[identity] = load.table
+        elif load.status != "duplicate":
+            problems[identity] = f"{load.status}: {load.reason}"
     report = Report()
     for obj in landed:
         report.landed += 1
         identity = (obj.bucket, obj.key, obj.etag)
         if identity in batches:
             report.ingested += 1
+            if identity in tables:
+                report.tables[tables[identity]] = report.tables.get(tables[identity], 0) + 1
         else:
             report.never_ingested.append(obj)
             if identity in problems:
@@ -107,6 +148,25 @@ def local_records(workdir: Path) -> Iterator[CommitRecord]:
         if not is_commit_record(path.name) or path.with_suffix(".abandoned").exists():
             continue
         yield CommitRecord.model_validate_json(path.read_bytes())
+
+
+def local_loads(workdir: Path, source: str) -> Iterator[Load]:
+    """What a local run loaded: its load history, or (``ledger``, or no history yet) its ledger."""
+    catalog_db = workdir / "output" / "_catalog" / "catalog.db"
+    if source == "history" and catalog_db.exists():
+        from pyiceberg.exceptions import NoSuchTableError
+
+        from glue_processor.table.catalog import open_catalog
+
+        try:
+            table = open_catalog(f"sqlite:///{catalog_db}").load_table(("ingest", "load_history"))
+        except NoSuchTableError:
+            pass
+        else:
+            return history_loads(table)
+    if source == "history":
+        print("no load history (hive-parquet, or no batch yet): reading the ledger", file=sys.stderr)
+    return loads_of(local_records(workdir))
 
 
 def local_requeue(workdir: Path, missing: list[LandedObject]) -> int:
@@ -179,7 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="reconcile", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--workdir", type=Path, help="a local run's WORKDIR")
     p.add_argument("--landing", help="s3://bucket/prefix of the landing objects")
-    p.add_argument("--output", help="the job's output_uri (s3://...), where the ledger lives")
+    p.add_argument("--output", help="the job's output_uri (s3://...), where the ledger lives (--from ledger)")
+    p.add_argument("--from", dest="source", choices=("history", "ledger"), default="history", help="what was loaded")
+    p.add_argument("--database", help="the Glue database of the load history (AWS, --from history)")
+    p.add_argument("--history-table", default="load_history", help="the job's --load_history_table")
     p.add_argument(
         "--suffixes",
         default=",".join(DEFAULT_SUFFIXES),
@@ -190,22 +253,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requeue", action="store_true", help="send the never-ingested objects through again")
     args = p.parse_args(argv)
     if args.workdir:
-        report = reconcile(local_landing(args.workdir), local_records(args.workdir))
+        report = reconcile(local_landing(args.workdir), local_loads(args.workdir, args.source))
         if args.requeue and report.never_ingested:
             report.requeued = local_requeue(args.workdir, report.never_ingested)
-    elif args.landing and args.output:
+    elif args.landing and (args.output if args.source == "ledger" else args.database):
         import boto3
 
         suffixes = tuple(x for x in args.suffixes.split(",") if x)
         lister = s3_landing_versions if args.versions else s3_landing
         landed = lister(boto3.client("s3"), args.landing, suffixes=suffixes)
-        report = reconcile(landed, s3_records(boto3.client("s3"), args.output))
+        if args.source == "ledger":
+            loads = loads_of(s3_records(boto3.client("s3"), args.output))
+        else:
+            from glue_processor.table.catalog import open_catalog
+
+            loads = history_loads(open_catalog("glue").load_table((args.database, args.history_table)))
+        report = reconcile(landed, loads)
         if args.requeue and report.never_ingested:
             if not args.queue_url:
                 p.error("--requeue on AWS needs --queue-url")
             report.requeued = sqs_requeue(boto3.client("sqs"), args.queue_url, report.never_ingested)
     else:
-        p.error("give --workdir, or --landing and --output")
+        p.error("give --workdir, or --landing and --database (or --from ledger and --output)")
     print(json.dumps(report.as_json(), indent=1))
     print(
         f"landed {report.landed}, ingested {report.ingested}, never ingested {len(report.never_ingested)} "

@@ -13,6 +13,7 @@ from glue_processor.local.feeder import md5_of
 from glue_processor.local.layout import LocalLayout
 from glue_processor.reconcile import (
     LandedObject,
+    loads_of,
     main,
     reconcile,
     s3_landing,
@@ -63,7 +64,7 @@ def test_reconcile_reports_missing_failed_and_twice() -> None:
         ),
         record(1, ("b", "twice.json", "e", "ingested"), ("b", "ok.json", "e", "duplicate")),
     ]
-    report = reconcile(landed, records)
+    report = reconcile(landed, loads_of(records))
     assert [o.key for o in report.never_ingested] == ["lost.json", "gone.json"]
     assert report.failed == {"s3://b/gone.json": "missing: why"}
     assert report.ingested_twice == {"s3://b/twice.json@e": [0, 1]}
@@ -84,7 +85,7 @@ def test_local_requeue_feeds_the_missing_through_the_manifest_builder(tmp_path: 
         record(0, ("local-landing", "a.json", md5_of(data / "a.json"), "ingested")).model_dump_json()
     )
 
-    assert main(["--workdir", str(layout.workdir), "--requeue"]) == 3
+    assert main(["--workdir", str(layout.workdir), "--requeue"]) == 3  # no load history: the ledger
     out = json.loads(capsys.readouterr().out)
     assert out["never_ingested"] == ["s3://local-landing/b c.json"] and out["requeued"] == 1
     (manifest,) = list(layout.manifests.glob("*.json"))
@@ -106,7 +107,7 @@ def test_aws_reconcile_and_requeue_to_sqs(aws: None) -> None:
     )
     queue = sqs.create_queue(QueueName="landing-events")["QueueUrl"]
 
-    report = reconcile(s3_landing(s3, "s3://landing/in/"), s3_records(s3, "s3://out/data"))
+    report = reconcile(s3_landing(s3, "s3://landing/in/"), loads_of(s3_records(s3, "s3://out/data")))
     assert [o.key for o in report.never_ingested] == ["in/b+ü.json"]
     assert sqs_requeue(sqs, queue, report.never_ingested) == 1
 
@@ -131,8 +132,8 @@ def test_aws_reconcile_compares_versions_not_only_current_keys(aws: None) -> Non
         Body=record(0, ("landing", "in/a.json", v2["ETag"].strip('"'), "ingested")).model_dump_json().encode(),
     )
     # When reconcile lists versions
-    report = reconcile(s3_landing_versions(s3, "s3://landing/in/"), s3_records(s3, "s3://out/data"))
+    report = reconcile(s3_landing_versions(s3, "s3://landing/in/"), loads_of(s3_records(s3, "s3://out/data")))
     # Then the lost version is reported, by its version id; listing current keys alone would not see it
     assert [(o.key, o.version_id) for o in report.never_ingested] == [("in/a.json", v1["VersionId"])]
-    current = reconcile(s3_landing(s3, "s3://landing/in/"), s3_records(s3, "s3://out/data"))
+    current = reconcile(s3_landing(s3, "s3://landing/in/"), loads_of(s3_records(s3, "s3://out/data")))
     assert current.never_ingested == []

@@ -86,3 +86,27 @@ def test_a_failing_history_never_holds_up_the_data(spark: Any, tmp_path: Path, c
     rows = open_catalog(env.settings.catalog_uri).load_table((env.settings.database, "events")).scan().to_arrow()
     assert rows.num_rows == 2
     assert any("load history" in r.message and getattr(r, "batch_id", None) == 0 for r in caplog.records)
+
+
+def test_reconcile_reads_the_load_history_and_agrees_with_the_ledger(spark: Any, tmp_path: Path) -> None:
+    from glue_processor.reconcile import LandedObject, history_loads, loads_of, local_records, reconcile
+
+    env = Env(tmp_path)
+    job = env.job(spark)
+    # Given a loaded object, a missing one, and one that landed but was never notified
+    good = env.put("in/a.json", _lines({"a": 1}))
+    gone = env.put("in/gone.json", _lines({"c": 1}))
+    env.buckets.path_of(BUCKET, "in/gone.json").unlink()
+    job.run([env.manifest("m0", [good, gone])], 0)
+    lost = env.put("in/lost.json", _lines({"d": 1}))
+    landed = [LandedObject(BUCKET, e.key, e.etag, e.size) for e in (good, gone, lost)]
+    # When reconcile reads the load history (one scan) instead of the ledger (a read per batch)
+    table = open_catalog(env.settings.catalog_uri).load_table((env.settings.database, "load_history"))
+    from_history = reconcile(landed, history_loads(table))
+    from_ledger = reconcile(landed, loads_of(local_records(tmp_path)))
+    # Then both say the same, and the history also says which table each object went to
+    assert [o.key for o in from_history.never_ingested] == ["in/gone.json", "in/lost.json"]
+    assert from_history.failed == {f"s3://{BUCKET}/in/gone.json": from_history.failed[f"s3://{BUCKET}/in/gone.json"]}
+    assert from_history.failed[f"s3://{BUCKET}/in/gone.json"].startswith("missing: ")
+    assert from_history.never_ingested == from_ledger.never_ingested and from_history.failed == from_ledger.failed
+    assert from_history.tables == {"ingest.events": 1} and from_ledger.tables == {}
