@@ -42,7 +42,7 @@ from contracts.layout import manifest_key
 from contracts.ledger import CommitRecord
 from contracts.manifest import ManifestEntry
 from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
-from glue_processor.reconcile import LandedObject, reconcile
+from glue_processor.reconcile import LandedObject, loads_of, reconcile
 from lambdas.manifest_builder.batching import MessageEntries, plan_manifests
 
 MB = 1_000_000
@@ -197,7 +197,7 @@ def plan_backfill(
             chosen[(o.bucket, o.key, o.etag)] = o
     report.selected = len(chosen)
     landed = [LandedObject(o.bucket, o.key, o.etag, o.size, o.version_id) for o in chosen.values()]
-    missing = reconcile(landed, records).never_ingested
+    missing = reconcile(landed, loads_of(records)).never_ingested
     report.already_ingested = report.selected - len(missing)
     messages = []
     for i, lo in enumerate(missing):

@@ -108,16 +108,9 @@ class JsonlReader:
         self.path = path
         self.dimensions = dimensions
 
-    def series(
-        self,
-        name: str,
-        *,
-        minutes: int,
-        stat: str = "Maximum",
-        dimensions: dict[str, str] | None = None,
-        settled: bool = False,
-    ) -> list[float]:
-        """A local run is replayed after the fact: every minute is settled."""
+    def series(self, name: str, *, minutes: int, dimensions: dict[str, str] | None = None, **_: object) -> list[float]:
+        """One value per datum (no statistic to take); a local run is replayed after the fact, so
+        every minute is settled."""
         return [v for _, v in self._points(name, minutes=minutes, dimensions=dimensions)]
 
     def age_s(self, name: str, *, minutes: int) -> float | None:
