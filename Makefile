@@ -83,7 +83,7 @@ package: setup ## build the Lambda zip, the job's zip and script, and the wheel 
 deploy: setup ## deploy to AWS: make deploy [STACK=ndjson-ingest] [REGION=eu-west-1] [PARAMS="Key=Value ..."] [REPLACE_FAILED=1]
 	$(BIN)/python -m infra.deploy deploy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(foreach p,$(PARAMS),--param "$(p)") $(if $(REPLACE_FAILED),--replace-failed)
 
-destroy: setup ## delete the stack: make destroy [STACK=...] [REGION=...] [EMPTY=1 to empty its buckets first] [DROP_CATALOG=1 to delete the Glue database and table it keeps]
+destroy: setup ## delete the stack: make destroy [STACK=...] [REGION=...] [EMPTY=1 to empty its buckets first] [DROP_CATALOG=1 to delete the Glue database and tables it keeps]
 	$(BIN)/python -m infra.deploy destroy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(if $(EMPTY),--empty) $(if $(DROP_CATALOG),--drop-catalog) $(foreach p,$(PARAMS),--param "$(p)")
 
 smoke: setup ## end-to-end check of a deployed stack (uploads, waits for the rows, cleans up): make smoke [STACK=...] [REGION=...] [FILES=300] [TIMEOUT=900 seconds] [KEEP=1] [CLEAN_UP=<run id> to remove what a run left late]

@@ -222,7 +222,7 @@ def destroy(
 ) -> int:
     clients = Clients.of(session(region))
     extra = " after quieting and emptying it" if empty else ""
-    print(f"about to delete stack {stack!r}{extra}" + (", then its Glue database and table" if drop_catalog else ""))
+    print(f"about to delete stack {stack!r}{extra}" + (", then its Glue database and tables" if drop_catalog else ""))
     return destroy_stack(clients, stack, empty=empty, drop_catalog=drop_catalog, params=params or {})
 
 

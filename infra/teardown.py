@@ -160,13 +160,20 @@ def catalog_left_behind(glue: Any, database: str) -> str | None:
     return f"Glue database {database}"
 
 
+# The job's load history, a table it creates beside its own (JobSettings.load_history_table's default).
+LOAD_HISTORY = "load_history"
+
+
 def drop_catalog(glue: Any, database: str, table: str) -> None:
-    """Delete the table, then the database when nothing else is left in it. The table's files stay
-    in S3 (an Iceberg table dropped from the Glue catalog keeps its metadata and data files)."""
-    for what, call in (
-        (f"table {database}.{table}", lambda: glue.delete_table(DatabaseName=database, Name=table)),
-        (f"database {database}", lambda: _drop_if_empty(glue, database)),
-    ):
+    """Delete the table and the job's load history, then the database when nothing else is left in
+    it. The tables' files stay in S3 (an Iceberg table dropped from the Glue catalog keeps its
+    metadata and data files)."""
+    steps: list[tuple[str, Any]] = [
+        (f"table {database}.{name}", lambda name=name: glue.delete_table(DatabaseName=database, Name=name))
+        for name in (table, LOAD_HISTORY)
+    ]
+    steps.append((f"database {database}", lambda: _drop_if_empty(glue, database)))
+    for what, call in steps:
         try:
             call()
             print(f"  dropped Glue {what}")

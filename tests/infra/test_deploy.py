@@ -324,6 +324,7 @@ def test_destroy_drop_catalog_removes_the_kept_table_and_database_even_after_the
     glue = world.clients["glue"]
     glue.create_database(DatabaseInput={"Name": "db"})
     glue.create_table(DatabaseName="db", TableInput={"Name": "events"})
+    glue.create_table(DatabaseName="db", TableInput={"Name": "load_history"})  # the job created it
     monkeypatch.setattr(
         deploy,
         "render",
