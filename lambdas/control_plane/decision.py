@@ -22,8 +22,6 @@ FAILED = {"FAILED", "ERROR"}
 ROUTINE_END = {"TIMEOUT", "STOPPED", "EXPIRED", "SUCCEEDED"}
 # How long to leave Glue to start its own maintenance restart before the control plane starts one.
 MAINTENANCE_RESTART_GRACE_S = 900
-# A scale-down plans for this much more than the recent peak arrival, so it is not reversed soon after.
-DOWN_MARGIN = 1.1
 
 
 @dataclass(frozen=True)
@@ -165,8 +163,6 @@ MIN_WINDOW_S = 120.0
 # The current size stays while it keeps every byte within the SLA at this share of its rate (a
 # resize plans for need_utilization, lower: the band between is the hysteresis that keeps a size).
 STAY_UTILIZATION = 0.95
-# A scale-up plans for this much more than the recent peak arrival.
-UP_MARGIN = 1.2
 # A scale-down must save, over this horizon, twice what its resize bills without processing.
 PAYBACK_HORIZON_S = 3600.0
 # A batch planned at the bytes per trigger the job is started with lasts at most this share of the SLA,
@@ -182,6 +178,13 @@ def arrival_rate(obs: Observation) -> float:
     """Bytes/s arriving: the mean of the newest three settled minutes."""
     recent = list(obs.arrival_bytes_per_s[-3:])
     return sum(recent) / len(recent) if recent else 0.0
+
+
+def arrival_level(obs: Observation) -> float:
+    """Bytes/s arriving, swings averaged out: the mean of the lookback's settled minutes (30 by
+    default: a load that swings every few minutes comes back within it, a day's curve barely moves)."""
+    minutes = list(obs.arrival_bytes_per_s)
+    return sum(minutes) / len(minutes) if minutes else 0.0
 
 
 def worker_rate(obs: Observation, s: ControlSettings) -> float:
@@ -216,6 +219,7 @@ def need(
     *,
     resizing: bool,
     arrival: float | None = None,
+    keep_up: float | None = None,
     utilization: float | None = None,
 ) -> tuple[int, str]:
     """Workers that keep every waiting byte within the SLA, at the target utilization, plus the
@@ -223,11 +227,13 @@ def need(
 
     Each waiting byte is due by the SLA less its age (less a trigger and a batch): the oldest bytes
     first (first in, first out), the processing must have cleared, within each deadline, every byte
-    due by then; and it must keep up with the arrival rate after. ``resizing``: nothing is processed
-    for ``resize_cost_s`` seconds first, while every byte ages and more arrive."""
+    due by then; and it must keep up with ``keep_up`` bytes/s after (default: the arrival rate).
+    ``resizing``: nothing is processed for ``resize_cost_s`` seconds first, while every byte ages and
+    more arrive (at the arrival rate, which also stands for the newest, unsettled seconds)."""
     share = s.need_utilization if utilization is None else utilization
     per_worker = worker_rate(obs, s) * share
     rate = arrival_rate(obs) if arrival is None else arrival
+    floor = rate if keep_up is None else keep_up
     backlog = obs.backlog_bytes[-1] if obs.backlog_bytes else 0.0
     age = obs.backlog_age_s[-1] if obs.backlog_age_s else 0.0
     chunks = backlog_by_age(backlog, age, rate, obs.arrival_bytes_per_s)
@@ -236,14 +242,15 @@ def need(
         arriving = [(dead - m, rate * min(60.0, dead - m)) for m in range(0, math.ceil(dead), 60)]
         chunks = sorted([(a + dead, b) for a, b in chunks] + arriving, reverse=True)
     budget = s.latency_sla_s - 2 * s.trigger_interval_s
-    required, due, window = rate, 0.0, budget
+    required, due, window = floor, 0.0, budget
     for chunk_age, size in chunks:
         due += size
         if due / max(MIN_WINDOW_S, budget - chunk_age) > required:
             required, window = due / max(MIN_WINDOW_S, budget - chunk_age), max(MIN_WINDOW_S, budget - chunk_age)
     executors = max(1, math.ceil(required / per_worker))
     why = (
-        f"arrival {rate / 1e6:.1f} MB/s, backlog {backlog / 1e6:.0f} MB (oldest {age:.0f}s)"
+        f"arrival {rate / 1e6:.1f} MB/s{f' (keep up with {floor / 1e6:.1f})' if keep_up is not None else ''}, "
+        f"backlog {backlog / 1e6:.0f} MB (oldest {age:.0f}s)"
         f"{f' after a {dead:.0f}s resize' if dead else ''}: {required / 1e6:.1f} MB/s within {window:.0f}s "
         f"at {worker_rate(obs, s) / 1e6:.1f} MB/s per worker x {share} -> {executors} executors"
     )
@@ -263,11 +270,16 @@ def _size_by_need(  # noqa: PLR0917
     """Size from what must be processed (see :func:`need`), not from one utilization reading.
 
     Never on stale data, nor on data from before the run started (the backlog a restart leaves is
-    the run's to clear). Up as soon as the current size cannot keep every waiting byte within the
-    SLA (within the cool-down too: an up after an up is not a reversal); down, only after the
-    cool-down and with the backlog small, to the need at ``DOWN_MARGIN`` over the recent peak
-    arrival with the resize's dead time, and only when the workers saved over an hour repay twice
-    what the resize bills without processing.
+    the run's to clear). Sized for the arrival level (:func:`arrival_level`, the lookback's mean),
+    not for a recent peak: a swing above the size waits in the backlog, which the size catches up
+    with once the swing passes, as long as every waiting byte stays within the SLA; a rise that
+    lasts raises the level, and one too fast for the level to follow ages the backlog's bytes.
+    Up as soon as the current size at STAY_UTILIZATION cannot keep every waiting byte within the
+    SLA or keep up with the level (within the cool-down too: an up after an up is not a reversal),
+    to the need at the level with the resize's dead time. Down only after the cool-down and with the
+    backlog small, to the need at the level, or at the newest minutes' rate when higher (a load
+    still rising), with the resize's dead time, and only when the workers saved over an hour repay
+    twice what the resize bills without processing.
     """
     inputs |= {
         "backlog_bytes": list(obs.backlog_bytes)[-3:],
@@ -278,12 +290,10 @@ def _size_by_need(  # noqa: PLR0917
         return Decision("none", current, f"no fresh backlog datapoint (newest {obs.data_age_s}s old): holding", inputs)
     if job.started_at is not None and now - timedelta(seconds=obs.data_age_s) < job.started_at:
         return Decision("none", current, "no backlog datapoint from this run yet: holding", inputs)
-    stay, why_stay = need(obs, s, resizing=False, utilization=STAY_UTILIZATION)
+    level = arrival_level(obs)
+    stay, why_stay = need(obs, s, resizing=False, keep_up=level, utilization=STAY_UTILIZATION)
     if stay > current:
-        # sized for the recent peak, not the mean: a resize costs minutes, one more soon after as many
-        # with UP_MARGIN more: a rise is read late (settled minutes), and a second resize costs more
-        peak = max([arrival_rate(obs), *list(obs.arrival_bytes_per_s)[-s.down_periods :]]) * UP_MARGIN
-        target, why = need(obs, s, resizing=True, arrival=peak)
+        target, why = need(obs, s, resizing=True, keep_up=level)
         desired = _clamp(max(target, stay), s)
         if desired <= current:
             return Decision("none", current, f"{why_stay}, but already at max_workers={s.max_workers}", inputs)
@@ -291,11 +301,10 @@ def _size_by_need(  # noqa: PLR0917
     in_cooldown = job.started_at is not None and now < job.started_at + timedelta(seconds=s.cooldown_s)
     if in_cooldown:
         return Decision("none", current, f"{why_stay}; cool-down: no scale-down within {s.cooldown_s}s", inputs)
-    history = list(obs.arrival_bytes_per_s)  # the whole lookback: a load that swings comes back
     age = obs.backlog_age_s[-1] if obs.backlog_age_s else 0.0
-    if len(history) < s.down_periods or age > s.latency_sla_s / 4:
+    if len(obs.arrival_bytes_per_s) < s.down_periods or age > s.latency_sla_s / 4:
         return Decision("none", current, f"{why_stay}: holding", inputs)
-    down, why_down = need(obs, s, resizing=True, arrival=max(history) * DOWN_MARGIN)
+    down, why_down = need(obs, s, resizing=True, keep_up=max(level, arrival_rate(obs)))
     desired = _clamp(down, s)
     if desired >= current:
         return Decision("none", current, f"{why_stay}: the size fits", inputs)

@@ -313,8 +313,8 @@ def test_the_sizing_reads_arrival_and_backlog_bytes_and_sizes_to_the_need(plane:
     # Then it scales up to what that needs (56 MB/s per worker at 0.85, plus the driver), capped at MAX_WORKERS
     assert body["decision"]["action"] == "scale", body["decision"]["reason"]
     assert body["decision"]["desired_workers"] == 10
-    # planned for UP_MARGIN (1.2) over the 333 MB/s of the settled minutes
-    assert "arrival 400.0 MB/s, backlog 200000 MB" in body["decision"]["reason"]
+    # planned for the level of the settled minutes (333 MB/s), the backlog's deadlines first
+    assert "arrival 333.3 MB/s (keep up with 333.3), backlog 200000 MB" in body["decision"]["reason"]
     assert body["decision"]["inputs"]["arrival_bytes_per_s"] == [pytest.approx(1e9 * 20 / 60)] * 4
 
 
