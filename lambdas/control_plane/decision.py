@@ -276,7 +276,8 @@ def _size_by_need(  # noqa: PLR0917
     lasts raises the level, and one too fast for the level to follow ages the backlog's bytes.
     Up as soon as the current size at STAY_UTILIZATION cannot keep every waiting byte within the
     SLA or keep up with the level (within the cool-down too: an up after an up is not a reversal),
-    to the need at the level with the resize's dead time. Down only after the cool-down and with the
+    to the need at the level, or at the newest settled minute when higher (a rise the level has
+    not caught up with), with the resize's dead time. Down only after the cool-down and with the
     backlog small, to the need at the level, or at the newest minutes' rate when higher (a load
     still rising), with the resize's dead time, and only when the workers saved over an hour repay
     twice what the resize bills without processing.
@@ -293,7 +294,10 @@ def _size_by_need(  # noqa: PLR0917
     level = arrival_level(obs)
     stay, why_stay = need(obs, s, resizing=False, keep_up=level, utilization=STAY_UTILIZATION)
     if stay > current:
-        target, why = need(obs, s, resizing=True, keep_up=level)
+        # a rise the level has not caught up with yet: keep up with its newest minute at least, so
+        # the first resize is not followed by a second one (each costs its dead time)
+        newest = obs.arrival_bytes_per_s[-1] if obs.arrival_bytes_per_s else 0.0
+        target, why = need(obs, s, resizing=True, keep_up=max(level, newest))
         desired = _clamp(max(target, stay), s)
         if desired <= current:
             return Decision("none", current, f"{why_stay}, but already at max_workers={s.max_workers}", inputs)

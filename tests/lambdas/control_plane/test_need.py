@@ -239,6 +239,16 @@ def test_a_rise_that_lasts_scales_up_to_the_need_at_the_level() -> None:
     assert (d.action, d.desired_workers) == ("scale", 9), d.reason
 
 
+def test_an_up_during_a_fast_rise_keeps_up_with_the_newest_minute_not_the_lagging_level() -> None:
+    # Given a spike starting: 28 minutes at 310 MB/s, then 400 and 700; the level (326 MB/s) is just
+    # above what 6 executors do at 95 %, 5 GB waiting since 60 s
+    d = decide(obs([310.0] * 28 + [400.0, 700.0], backlog_gb=5, age=60), SEVEN, S, NOW)
+    # Then up, planned to keep up with the newest minute, 700 MB/s at 47.6 MB/s per executor: 15,
+    # plus the driver; planned for the level (8 workers) the spike would need a second resize
+    assert (d.action, d.desired_workers) == ("scale", 16), d.reason
+    assert "keep up with 700.0" in d.reason
+
+
 def test_a_rise_too_fast_for_the_level_scales_up_on_the_backlog_s_deadlines() -> None:
     # Given a step from 39 to 117 MB/s 3 minutes ago on one executor: the level (47 MB/s) still
     # fits, but 60 GB wait since 300 s, more than 56 MB/s clears by their deadlines (28 GB of them
