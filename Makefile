@@ -37,10 +37,11 @@ SLA_S ?= 600
 SQL ?=
 SCHEMA ?=
 PARTITION_BY ?=
+ROUTES ?=
 TABLE_FORMAT ?= iceberg
 FORMAT ?= table
 FUZZ_SECONDS ?= 300
-.PHONY: help setup parity run query compact commit-cost conversion autoscale status reconcile backfill reliability bench bench-partitions sizing intake bookkeeping memory template package deploy destroy smoke test test-fast sanitize fuzz lint format clean
+.PHONY: help setup parity run query compact commit-cost conversion autoscale status reconcile backfill reliability bench bench-partitions bench-routing sizing intake bookkeeping memory template package deploy destroy smoke test test-fast sanitize fuzz lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -59,8 +60,8 @@ $(STAMP): pyproject.toml $(NATIVE)
 	@test -x $(TOOLS)/bin/checkov || { $(PYTHON) -m venv $(TOOLS) && $(TOOLS)/bin/python -m pip install -q '$(CHECKOV)'; }
 	@touch $(STAMP)
 
-run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<dir>] [CORES=N, default all] [TABLE_FORMAT=hive-parquet] [SCHEMA=types.json] [PARTITION_BY='day(ts)']
-	$(BIN)/python -m glue_processor.local.cli --workdir "$(WORKDIR)" --table-format "$(TABLE_FORMAT)" $(if $(SCHEMA),--schema "$(SCHEMA)") $(if $(PARTITION_BY),--partition-by "$(PARTITION_BY)") $(if $(DATA),--data "$(DATA)") $(if $(CORES),--cores "$(CORES)")
+run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<dir>] [CORES=N, default all] [TABLE_FORMAT=hive-parquet] [SCHEMA=types.json] [PARTITION_BY='day(ts)'] [ROUTES=routes.yaml]
+	$(BIN)/python -m glue_processor.local.cli --workdir "$(WORKDIR)" --table-format "$(TABLE_FORMAT)" $(if $(SCHEMA),--schema "$(SCHEMA)") $(if $(PARTITION_BY),--partition-by "$(PARTITION_BY)") $(if $(ROUTES),--routes "$(ROUTES)") $(if $(DATA),--data "$(DATA)") $(if $(CORES),--cores "$(CORES)")
 
 query: setup ## SQL over the local table (DuckDB, current snapshot): make query [SQL="SELECT ..."] [FORMAT=csv] [WORKDIR=...]
 	@$(BIN)/python -m glue_processor.local.query --workdir "$(WORKDIR)" --format "$(FORMAT)" $(if $(SQL),--sql "$(SQL)")
@@ -80,8 +81,8 @@ template: setup ## render infra/build/template.json (base template + generated d
 package: setup ## build the Lambda zip, the job's zip and script, and the wheel into dist/
 	$(BIN)/python -m infra.package
 
-deploy: setup ## deploy to AWS: make deploy [STACK=ndjson-ingest] [REGION=eu-west-1] [PARAMS="Key=Value ..."] [REPLACE_FAILED=1]
-	$(BIN)/python -m infra.deploy deploy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(foreach p,$(PARAMS),--param "$(p)") $(if $(REPLACE_FAILED),--replace-failed)
+deploy: setup ## deploy to AWS: make deploy [STACK=ndjson-ingest] [REGION=eu-west-1] [PARAMS="Key=Value ..."] [ROUTES=routes.yaml] [REPLACE_FAILED=1]
+	$(BIN)/python -m infra.deploy deploy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(foreach p,$(PARAMS),--param "$(p)") $(if $(ROUTES),--routes "$(ROUTES)") $(if $(REPLACE_FAILED),--replace-failed)
 
 destroy: setup ## delete the stack: make destroy [STACK=...] [REGION=...] [EMPTY=1 to empty its buckets first] [DROP_CATALOG=1 to delete the Glue database and tables it keeps]
 	$(BIN)/python -m infra.deploy destroy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(if $(EMPTY),--empty) $(if $(DROP_CATALOG),--drop-catalog) $(foreach p,$(PARAMS),--param "$(p)")
@@ -96,9 +97,13 @@ backfill: setup ## manifests for existing objects from an S3 Inventory report, s
 reconcile: setup ## objects that landed but were never ingested (or twice), per table, from the load history: make reconcile [WORKDIR=...] [REQUEUE=1] [FROM=ledger]
 	$(BIN)/python -m glue_processor.reconcile --workdir "$(WORKDIR)" $(if $(REQUEUE),--requeue) $(if $(FROM),--from $(FROM))
 
-bench: setup ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on the same files, then partitioned batches: make bench [BENCH_MB=1024]
+bench: setup ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on the same files, then partitioned batches, then three datasets routed to three tables: make bench [BENCH_MB=1024]
 	$(BIN)/python -m bench.run --mb $(BENCH_MB)
 	$(BIN)/python -m bench.partitions
+	$(BIN)/python -m bench.routing
+
+bench-routing: setup ## what routing to many tables costs: three datasets routed in one batch vs each alone vs one table
+	$(BIN)/python -m bench.routing
 
 bench-partitions: setup ## what partitioning from the record costs a batch: none, day(ts), day(ts),event_type, 100 and 1000 identity values
 	$(BIN)/python -m bench.partitions

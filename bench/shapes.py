@@ -109,7 +109,15 @@ def generate(root: Path, shape: str, *, total_mb: int, file_mb: int = 8, seed: i
     for old in [*root.glob("*.json"), *root.glob(".done-*")]:
         old.unlink()
     rng = random.Random(seed)  # noqa: S311 - reproducible data
-    line_of = SHAPES[shape]
+    paths = write_ndjson(root, SHAPES[shape], rng, total_mb=total_mb, file_mb=file_mb)
+    stamp.touch()
+    return paths
+
+
+def write_ndjson(
+    root: Path, line_of: Callable[[random.Random, int], str], rng: random.Random, *, total_mb: int, file_mb: int
+) -> list[Path]:
+    """Files ``part-NNNNN.json`` of ``file_mb`` MB of lines ``line_of(rng, seq)`` under ``root``."""
     paths, seq = [], 0
     for f in range(max(1, total_mb // file_mb)):
         path = root / f"part-{f:05d}.json"
@@ -121,5 +129,4 @@ def generate(root: Path, shape: str, *, total_mb: int, file_mb: int = 8, seed: i
                 size += len(line.encode())
                 seq += 1
         paths.append(path)
-    stamp.touch()
     return paths

@@ -3,16 +3,21 @@
 The job writes one record per batch under ``<output>/_commits/<query_id>/``. Writing it is the
 batch's commit point (see ``glue_processor.commit.ledger``); the records together are the ledger of
 every object ever ingested, read by the local summary, ``make status`` and reconciliation.
+
+A batch writes every table its objects are routed to (:mod:`contracts.routing`): the record holds
+one :class:`TableShare` per table, each published (and counted) on its own. A record of schema
+version 1 (one table, before routing) is read as one share of the table ``""``, which the job reads
+as its ``--table_name``.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SourceStatus = Literal["ingested", "empty", "missing", "unreadable", "rejected", "duplicate", "superseded"]
+SourceStatus = Literal["ingested", "empty", "missing", "unreadable", "rejected", "duplicate", "superseded", "ignored"]
 
 
 class _Frozen(BaseModel):
@@ -39,6 +44,7 @@ class SourceRecord(_Frozen):
     bad_records: int = 0
     reason: str | None = None
     version_id: str | None = None  # the S3 version read (versioned buckets)
+    table: str | None = None  # the table its route names (None: no table, e.g. ignored or a bad entry)
 
 
 class BatchStats(_Frozen):
@@ -65,17 +71,49 @@ class BatchStats(_Frozen):
     p95_latency_s: float | None = None
 
 
+class TableShare(_Frozen):
+    """What one batch wrote to one table: published on its own, exactly once (the table's snapshot
+    summary names the query and the batch)."""
+
+    table: str  # "" in a record of schema version 1: the job's --table_name
+    data_files: tuple[PublishedFile, ...] = ()
+    # The JSON keys known to the table when the batch was written (its columns); a restarted job
+    # starts from them.
+    keys: tuple[str, ...] = ()
+    stats: BatchStats = Field(default_factory=BatchStats)
+    # the catalog would refuse the share's schema change (checked before the record): its objects
+    # are quarantined, nothing of it is published
+    refused: str | None = None
+
+
 class CommitRecord(_Frozen):
-    schema_version: Literal[1] = 1
+    schema_version: Literal[1, 2] = 2
     query_id: str
     batch_id: int = Field(ge=0)
     attempt: str
     committed_at: datetime
     partition: str
     manifests: tuple[str, ...]
-    data_files: tuple[PublishedFile, ...]
+    tables: tuple[TableShare, ...] = ()
     quarantine_files: tuple[PublishedFile, ...]
     sources: tuple[SourceRecord, ...]
     stats: BatchStats
-    # The JSON keys known when the batch was written (its columns); a restarted job starts from them.
-    keys: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_version_1(cls, data: Any) -> Any:
+        """A version 1 record (one table: ``data_files`` and ``keys`` at the top) as one share."""
+        if isinstance(data, dict) and ("data_files" in data or "keys" in data):
+            data = dict(data)
+            files, keys = data.pop("data_files", ()), data.pop("keys", ())
+            if not data.get("tables"):
+                data["tables"] = [{"table": "", "data_files": files, "keys": keys, "stats": data.get("stats", {})}]
+        return data
+
+    @property
+    def data_files(self) -> tuple[PublishedFile, ...]:
+        """Every data file of the batch, all tables."""
+        return tuple(f for share in self.tables for f in share.data_files)
+
+    def share(self, table: str) -> TableShare | None:
+        return next((s for s in self.tables if s.table == table), None)

@@ -23,6 +23,8 @@ class Source(StrEnum):
 
 # Dimensions by source. The job's values come from its settings; the Lambdas' from theirs.
 JOB_DIMENSIONS = ("JobName", "QueryName")
+# A metric of one table (contracts/routing.py) is also published per table, with this dimension more.
+TABLE_DIMENSION = "Table"
 MANIFEST_LAMBDA_DIMENSIONS = ("service",)  # powertools' default dimension
 CONTROL_PLANE_DIMENSIONS = ("JobName",)
 
@@ -33,6 +35,8 @@ class MetricDef:
     unit: Unit
     source: Source
     description: str
+    # also published per table (the job's dimensions and Table): the dashboard's top tables
+    per_table: bool = False
 
     @property
     def dimensions(self) -> tuple[str, ...]:
@@ -42,17 +46,22 @@ class MetricDef:
             Source.CONTROL_PLANE: CONTROL_PLANE_DIMENSIONS,
         }[self.source]
 
+    @property
+    def table_dimensions(self) -> tuple[str, ...]:
+        """The dimensions of its per-table series (only for ``per_table`` metrics)."""
+        return (*self.dimensions, TABLE_DIMENSION) if self.per_table else ()
 
-def _m(name: str, unit: Unit, source: Source, description: str) -> MetricDef:
-    return MetricDef(name, unit, source, description)
+
+def _m(name: str, unit: Unit, source: Source, description: str, *, per_table: bool = False) -> MetricDef:
+    return MetricDef(name, unit, source, description, per_table)
 
 
 J, L, C = Source.JOB, Source.MANIFEST_LAMBDA, Source.CONTROL_PLANE
 
 # -- the job, per micro-batch -----------------------------------------------------------------
-RECORDS_IN = _m("RecordsIn", "Count", J, "non-blank lines read in the batch")
-RECORDS_OUT = _m("RecordsOut", "Count", J, "rows written to Parquet in the batch")
-INPUT_BYTES = _m("InputBytes", "Bytes", J, "bytes of the batch's NDJSON objects (as stored)")
+RECORDS_IN = _m("RecordsIn", "Count", J, "non-blank lines read in the batch", per_table=True)
+RECORDS_OUT = _m("RecordsOut", "Count", J, "rows written to Parquet in the batch", per_table=True)
+INPUT_BYTES = _m("InputBytes", "Bytes", J, "bytes of the batch's NDJSON objects (as stored)", per_table=True)
 INPUT_FILES = _m("InputFiles", "Count", J, "NDJSON objects read in the batch")
 MANIFESTS_PROCESSED = _m("ManifestsProcessed", "Count", J, "manifests in the batch")
 INPUT_ROWS_PER_SECOND = _m(
@@ -94,13 +103,26 @@ NULL_PARTITION_RECORDS = _m(
 )
 # -- the table, per committed batch ----------------------------------------------------------
 TABLE_COMMIT_DURATION = _m(
-    "TableCommitDuration", "Milliseconds", J, "commit record + publication: the Iceberg append, or the hive moves"
+    "TableCommitDuration",
+    "Milliseconds",
+    J,
+    "commit record + publication: the Iceberg append, or the hive moves (per table: that table's publication)",
+    per_table=True,
 )
 PUBLISH_FAILURES = _m(
     "PublishFailures",
     "Count",
     J,
-    "failed attempts to publish a committed batch (the stream waits on it; retried with back-off): alarms",
+    "failed attempts to publish a committed batch's share of a table (retried with back-off; a table that "
+    "keeps failing is set aside so the others go on): alarms",
+    per_table=True,
+)
+DEFERRED_PUBLICATIONS = _m(
+    "DeferredPublications",
+    "Count",
+    J,
+    "committed table shares set aside after failing to publish for --publish_hold_seconds, retried every batch "
+    "until they publish (nothing is lost; the table is behind): alarms",
 )
 TABLE_SNAPSHOTS = _m("TableSnapshots", "Count", J, "Iceberg snapshots in the table's metadata (retention bounds it)")
 TABLE_DATA_FILES = _m("TableDataFiles", "Count", J, "data files in the table's current snapshot (compaction bounds it)")
@@ -121,7 +143,17 @@ BACKLOG_DATA_BYTES = _m(
 BACKLOG_AGE = _m("OldestBacklogAge", "Seconds", J, "age of the oldest waiting manifest")
 LATENCY_MAX = _m("EndToEndLatencyMax", "Seconds", J, "max S3 event time -> Parquet commit in the batch")
 LATENCY_P95 = _m("EndToEndLatencyP95", "Seconds", J, "p95 S3 event time -> Parquet commit in the batch")
-BAD_RECORDS = _m("BadRecords", "Count", J, "lines quarantined (not a JSON object, not UTF-8, ...)")
+BAD_RECORDS = _m("BadRecords", "Count", J, "lines quarantined (not a JSON object, not UTF-8, ...)", per_table=True)
+REFUSED_OBJECTS = _m(
+    "RefusedObjects",
+    "Count",
+    J,
+    "objects quarantined because their table refused the batch's schema change (the other tables go on)",
+    per_table=True,
+)
+UNROUTED_OBJECTS = _m(
+    "UnroutedObjects", "Count", J, "objects no route leads to a table (routing: unmatched: ignore); not read"
+)
 MISSING_OBJECTS = _m("MissingObjects", "Count", J, "objects listed in a manifest but not found")
 UNREADABLE_OBJECTS = _m("UnreadableObjects", "Count", J, "objects that could not be read or decompressed")
 QUARANTINED_MANIFESTS = _m("QuarantinedManifests", "Count", J, "manifests that are invalid or failed too often")
@@ -182,7 +214,11 @@ class Datum:
 
 
 def datum(metric: MetricDef, value: float, dimensions: dict[str, str], when: datetime | None = None) -> Datum:
-    """A datum of a defined metric; its dimensions must be exactly the metric's."""
-    if tuple(sorted(dimensions)) != tuple(sorted(metric.dimensions)):
+    """A datum of a defined metric; its dimensions must be exactly the metric's (or, for a metric
+    published per table, the metric's and ``Table``)."""
+    got = tuple(sorted(dimensions))
+    if got != tuple(sorted(metric.dimensions)) and (
+        not metric.per_table or got != tuple(sorted(metric.table_dimensions))
+    ):
         raise ValueError(f"{metric.name} takes dimensions {metric.dimensions}, got {sorted(dimensions)}")
     return Datum(metric.name, float(value), metric.unit, dict(dimensions), when or datetime.now(UTC))

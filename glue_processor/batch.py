@@ -1,30 +1,33 @@
 """One micro-batch, down its stages once: plan -> read -> write -> commit -> report.
 
-- plan (:mod:`glue_processor.plan`): the manifests' objects, deduplicated and checked
-  (:func:`~glue_processor.plan.manifests.plan_batch`), cut into parse tasks that keep every core busy
-  (:func:`~glue_processor.plan.tasks.plan_tasks`);
-- read (:mod:`glue_processor.read`): the tasks, on Spark, read, parse and stage Parquet parts
-  (:func:`~glue_processor.read.task.run_task`); their results folded into one
-  :class:`~glue_processor.read.outcome.Outcome`;
-- write (:mod:`glue_processor.write`): parts into files of about the target size
-  (:func:`~glue_processor.write.stage.write_files`);
-- commit (:mod:`glue_processor.commit`): the record, written exclusively (the fence), then the
-  files published through the table's sink, exactly once, retried until the cause passes
-  (:class:`~glue_processor.commit.publisher.Publisher`);
+- plan (:mod:`glue_processor.plan`): the manifests' objects, deduplicated, checked and routed to
+  their tables (:func:`~glue_processor.plan.manifests.plan_batch`); each table's share cut into parse
+  tasks, all of them keeping every core busy (:func:`~glue_processor.plan.tasks.plan_tasks`);
+- read (:mod:`glue_processor.read`): the tasks of every table, in one Spark job, read, parse and
+  stage Parquet parts (:func:`~glue_processor.read.task.run_task`); their results folded into one
+  :class:`~glue_processor.read.outcome.Outcome` per table;
+- write (:mod:`glue_processor.write`): parts into files of about each table's target size, the
+  merges of every table in one Spark job (:func:`~glue_processor.write.stage.write_files`);
+- commit (:mod:`glue_processor.commit`): each share's schema change checked (a share its table would
+  refuse is quarantined, the others go on), the record written exclusively (the fence), then each
+  table's share published through its sink, exactly once, retried, set aside if it keeps failing
+  (:class:`~glue_processor.commit.publisher.Publisher`), and the load history appended;
 - report (:mod:`glue_processor.metrics.report`).
 
-What the job remembers between batches (known keys, the dedupe index) is :class:`Memory`.
+What the job remembers between batches (each table's keys, the dedupe index) is :class:`Memory`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import time
 import uuid
 from collections import deque
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -33,28 +36,44 @@ from pyspark.sql import DataFrame, SparkSession
 from contracts.exceptions import FencedOut
 from contracts.ledger import CommitRecord
 from glue_processor import faults
+from glue_processor.commit.deferred import Deferred
 from glue_processor.commit.failures import Failures
 from glue_processor.commit.ledger import BatchCommitter
+from glue_processor.commit.publication import PublishRefused
 from glue_processor.commit.publisher import Publisher
-from glue_processor.commit.record import Attempt, in_place, make_record, name_outputs
+from glue_processor.commit.record import Attempt, ShareResult, in_place, make_record, name_outputs
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.metrics.report import report
-from glue_processor.plan.manifests import BatchPlan, plan_batch, poison_plan
+from glue_processor.plan.manifests import BatchPlan, SourceFile, plan_batch, poison_plan
 from glue_processor.plan.memory import Memory
+from glue_processor.plan.routes import TableConfig, load_routes
 from glue_processor.plan.tasks import Where, plan_tasks
 from glue_processor.read.outcome import Outcome, gather
-from glue_processor.read.task import run_task
+from glue_processor.read.task import FileOutcome, TaskResult, TaskSpec, run_task
 from glue_processor.settings import JobSettings
-from glue_processor.table.declared import DeclaredSchema, parse_schema
-from glue_processor.table.partitioning import parse_partition_by
-from glue_processor.table.sink import sink_for
-from glue_processor.write.stage import write_files, write_rejections
+from glue_processor.table.sink import Sink, Tables
+from glue_processor.write.stage import Destination, write_files, write_rejections
 
 if TYPE_CHECKING:
     from glue_processor.metrics.setup import JobMetrics
 
 logger = logging.getLogger(__name__)
 COMMITTED_KEPT = 1000
+
+
+@dataclass
+class Share:
+    """One table's share of a batch while it runs."""
+
+    config: TableConfig
+    sink: Sink
+    files: list[SourceFile]
+    outcome: Outcome
+    out_dir: str
+    specs: list[TaskSpec] = field(default_factory=list)
+    unread: list[FileOutcome] = field(default_factory=list)
+    keys: set[str] = field(default_factory=set)  # the table's keys after the batch
+    refused: str | None = None
 
 
 class ManifestBatchJob:
@@ -72,15 +91,18 @@ class ManifestBatchJob:
         self.spark = spark
         self.settings = settings
         self.fs = HadoopFS(spark)
-        # Declared column types (--schema): read once; its columns exist from the first batch on.
-        self.declared = load_declared(settings.schema_uri) if settings.schema_uri else None
-        # Partitions from the record (Iceberg): the tasks split rows by partition before writing.
-        self.partitions = (
-            parse_partition_by(settings.partition_by, self.declared) if settings.table_format == "iceberg" else None
+        # The tables and how objects find theirs (--routes, or the one table of --table_name):
+        # read and checked once, so a bad routing file or schema stops the job at start-up.
+        self.routes = load_routes(settings)
+        # where a committed share's files become visible: each table's sink, and the load history
+        self.tables = Tables(settings, self.fs, self.routes)
+        self.memory = Memory(settings, self.routes)
+        # shares whose publication kept failing, tried again every batch (0: a batch waits instead)
+        self.deferred = (
+            Deferred(self.fs, settings.output_uri, limit=settings.max_deferred_publications)
+            if settings.max_deferred_publications
+            else None
         )
-        # where a committed batch's files become visible: the Iceberg table, or dt= directories
-        self.sink = sink_for(settings, self.fs, self.declared, self.partitions)
-        self.memory = Memory(settings, self.declared, self.partitions)
         self.metrics = metrics
         self.last_snapshot_id: int | None = None
         self.last_commit_ms = 0.0
@@ -102,10 +124,10 @@ class ManifestBatchJob:
         self.run([(r.manifest_uri, r.value) for r in rows], batch_id)
 
     def start(self) -> None:
-        """Before the stream starts: open the table, so a wrong catalog or table stops the job at
+        """Before the stream starts: open the tables, so a wrong catalog or table stops the job at
         start-up and the first batch does only its own work. (What the recent batches learnt is
         read by the first batch: it needs the query's id, which the checkpoint has only then.)"""
-        self.sink.open()
+        self.tables.open()
 
     def resume(self) -> None:
         """After a restart: learn from the recent batches (keys, dedupe index, backlog)."""
@@ -122,6 +144,11 @@ class ManifestBatchJob:
         return self._query_id
 
     @property
+    def sink(self) -> Sink:
+        """The sink of the job's own table (--table_name)."""
+        return self.tables.sink(self.routes.legacy)
+
+    @property
     def known_keys(self) -> set[str]:
         return self.memory.known_keys
 
@@ -129,13 +156,13 @@ class ManifestBatchJob:
     def gzip_expansion(self) -> Any:
         return self.memory.gzip_expansion
 
-    def committer(self) -> BatchCommitter:
+    def committer(self, query_id: str | None = None) -> BatchCommitter:
         return BatchCommitter(
             self.fs,
             output_uri=self.settings.output_uri,
             quarantine_uri=self.settings.quarantine_uri,
-            query_id=self.query_id,
-            sink=self.sink,
+            query_id=query_id or self.query_id,
+            tables=self.tables,
         )
 
     # -- one batch ---------------------------------------------------------------------------
@@ -148,6 +175,7 @@ class ManifestBatchJob:
         if not self._resumed:
             self._resumed = True
             self.resume()
+        self.publisher().retry_deferred(self.committer)
         committer = self.committer()
         existing = committer.load(batch_id)
         if existing is not None:
@@ -159,7 +187,8 @@ class ManifestBatchJob:
             logger.error("quarantining poison manifests", extra={"batch_id": batch_id, "manifests": len(manifests)})
             return self._run(poison_plan(manifests, reason), batch_id, committer)
         try:
-            return self._run(plan_batch(manifests, self.settings, ingested=self.memory.ingested), batch_id, committer)
+            plan = plan_batch(manifests, self.settings, ingested=self.memory.ingested, route=self.routes.table_of)
+            return self._run(plan, batch_id, committer)
         except FencedOut:
             # another run committed this batch: not a failure of the batch, and this run must stop
             self.fenced = True
@@ -172,74 +201,135 @@ class ManifestBatchJob:
     def _run(self, plan: BatchPlan, batch_id: int, committer: BatchCommitter) -> CommitRecord:
         started = time.monotonic()
         now = datetime.now(UTC)
-        attempt = Attempt(self.query_id, batch_id, uuid.uuid4().hex[:12], now, self.sink.partition(now))
+        attempt = Attempt(self.query_id, batch_id, uuid.uuid4().hex[:12], now, self.tables.first.partition(now))
         staging = committer.staging_uri(self.settings.output_uri, batch_id, attempt.attempt)
         quarantine_staging = committer.staging_uri(self.settings.quarantine_uri, batch_id, attempt.attempt)
-        final_dir = self.sink.output_dir(now, query_id=self.query_id, batch_id=batch_id, attempt=attempt.attempt)
-        outcome = Outcome(plan)
+        driver = Outcome(plan)
+        shares = [self._share(name, files, attempt) for name, files in plan.by_table().items()]
         stages = Stages()
-        if plan.files:
+        if shares:
             with stages("read_parse_write"):  # plan the tasks, read
-                self._read(plan, outcome, Where(f"{staging}/parts", quarantine_staging, batch_id, now))
+                self._read(shares, Where(f"{staging}/parts", quarantine_staging, batch_id, now))
             faults.hit("after-read")
             with stages("write"):
+                in_place_sink = self.tables.first.in_place
                 write_files(
-                    outcome,
-                    # in place: final files, written where the table keeps them; else staged, then moved
-                    out_dir=final_dir if self.sink.in_place else staging,
-                    prefix=f"part-{attempt.stem}-{attempt.attempt}" if self.sink.in_place else "merged",
-                    target_bytes=self.settings.target_file_bytes,
-                    keep_parts=not self.sink.in_place,  # a part is staged: only a sink that moves files may keep it
-                    declared=self.declared,
+                    [
+                        Destination(
+                            s.outcome,
+                            # in place: final files, written where the table keeps them; else staged, then moved
+                            out_dir=s.out_dir if in_place_sink else f"{staging}/{s.config.name}",
+                            prefix=f"part-{attempt.stem}-{attempt.attempt}" if in_place_sink else "merged",
+                            target_bytes=s.config.target_file_bytes,
+                            declared=s.config.declared,
+                        )
+                        for s in shares
+                    ],
+                    keep_parts=not in_place_sink,  # a part is staged: only a sink that moves files may keep it
                     spark_map=self._spark_map,
                     cores=self.spark.sparkContext.defaultParallelism,
                 )
+        results = [self._result(s, attempt) for s in shares]
+        # a schema change a table would refuse: that share is quarantined here, before the record
+        footers = {f.uri: f.footer for s in shares for f in s.outcome.data_files if f.footer}
+        self._check(shares, results, driver, footers)
         with stages("write_quarantine"):
-            write_rejections(self.fs, outcome, quarantine_staging, batch_id)
+            for s in shares:
+                driver.rejections.extend(s.outcome.rejections)
+            write_rejections(self.fs, driver, quarantine_staging, batch_id)
         faults.hit("after-stage")
-        data_files = (
-            in_place(outcome.data_files)
-            if self.sink.in_place
-            else name_outputs(
-                outcome.data_files, final_dir, stem=f"part-{attempt.stem}", suffix=".parquet", attempt=attempt.attempt
-            )
-        )
-        self.memory.gzip_expansion.observe(output_bytes=outcome.gzip_text_bytes, input_bytes=outcome.gzip_bytes)
+        for s in shares:
+            self.memory.gzip_expansion.observe(output_bytes=s.outcome.gzip_text_bytes, input_bytes=s.outcome.gzip_bytes)
         record = make_record(
             attempt,
             plan,
-            outcome,
-            data_files=data_files,
+            driver,
+            results,
             quarantine_dir=f"{self.settings.quarantine_uri}/{attempt.partition}",
-            keys=tuple(sorted(self.memory.known_keys)),
             duration_s=time.monotonic() - started,
             stage_s=stages.seconds,
         )
-        footers = {f.uri: f.footer for f in outcome.data_files if f.footer}
-        # a schema change the table would refuse fails the batch here, before its commit record
-        self.sink.check(record, footers)
         committing = time.monotonic()
         committer.commit(record)
+        for s in shares:  # the tables' columns grow only with what they take
+            if s.refused is None:
+                self.memory.keys[s.config.name] = s.keys
         self.committed.append(record)
         return self._finish(record, committer, footers, since=committing)
 
-    def _read(self, plan: BatchPlan, outcome: Outcome, where: Where) -> None:
-        """Plan the parse tasks and run them; fold their results into ``outcome``."""
-        specs, unread = plan_tasks(
-            plan.files,
-            where,
-            settings=self.settings,
-            known=tuple(sorted(self.memory.known_keys)),
-            declared=self.declared,
-            partitions=self.partitions,
-            gzip_expansion=self.memory.gzip_expansion.value,
-            cores=self.spark.sparkContext.defaultParallelism,
-            spark_map=self._spark_map,
+    def _share(self, table: str, files: list[SourceFile], attempt: Attempt) -> Share:
+        sink = self.tables.sink(table)
+        out_dir = sink.output_dir(
+            attempt.committed_at, query_id=attempt.query_id, batch_id=attempt.batch_id, attempt=attempt.attempt
         )
-        results = self._spark_map(run_task, specs)
-        self.memory.known_keys = gather(
-            outcome, plan.files, results, unread, known=self.memory.known_keys, max_columns=self.settings.max_columns
+        return Share(self.tables.config(table), sink, files, Outcome(table=table), out_dir)
+
+    def _read(self, shares: list[Share], where: Where) -> None:
+        """Plan every table's parse tasks, run them all in one Spark job, and fold each table's
+        results into its outcome."""
+        cores = self.spark.sparkContext.defaultParallelism
+        total = sum(f.entry.size for s in shares for f in s.files) or 1
+        specs: list[TaskSpec] = []
+        for s in shares:
+            share_bytes = sum(f.entry.size for f in s.files)
+            planned, s.unread = plan_tasks(
+                s.files,
+                dataclasses.replace(where, parts_dir=f"{where.parts_dir}/{s.config.name}"),
+                settings=self.settings,
+                config=s.config,
+                known=tuple(sorted(self.memory.keys_of(s.config.name))),
+                gzip_expansion=self.memory.gzip_expansion.value,
+                # each table's tasks in proportion to its bytes: the job's tasks still fill every core once
+                cores=max(1, round(cores * share_bytes / total)),
+                spark_map=self._spark_map,
+            )
+            s.specs = [dataclasses.replace(spec, index=len(specs) + n) for n, spec in enumerate(planned)]
+            specs.extend(s.specs)
+        results: list[TaskResult] = self._spark_map(run_task, specs)
+        by_index = {r.index: r for r in results}
+        for s in shares:
+            s.keys = gather(
+                s.outcome,
+                s.files,
+                [by_index[spec.index] for spec in s.specs],
+                s.unread,
+                known=self.memory.keys_of(s.config.name),
+                max_columns=s.config.max_columns,
+            )
+
+    def _result(self, share: Share, attempt: Attempt) -> ShareResult:
+        data_files = (
+            in_place(share.outcome.data_files)
+            if share.sink.in_place
+            else name_outputs(
+                share.outcome.data_files,
+                share.out_dir,
+                stem=f"part-{attempt.stem}",
+                suffix=".parquet",
+                attempt=attempt.attempt,
+            )
         )
+        return ShareResult(share.config.name, share.outcome, data_files)
+
+    def _check(
+        self, shares: list[Share], results: list[ShareResult], driver: Outcome, footers: dict[str, bytes]
+    ) -> None:
+        """Each share's schema change as its table would take it; a share it would refuse is
+        quarantined (its objects whole, with the reason) and its files removed: nothing of it is
+        committed, and the other tables go on."""
+        for share, result in zip(shares, results, strict=True):
+            try:
+                share.sink.check(result.share(), footers)
+            except PublishRefused as exc:
+                reason = f"table {share.config.name} would refuse the batch's schema change: {exc}"[:2000]
+                logger.error("table share refused", extra={"table": share.config.name, "reason": reason})
+                if share.sink.in_place:
+                    for f in result.data_files:
+                        with contextlib.suppress(Exception):
+                            self.fs.delete(f.final)
+                driver.refuse(share.outcome, share.files, reason)
+                share.refused = result.refused = reason
+                result.data_files = []
 
     def _finish(
         self,
@@ -257,28 +347,23 @@ class ManifestBatchJob:
             return record
         if not fresh:
             logger.info("batch already committed; finishing publication", extra={"batch_id": record.batch_id})
-        publisher = Publisher(
-            self.fs,
-            Failures(self.fs, self.settings.output_uri, self.query_id),
-            quarantine_uri=self.settings.quarantine_uri,
-            max_refusals=self.settings.max_batch_attempts,
-            metrics=self.metrics,
-            sleep=self.sleep,
-        )
         publishing = time.monotonic() if since is None else since
-        snapshot, published = publisher.publish(record, committer, footers)
+        settlements = self.publisher().publish(record, committer, footers, fresh=fresh)
         self.last_commit_ms = (time.monotonic() - publishing) * 1000
         faults.hit("after-batch")
-        if not published:
-            return record
-        self.last_snapshot_id = snapshot
+        snapshots = [s.snapshot for s in settlements if s.snapshot is not None]
+        self.last_snapshot_id = snapshots[-1] if snapshots else None
+        abandoned = {s.table for s in settlements if s.settled == "abandoned"}
         if fresh:
-            self.memory.published(record)
+            self.memory.published(record, abandoned=abandoned)
         report(
             self.metrics,
             record,
             commit_ms=self.last_commit_ms,
-            table=self.sink.stats(),
+            settlements=settlements,
+            tables=self.tables.stats(),
+            table_of=self.routes.name,
+            deferred=len(self.deferred) if self.deferred is not None else 0,
             max_partitions=self.settings.max_partitions_per_batch,
         )
         if record.stats.partitions > self.settings.max_partitions_per_batch:
@@ -291,6 +376,18 @@ class ManifestBatchJob:
             self._maybe_rotate(record.batch_id)
             logger.info("batch done", extra={"batch_id": record.batch_id, **record.stats.model_dump()})
         return record
+
+    def publisher(self) -> Publisher:
+        return Publisher(
+            self.fs,
+            self.tables,
+            quarantine_uri=self.settings.quarantine_uri,
+            max_refusals=self.settings.max_batch_attempts,
+            hold_s=self.settings.publish_hold_seconds,
+            deferred=self.deferred,
+            metrics=self.metrics,
+            sleep=self.sleep,
+        )
 
     def _maybe_rotate(self, batch_id: int) -> None:
         if self.rotate_after is not None and batch_id + 1 >= self.rotate_after and not self.rotate_requested:
@@ -318,10 +415,3 @@ class Stages:
             yield
         finally:
             self.seconds[name] = round(self.seconds.get(name, 0.0) + time.monotonic() - t0, 3)
-
-
-def load_declared(uri: str) -> DeclaredSchema:
-    """The declared schema file (s3:// or file://); a bad file stops the job at start-up, naming it."""
-    from glue_processor.read.objects import store_for
-
-    return parse_schema(store_for(uri).read(uri).data, source=f"--schema {uri}")

@@ -65,7 +65,18 @@ class JobSettings(BaseModel):
         le=24 * 30,
         description="the job expires Iceberg snapshots older than this (a commit's cost grows with the snapshots kept)",
     )
-    table_name: str = Field(default="events", pattern=r"^[a-z0-9_]{1,255}$", description="Iceberg/Glue table")
+    table_name: str = Field(
+        default="events",
+        pattern=r"^[a-z0-9_]{1,255}$",
+        description="Iceberg/Glue table (with --routes, the routing file names the tables instead)",
+    )
+    routes_uri: str = Field(
+        default="",
+        alias="routes",
+        pattern=r"^$|^(s3|file)://.+",
+        description="a routing file (JSON, see contracts/routing.py): object keys to tables, each with its own "
+        "declared columns, partitioning, file size and column bound; empty: every object to --table_name",
+    )
     load_history_table: str = Field(
         default="load_history",
         pattern=r"^[a-z0-9_]{0,255}$",
@@ -104,6 +115,20 @@ class JobSettings(BaseModel):
     )
     max_batch_attempts: int = Field(
         default=3, ge=1, le=100, description="failed attempts after which a batch's manifests are quarantined"
+    )
+    publish_hold_seconds: int = Field(
+        default=120,
+        ge=0,
+        le=3600,
+        description="how long a batch retries a table's publication before setting it aside (retried every batch "
+        "after, DeferredPublications alarms) so that the other tables and the next batches go on",
+    )
+    max_deferred_publications: int = Field(
+        default=200,
+        ge=0,
+        le=10_000,
+        description="table shares set aside at most; past it a batch waits for its publication as long as it takes "
+        "(0: never set aside)",
     )
     query_name: str = Field(default="ndjson-to-parquet", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     trigger: Literal["processing-time", "available-now"] = "processing-time"
@@ -167,6 +192,8 @@ class JobSettings(BaseModel):
             )
         if self.partition_by and self.table_format != "iceberg":
             raise ValueError("partition_by needs table_format iceberg (hive-parquet partitions by dt=<ingest day>)")
+        if self.routes_uri and self.table_format != "iceberg":
+            raise ValueError("routes needs table_format iceberg (hive-parquet writes one table)")
         if self.load_history_table and self.load_history_table == self.table_name:
             raise ValueError("load_history_table must differ from table_name")
         if "jsonl" in self.metrics_sinks and not self.metrics_jsonl_path:
@@ -211,7 +238,11 @@ class JobSettings(BaseModel):
     def table_location(self) -> str:
         """The Iceberg table's location: its own directory, apart from the ledger (``_commits`` and
         the other ``_`` directories), which orphan-file clean-up must never see."""
-        return f"{self.output_uri}/{self.table_name}"
+        return self.location_of(self.table_name)
+
+    def location_of(self, table: str) -> str:
+        """Where a table of the job lives (every routed table too): ``<output_uri>/<table>``."""
+        return f"{self.output_uri}/{table}"
 
     @property
     def target_file_bytes(self) -> int:

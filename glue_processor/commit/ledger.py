@@ -10,13 +10,16 @@ Protocol, per batch id of a streaming query:
 3. Create the commit record if none exists, atomically and exclusively (``If-None-Match: *`` on
    S3, ``link(2)`` locally): this is the commit point, and the fence. When another run created it
    first, this run has lost: it publishes nothing and stops (:class:`FencedOut`).
-4. Publish, through the sink (:mod:`glue_processor.table`): the Iceberg sink appends the batch's
-   files (written in place under the table) as one snapshot, unless the table has it already; the
-   hive-parquet sink moves each staged file to its final, deterministic name (a move whose target
-   exists was done before a crash). Quarantine files move to theirs. Then the batch's staging
-   directory goes (the attempts of killed or fenced runs included). A publication that fails is
-   retried (:mod:`glue_processor.commit.publication`); a batch the table refuses for its own content is
-   *abandoned*: a marker beside its record says so, and a replay publishes nothing.
+4. Publish each table's share through its sink (:mod:`glue_processor.table`): the Iceberg sink
+   appends the share's files (written in place under the table) as one snapshot, unless the table
+   has it already; the hive-parquet sink moves each staged file to its final, deterministic name (a
+   move whose target exists was done before a crash). A marker beside the record says a share is
+   published (``<batch>.<table>.published``). Quarantine files move to theirs. Then the batch's
+   staging directory goes (the attempts of killed or fenced runs included). A publication that fails
+   is retried (:mod:`glue_processor.commit.publication`), and set aside after a while so the other
+   tables go on (:mod:`glue_processor.commit.deferred`); a share the table refuses for its own
+   content is *abandoned*: a marker says so (``<batch>.<table>.abandoned``; a whole batch's, from
+   before routing: ``<batch>.abandoned``), and a replay publishes nothing of it.
 
 Spark's own checkpoint commit happens only after ``foreachBatch`` returns, so a crash anywhere
 leads to a re-run of the same batch id with the same manifests: before step 3 it recomputes
@@ -28,15 +31,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from contracts.exceptions import FencedOut
 from contracts.layout import COMMITS_DIR, STAGING_DIR, is_commit_record
-from contracts.ledger import CommitRecord
+from contracts.ledger import CommitRecord, TableShare
 from glue_processor import faults
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.read.objects import ObjectStore, store_for
-from glue_processor.table.hive import HiveSink, move_all
-from glue_processor.table.sink import Sink
+from glue_processor.table.hive import move_all
+
+if TYPE_CHECKING:
+    from glue_processor.table.sink import Tables
 
 logger = logging.getLogger(__name__)
 
@@ -51,11 +57,11 @@ class BatchCommitter:
         output_uri: str,
         quarantine_uri: str,
         query_id: str,
-        sink: Sink | None = None,
+        tables: Tables | None = None,
         stores: Callable[[str], ObjectStore] = store_for,
     ) -> None:
         self.fs = fs
-        self.sink: Sink = sink if sink is not None else HiveSink(fs, output_uri)
+        self.tables = tables  # the sinks (None: the ledger is only read)
         self.stores = stores
         self.output_uri = output_uri
         self.quarantine_uri = quarantine_uri
@@ -97,55 +103,91 @@ class BatchCommitter:
         faults.hit("after-commit-record")
         logger.info("batch committed", extra={"batch_id": record.batch_id, "record": self.record_uri(record.batch_id)})
 
-    def published_uri(self, batch_id: int) -> str:
-        """The marker of a batch whose data files the sink has published (not a record: no .json)."""
-        return f"{self.commits_dir()}/{batch_id:012d}.published"
+    def marker_uri(self, batch_id: int, table: str, kind: str) -> str:
+        """A share's marker (``published``, ``abandoned``, ``deferred``; not a record: no .json);
+        a version 1 record's share (table "") has the batch's own."""
+        return f"{self.commits_dir()}/{batch_id:012d}{'.' + table if table else ''}.{kind}"
 
-    def publish(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> int | None:
-        """Make the record's files visible; safe to repeat after a crash. Once the sink has published
-        the data, a marker says so: a replay, however late (after the table expired the batch's
-        snapshot, which is how a replay knows the batch is in), does not publish it again."""
-        marker = self.published_uri(record.batch_id)
-        if self.fs.exists(marker):
-            snapshot = int(self.fs.read_bytes(marker) or 0) or None
-        else:
-            snapshot = self.sink.publish(record, footers)
-            self.fs.write_bytes(marker, str(snapshot or "").encode())
-        move_all(self.fs, record.quarantine_files)
-        self.discard_staging(record.batch_id)
-        self._discard_attempts(record.batch_id, keep=record.attempt)
+    def published(self, record: CommitRecord, share: TableShare) -> tuple[bool, int | None]:
+        """(True, its snapshot id) when the share was published before."""
+        for uri in self._markers(record, share, "published"):
+            if self.fs.exists(uri):
+                return True, int(self.fs.read_bytes(uri) or 0) or None
+        return False, None
+
+    def publish_share(
+        self, record: CommitRecord, share: TableShare, footers: Mapping[str, bytes] | None = None
+    ) -> int | None:
+        """Make the share's files visible; safe to repeat after a crash. Once its sink has published
+        it, a marker says so: a replay, however late (after the table expired the batch's snapshot,
+        which is how a replay knows the batch is in), does not publish it again."""
+        done, snapshot = self.published(record, share)
+        if done:
+            return snapshot
+        snapshot = self._tables().sink(share.table).publish(record, share, footers)
+        self.fs.write_bytes(self.marker_uri(record.batch_id, share.table, "published"), str(snapshot or "").encode())
         return snapshot
 
-    def abandoned_uri(self, batch_id: int) -> str:
-        """The marker of a committed batch that will never be published (not a record: no .json)."""
-        return f"{self.commits_dir()}/{batch_id:012d}.abandoned"
+    def settle(self, record: CommitRecord) -> None:
+        """After its shares are published (or set aside, or abandoned): the quarantine files in
+        place, the staging and the other attempts' files gone."""
+        move_all(self.fs, record.quarantine_files)
+        self.discard_staging(record.batch_id)
+        for share in record.tables:
+            self._tables().sink(share.table).discard_attempts(
+                self.fs, self.query_id, record.batch_id, keep=record.attempt
+            )
 
     def abandoned(self, batch_id: int) -> bool:
-        return self.fs.exists(self.abandoned_uri(batch_id))
+        """The whole batch was abandoned (a record from before routing; see :meth:`share_abandoned`)."""
+        return self.fs.exists(self.marker_uri(batch_id, "", "abandoned"))
 
-    def abandon(self, record: CommitRecord, reason: str) -> None:
-        """Mark a committed batch as never to be published (the table refused its content), and
-        remove its data files (never in the table) and its staging."""
-        self.fs.write_bytes(self.abandoned_uri(record.batch_id), reason.encode())
-        self._discard_own(record)
-        self.discard_staging(record.batch_id)
-        self._discard_attempts(record.batch_id, keep=None)
-        logger.error("batch abandoned", extra={"batch_id": record.batch_id, "reason": reason})
+    def share_abandoned(self, record: CommitRecord, share: TableShare) -> bool:
+        return any(self.fs.exists(uri) for uri in self._markers(record, share, "abandoned"))
 
-    def _discard_attempts(self, batch_id: int, *, keep: str | None) -> None:
-        """Files that killed or fenced attempts of the batch wrote in place under the table."""
-        self.sink.discard_attempts(self.fs, self.query_id, batch_id, keep=keep)
+    def abandon(self, record: CommitRecord, share: TableShare, reason: str) -> None:
+        """Mark a committed share as never to be published (its table refused its content), and
+        remove its data files (never in the table) and its other attempts'."""
+        self.fs.write_bytes(self.marker_uri(record.batch_id, share.table, "abandoned"), reason.encode())
+        self._discard_files(share)
+        self._tables().sink(share.table).discard_attempts(self.fs, self.query_id, record.batch_id, keep=None)
+        logger.error(
+            "table share abandoned", extra={"batch_id": record.batch_id, "table": share.table, "reason": reason}
+        )
+
+    def set_aside(self, record: CommitRecord, share: TableShare) -> None:
+        """Mark a share whose publication was set aside (its history rows are appended when it is
+        published, not with the batch's)."""
+        self.fs.write_bytes(self.marker_uri(record.batch_id, share.table, "deferred"), b"")
+
+    def is_set_aside(self, record: CommitRecord, share: TableShare) -> bool:
+        return self.fs.exists(self.marker_uri(record.batch_id, share.table, "deferred"))
+
+    def _markers(self, record: CommitRecord, share: TableShare, kind: str) -> list[str]:
+        own = self.marker_uri(record.batch_id, share.table, kind)
+        return (
+            [own] if record.schema_version > 1 or not share.table else [own, self.marker_uri(record.batch_id, "", kind)]
+        )
+
+    def _tables(self) -> Tables:
+        if self.tables is None:
+            raise RuntimeError("this committer reads the ledger only: it has no tables to publish to")
+        return self.tables
 
     def _discard_own(self, record: CommitRecord) -> None:
         """A fenced attempt's files written in place are never committed: remove them now rather than
         leave them to orphan-file clean-up."""
-        if not self.sink.in_place:
+        for share in record.tables:
+            self._discard_files(share)
+
+    def _discard_files(self, share: TableShare) -> None:
+        if self.tables is None or not self.tables.sink(share.table).in_place:
             return
-        for item in record.data_files:
+        for item in share.data_files:
             try:
                 self.fs.delete(item.final)
             except Exception:  # noqa: BLE001 - best effort: orphan clean-up removes it later
-                logger.warning("could not remove a fenced attempt's file", extra={"uri": item.final})
+                logger.warning("could not remove an unpublished file", extra={"uri": item.final})
 
     def recent_records(self, *, since: datetime) -> list[CommitRecord]:
         """Commit records newer than ``since`` of batches that were not abandoned, in batch order;
@@ -153,14 +195,20 @@ class BatchCommitter:
         ledger."""
         listing = self.fs.list(self.commits_dir())
         names = sorted((i for i in listing if is_commit_record(i.name)), key=lambda i: i.name)
+        # <batch>.abandoned (a whole batch), <batch>.<table>.abandoned (a share): never loaded
         abandoned = {i.name.removesuffix(".abandoned") for i in listing if i.name.endswith(".abandoned")}
         out: list[CommitRecord] = []
         for info in reversed(names):
             record = CommitRecord.model_validate_json(self.fs.read_bytes(info.uri))
             if record.committed_at < since:
                 break
-            if info.name.removesuffix(".json") not in abandoned:  # its objects were never loaded
-                out.append(record)
+            batch = info.name.removesuffix(".json")
+            if batch in abandoned:
+                continue
+            gone = {s.table for s in record.tables if f"{batch}.{s.table}" in abandoned}
+            if gone:
+                record = record.model_copy(update={"sources": tuple(s for s in record.sources if s.table not in gone)})
+            out.append(record)
         return list(reversed(out))
 
     def recent_records_all(self, *, since: datetime) -> list[CommitRecord]:

@@ -4,19 +4,22 @@ After its commit record (the fence) a batch must become visible in the table. Pu
 fail for two kinds of reasons, and they are handled differently:
 
 - **The environment** (the catalog throttles, is down, is not reachable, denies access; another
-  writer committed first): the batch is retried with exponential back-off and jitter
-  (:mod:`contracts.retry`, capped at ``max_wait_s`` between attempts) for as long as it takes. The
-  stream waits on that batch (nothing after it is lost, nothing is skipped), every failed attempt
-  counts one ``PublishFailures`` (which alarms) and logs its cause, and the batch is published as
-  soon as the cause is fixed.
-- **The batch's own content** (the catalog refuses the request itself: an invalid or too large
+  writer committed first): the table's share is retried with exponential back-off and jitter
+  (:mod:`contracts.retry`, capped at ``max_wait_s`` between attempts). Every failed attempt counts
+  one ``PublishFailures`` (which alarms) and logs its cause. After ``hold_s`` of waiting the share
+  is *set aside* (:mod:`glue_processor.commit.deferred`): the batch's other tables and the next
+  batches go on, and the share is tried again every batch until it is published (nothing is lost,
+  nothing skipped; its table is behind until then). With no hold (``None``) it is retried for as
+  long as it takes, the stream waiting on it.
+- **The share's own content** (the catalog refuses the request itself: an invalid or too large
   schema change): retrying cannot help. After ``max_batch_attempts`` such refusals (counted across
-  restarts) the batch is *poison*: its manifests are quarantined with the cause, its files are
-  removed, the commit record is marked abandoned (a replay skips it, the dedupe index forgets its
-  objects, so a requeue loads them again), and the stream moves on.
+  restarts) the share is *poison*: its objects are quarantined with the cause, its files removed, a
+  marker says it is abandoned (a replay skips it, the dedupe index forgets its objects, so a requeue
+  loads them again), and the other tables and the stream go on.
 
-Schema changes are validated before the commit record is written (``Sink.check``), so the second
-kind is rare; it is there for what only the catalog knows.
+Schema changes are validated before the commit record is written (``Sink.check``; a share that
+would be refused is quarantined then), so the second kind is rare; it is there for what only the
+catalog knows.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
@@ -87,13 +91,18 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return out
 
 
+Settled = Literal["published", "abandoned", "deferred"]
+
+
 @dataclass
 class Publication:
-    """One committed batch's publication, retried by the policy of the module docstring.
+    """One committed share's publication, retried by the policy of the module docstring.
 
-    ``publish`` makes the batch visible (idempotent); ``failed`` is told each failed attempt (to
+    ``publish`` makes the share visible (idempotent); ``failed`` is told each failed attempt (to
     count ``PublishFailures``, and, for a refusal, to persist the count: it returns the refusals so
-    far); ``abandon`` quarantines a poison batch."""
+    far); ``abandon`` quarantines a poison share. ``hold_s``: the waiting after which a share that
+    keeps failing is set aside (None: never); ``attempts``: at most this many (None: no limit; a
+    share set aside is tried once per batch)."""
 
     publish: Callable[[], int | None]
     failed: Callable[[BaseException, bool], int]
@@ -102,20 +111,32 @@ class Publication:
     first_wait_s: float = 1.0
     max_wait_s: float = 300.0
     sleep: Callable[[float], None] | None = None
+    hold_s: float | None = None
+    attempts: int | None = None
 
-    def __call__(self) -> tuple[int | None, bool]:
-        """(the snapshot id, or None; True when the batch was published, False when abandoned)."""
+    def __call__(self) -> tuple[int | None, Settled]:
+        """(the snapshot id or None, how it settled: published, abandoned, or deferred: set aside)."""
         state: dict[str, BaseException] = {}
+        waited = [0.0, 0]  # seconds waited, attempts failed
 
         def keep_trying(exc: BaseException) -> bool:
             if not isinstance(exc, Exception):  # the process is going down (SystemExit, a signal): stop
                 return False
             content = refused(exc)
             count = self.failed(exc, content)
+            waited[1] += 1
             if content and count >= self.max_refusals:
                 state["poison"] = exc
                 return False
+            out_of_time = self.hold_s is not None and waited[0] >= self.hold_s
+            if out_of_time or (self.attempts is not None and waited[1] >= self.attempts):
+                state["deferred"] = exc
+                return False
             return True
+
+        def wait(seconds: float) -> None:
+            waited[0] += seconds
+            (self.sleep or time.sleep)(seconds)
 
         def log(retry: RetryCallState) -> None:
             exc = retry.outcome.exception() if retry.outcome else None
@@ -125,16 +146,14 @@ class Publication:
             )
 
         policy = retrying(
-            retry_on=keep_trying,
-            first_s=self.first_wait_s,
-            max_s=self.max_wait_s,
-            before_sleep=log,
-            sleep=self.sleep or time.sleep,
+            retry_on=keep_trying, first_s=self.first_wait_s, max_s=self.max_wait_s, before_sleep=log, sleep=wait
         )
         try:
-            return policy(self.publish), True
+            return policy(self.publish), "published"
         except Exception as exc:
+            if state.get("deferred") is exc:
+                return None, "deferred"
             if state.get("poison") is not exc:
                 raise
             self.abandon(exc)
-            return None, False
+            return None, "abandoned"

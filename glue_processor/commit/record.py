@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from contracts.ledger import BatchStats, CommitRecord, PublishedFile
+from contracts.ledger import BatchStats, CommitRecord, PublishedFile, TableShare
 from glue_processor.plan.manifests import BatchPlan, latency_seconds
 from glue_processor.read.outcome import Outcome
 from glue_processor.read.task import Staged
@@ -28,27 +28,49 @@ class Attempt:
         return f"{self.query_id[:8]}-{self.batch_id:012d}"
 
 
+@dataclass
+class ShareResult:
+    """One table's share of a batch, as the record lists it."""
+
+    table: str
+    outcome: Outcome
+    data_files: list[PublishedFile]
+    refused: str | None = None
+
+    def share(self, input_bytes: int = 0) -> TableShare:
+        return TableShare(
+            table=self.table,
+            data_files=tuple(self.data_files),
+            keys=self.outcome.final_keys,
+            stats=share_stats(self.outcome, self.data_files, input_bytes),
+            refused=self.refused,
+        )
+
+
 def make_record(
     attempt: Attempt,
     plan: BatchPlan,
-    outcome: Outcome,
+    driver: Outcome,
+    shares: list[ShareResult],
     *,
-    data_files: list[PublishedFile],
     quarantine_dir: str,
-    keys: tuple[str, ...],
     duration_s: float,
     stage_s: dict[str, float],
 ) -> CommitRecord:
-    """The batch's record: its files (``data_files``; quarantine files named under ``quarantine_dir``)
-    and its figures."""
+    """The batch's record: each table's share (its files, columns and figures), every object's
+    outcome, the quarantine files (named under ``quarantine_dir``) and the batch's figures."""
+    outcomes = [driver, *(s.outcome for s in shares)]
     quarantine_files = name_outputs(
-        outcome.quarantine_files,
+        [f for o in outcomes for f in o.quarantine_files],
         quarantine_dir,
         stem=f"quarantine-{attempt.stem}",
         suffix=".json",
         attempt=attempt.attempt,
     )
-    latencies = latency_seconds((s.event_time for s in outcome.sources if s.status == "ingested"), attempt.committed_at)
+    sources = [src for o in outcomes for src in o.sources]
+    latencies = latency_seconds((s.event_time for s in sources if s.status == "ingested"), attempt.committed_at)
+    tables = tuple(s.share(plan.input_bytes_of(s.table)) for s in shares)
+    total = sum_stats([t.stats for t in tables])
     return CommitRecord(
         query_id=attempt.query_id,
         batch_id=attempt.batch_id,
@@ -56,33 +78,66 @@ def make_record(
         committed_at=attempt.committed_at,
         partition=attempt.partition,
         manifests=tuple(plan.manifests),
-        data_files=tuple(data_files),
+        tables=tables,
         quarantine_files=tuple(quarantine_files),
-        sources=tuple(outcome.sources),
-        keys=keys,
-        stats=BatchStats(
-            manifests=len(plan.manifests),
-            bad_manifests=plan.bad_manifests,
-            files=len(plan.files),
-            missing_files=outcome.count("missing"),
-            unreadable_files=outcome.count("unreadable"),
-            input_bytes=plan.input_bytes,
-            text_bytes=outcome.text_bytes,
-            records_in=outcome.records_out + outcome.bad_records,
-            records_out=outcome.records_out,
-            bad_records=outcome.bad_records,
-            rescued_values=outcome.rescued,
-            extra_values=outcome.extra_values,
-            null_partition_records=outcome.null_partitions,
-            output_files=len(data_files),
-            partitions=len({f.partition for f in outcome.data_files}),
-            output_bytes=sum(f.bytes for f in data_files),
-            columns=len(outcome.final_keys),
-            duration_s=round(duration_s, 3),
-            stage_s=stage_s,
-            max_latency_s=latencies[-1] if latencies else None,
-            p95_latency_s=percentile(latencies, 0.95),
+        sources=tuple(sources),
+        stats=total.model_copy(
+            update={
+                "manifests": len(plan.manifests),
+                "bad_manifests": plan.bad_manifests,
+                "files": len(plan.files),
+                "input_bytes": plan.input_bytes,
+                "missing_files": sum(1 for s in sources if s.status == "missing"),
+                "unreadable_files": sum(1 for s in sources if s.status == "unreadable"),
+                "duration_s": round(duration_s, 3),
+                "stage_s": stage_s,
+                "max_latency_s": latencies[-1] if latencies else None,
+                "p95_latency_s": percentile(latencies, 0.95),
+            }
         ),
+    )
+
+
+def share_stats(outcome: Outcome, data_files: list[PublishedFile], input_bytes: int) -> BatchStats:
+    """One share's figures."""
+    return BatchStats(
+        files=sum(1 for s in outcome.sources if s.status != "duplicate"),
+        missing_files=outcome.count("missing"),
+        unreadable_files=outcome.count("unreadable"),
+        input_bytes=input_bytes,
+        text_bytes=outcome.text_bytes,
+        records_in=outcome.records_out + outcome.bad_records,
+        records_out=outcome.records_out,
+        bad_records=outcome.bad_records,
+        rescued_values=outcome.rescued,
+        extra_values=outcome.extra_values,
+        null_partition_records=outcome.null_partitions,
+        output_files=len(data_files),
+        output_bytes=sum(f.bytes for f in data_files),
+        partitions=len({f.partition for f in outcome.data_files}),
+        columns=len(outcome.final_keys),
+    )
+
+
+SUMMED = (
+    "text_bytes",
+    "records_in",
+    "records_out",
+    "bad_records",
+    "rescued_values",
+    "extra_values",
+    "null_partition_records",
+    "output_files",
+    "output_bytes",
+    "partitions",
+)
+
+
+def sum_stats(stats: list[BatchStats]) -> BatchStats:
+    """The batch's figures from its shares' (columns: the widest table's)."""
+    return BatchStats(
+        **{name: sum(getattr(s, name) for s in stats) for name in SUMMED},
+        columns=max((s.columns for s in stats), default=0),
     )
 
 

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from contracts.exceptions import IngestError
+from contracts.routing import parse_routing
 from glue_processor.local.feeder import Feeder
 from glue_processor.local.layout import MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout, local_uri
 from glue_processor.local.metrics_report import read_datums, render_metrics
@@ -29,6 +30,7 @@ from glue_processor.local.sample import generate
 from glue_processor.local.status import mark_run
 from glue_processor.local.summary import render
 from glue_processor.metrics.sinks import JsonlSink
+from glue_processor.plan.routes import load_routes
 from glue_processor.settings import JobSettings, settings_from_mapping
 from glue_processor.table.read import load as load_table
 from glue_processor.table.read import published_files
@@ -81,6 +83,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--trigger-interval-seconds", type=int, default=30)
     p.add_argument("--partition-by", default="", help="Iceberg partitioning, e.g. day(ts),kind (default: ingest day)")
+    p.add_argument(
+        "--routes",
+        type=Path,
+        help="a routing file (YAML or JSON, contracts/routing.py): key patterns to tables, each with its own "
+        "columns, partitioning, file size and column bound; kept in WORKDIR for the next runs",
+    )
     p.add_argument("--schema", type=Path, help="a declared-schema JSON file (column -> type); default: all strings")
     p.add_argument(
         "--table-format",
@@ -97,7 +105,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def job_settings(layout: LocalLayout, args: argparse.Namespace) -> JobSettings:
+def routes_file(layout: LocalLayout, given: Path | None) -> Path | None:
+    """The routing file of this WORKDIR: a given one is validated and kept there as JSON (what
+    ``make deploy`` ships to S3); without one, the one kept by an earlier run, if any."""
+    kept = layout.workdir / "routes.json"
+    if given is None:
+        return kept if kept.exists() else None
+    if not given.is_file():
+        raise IngestError(f"ROUTES={given} is not a file")
+    routing = parse_routing(given.read_bytes(), source=str(given))
+    kept.write_bytes(routing.to_json())
+    return kept
+
+
+def job_settings(layout: LocalLayout, args: argparse.Namespace, routes: Path | None = None) -> JobSettings:
     from glue_processor.local.buckets import LocalBuckets
 
     return settings_from_mapping(
@@ -116,6 +137,7 @@ def job_settings(layout: LocalLayout, args: argparse.Namespace) -> JobSettings:
             "table_format": args.table_format,
             **({"schema": local_uri(args.schema)} if args.schema else {}),
             **({"partition_by": args.partition_by} if args.partition_by else {}),
+            **({"routes": local_uri(routes)} if routes else {}),
             "metrics_sinks": "jsonl",
             "metrics_jsonl_path": str(layout.metrics),
         }
@@ -134,9 +156,8 @@ def visible_files(root: Path, suffix: str) -> list[Path]:
 
 
 def dataset_check(spark: Any, layout: LocalLayout, settings: JobSettings | None = None) -> dict[str, Any]:
-    """Read the output back as a reader would (the table's current snapshot), and count duplicates
+    """Read the output back as a reader would (each table's current snapshot), and count duplicates
     by lineage."""
-
     result: dict[str, Any] = {
         "path": str(layout.output),
         "quarantine_path": str(layout.quarantine),
@@ -144,25 +165,36 @@ def dataset_check(spark: Any, layout: LocalLayout, settings: JobSettings | None 
         "files": 0,
         "duplicates": 0,
         "quarantined": 0,
+        "tables": [],
     }
-    files = published_files(layout.output)
-    result["files"] = len(files)
-    if files:
-        lineage = pa.concat_tables(pq.read_table(path, columns=["_source_uri", "_line"]) for path in files)
-        result["rows"] = lineage.num_rows
-        distinct = lineage.unify_dictionaries().group_by(["_source_uri", "_line"]).aggregate([]).num_rows
-        result["duplicates"] = result["rows"] - distinct
-    if settings is not None and settings.table_format == "iceberg" and files:
-        table = load_table(settings)
-        snapshot = table.current_snapshot()
-        result["table"] = {
-            "name": f"{settings.database}.{settings.table_name}",
-            "catalog": settings.catalog_uri,
-            "location": table.location(),
-            "snapshot_id": snapshot.snapshot_id if snapshot else None,
-            "snapshots": len(table.metadata.snapshots),
-            "query": f"make query WORKDIR={layout.workdir}",
-        }
+    names = ["events"] if settings is None else list(load_routes(settings).tables)
+    for name in names:
+        files = published_files(layout.output, table_name=name)
+        rows = duplicates = 0
+        if files:
+            lineage = pa.concat_tables(
+                pq.read_table(path, columns=["_source_uri", "_line"], partitioning=None) for path in files
+            )
+            rows = lineage.num_rows
+            distinct = lineage.unify_dictionaries().group_by(["_source_uri", "_line"]).aggregate([]).num_rows
+            duplicates = rows - distinct
+        result["rows"] += rows
+        result["files"] += len(files)
+        result["duplicates"] += duplicates
+        entry: dict[str, Any] = {"name": name, "rows": rows, "files": len(files), "duplicates": duplicates}
+        if settings is not None and settings.table_format == "iceberg" and files:
+            table = load_table(settings, name)
+            snapshot = table.current_snapshot()
+            entry.update(
+                name=f"{settings.database}.{name}",
+                catalog=settings.catalog_uri,
+                location=table.location(),
+                snapshot_id=snapshot.snapshot_id if snapshot else None,
+                snapshots=len(table.metadata.snapshots),
+                query=f"make query WORKDIR={layout.workdir}",
+            )
+            result.setdefault("table", entry)
+        result["tables"].append(entry)
     qfiles = visible_files(layout.quarantine, ".json")
     if qfiles:
         result["quarantined"] = spark.read.json(local_uri(layout.quarantine)).count()
@@ -197,8 +229,10 @@ def main(argv: list[str] | None = None) -> int:
             manifest_prefix=MANIFEST_PREFIX,
             max_manifest_files=args.max_manifest_files,
         )
+        routes = routes_file(layout, args.routes)
+        settings = job_settings(layout, args, routes)
+        load_routes(settings)  # a bad routing file stops here, before anything is fed
         feed = Feeder(layout, builder, sqs_batch_size=args.sqs_batch_size, metrics=JsonlSink(layout.metrics)).feed()
-        settings = job_settings(layout, args)
     except IngestError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

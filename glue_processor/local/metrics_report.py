@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from contracts.metrics import BY_NAME
+from contracts.metrics import BY_NAME, TABLE_DIMENSION
 from glue_processor.local.text import aligned
 
 
@@ -26,19 +26,24 @@ def read_datums(path: Path, *, since: datetime | None = None) -> list[dict[str, 
 
 
 def render_metrics(datums: list[dict[str, Any]]) -> str:
-    by_name: dict[str, list[float]] = defaultdict(list)
+    """One row per metric (and per metric and table, when a run wrote several tables)."""
+    tables = {d["dimensions"][TABLE_DIMENSION] for d in datums if TABLE_DIMENSION in d["dimensions"]}
+    by_name: dict[tuple[str, str], list[float]] = defaultdict(list)
     units: dict[str, str] = {}
     for d in datums:
-        by_name[d["name"]].append(float(d["value"]))
+        table = d["dimensions"].get(TABLE_DIMENSION, "")
+        if table and len(tables) < 2:  # one table: its series repeats the job's
+            continue
+        by_name[d["name"], table].append(float(d["value"]))
         units[d["name"]] = d["unit"]
     rows = [("metric", "source", "unit", "n", "sum", "min", "max", "last")]
     order = [m.name for m in BY_NAME.values()]
-    for name in sorted(by_name, key=lambda n: order.index(n) if n in order else len(order)):
-        values = by_name[name]
+    for name, table in sorted(by_name, key=lambda n: (order.index(n[0]) if n[0] in order else len(order), n[1])):
+        values = by_name[name, table]
         source = BY_NAME[name].source.value if name in BY_NAME else "?"
         rows.append(
             (
-                name,
+                f"{name} [{table}]" if table else name,
                 source,
                 units[name],
                 str(len(values)),

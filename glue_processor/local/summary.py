@@ -80,9 +80,20 @@ def render(records: Sequence[CommitRecord], *, feed: Any, dataset: dict[str, Any
         f"{dataset['duplicates']} duplicate (source, line) pairs; "
         f"quarantine: {dataset['quarantined']} records under {dataset['quarantine_path']}"
     )
-    if table := dataset.get("table"):
+    tables = dataset.get("tables", [])
+    if len(tables) > 1:
         out.append(
-            f"table {table['name']} (Iceberg, catalog {table['catalog']}, at {table['location']}): current snapshot "
+            _table(
+                ["table", "rows", "parquet files", "duplicates", "snapshot"],
+                [[t["name"], t["rows"], t["files"], t["duplicates"], t.get("snapshot_id", "")] for t in tables],
+            )
+        )
+    if table := dataset.get("table"):
+        what = f"table {table['name']}" if len(tables) < 2 else f"tables of {table['name'].split('.')[0]}"
+        out.append(
+            f"{what} (Iceberg, catalog {table['catalog']}, at {table['location']}): current snapshot "
             f"{table['snapshot_id']} of {table['snapshots']}; query it with: {table['query']} [SQL=...]"
+            if len(tables) < 2
+            else f"{what} (Iceberg, catalog {table['catalog']}); query them with: {table['query']} [SQL=...]"
         )
     return "\n".join(out)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -79,12 +79,17 @@ def progress_datums(
 
 
 def record_datums(
-    record: CommitRecord, *, dimensions: dict[str, str], max_partitions: int | None = None
+    record: CommitRecord, *, dimensions: dict[str, str], max_partitions: int | None = None, deferred: int = 0
 ) -> list[Datum]:
-    """Datums for one committed batch (``max_partitions``: the bound its partitions are held to)."""
+    """Datums for one committed batch (``max_partitions``: the bound its partitions are held to;
+    ``deferred``: the shares set aside after it)."""
     s = record.stats
     when = record.committed_at
+    refused = sum(1 for x in record.sources if x.status == "rejected" and x.table)
     out = [
+        datum(M.UNROUTED_OBJECTS, sum(1 for x in record.sources if x.status == "ignored"), dimensions, when),
+        datum(M.REFUSED_OBJECTS, refused, dimensions, when),
+        datum(M.DEFERRED_PUBLICATIONS, deferred, dimensions, when),
         datum(M.RECORDS_IN, s.records_in, dimensions, when),
         datum(M.RECORDS_OUT, s.records_out, dimensions, when),
         datum(M.INPUT_BYTES, s.input_bytes, dimensions, when),
@@ -114,14 +119,47 @@ def record_datums(
     return out
 
 
-def table_datums(commit_ms: float, table: dict[str, int], *, dimensions: dict[str, str], when: datetime) -> list[Datum]:
-    """Datums of a batch's commit: its duration, and the table's size after it (Iceberg only)."""
+def share_datums(
+    record: CommitRecord,
+    commit_ms: Mapping[str, float],
+    *,
+    dimensions: dict[str, str],
+    table_of: Callable[[str], str] = lambda t: t,
+) -> list[Datum]:
+    """Each table's share of a batch, with the ``Table`` dimension: records, bytes, bad lines,
+    objects refused, and its publication's duration (the dashboard's top tables)."""
+    when = record.committed_at
+    out: list[Datum] = []
+    for share in record.tables:
+        table = table_of(share.table)
+        dims = {**dimensions, M.TABLE_DIMENSION: table}
+        s = share.stats
+        refused = sum(1 for x in record.sources if x.status == "rejected" and x.table == share.table)
+        out += [
+            datum(M.RECORDS_IN, s.records_in, dims, when),
+            datum(M.RECORDS_OUT, s.records_out, dims, when),
+            datum(M.INPUT_BYTES, s.input_bytes, dims, when),
+            datum(M.BAD_RECORDS, s.bad_records, dims, when),
+            datum(M.REFUSED_OBJECTS, refused, dims, when),
+        ]
+        if share.table in commit_ms:
+            out.append(datum(M.TABLE_COMMIT_DURATION, commit_ms[share.table], dims, when))
+    return out
+
+
+def table_datums(
+    commit_ms: float, tables: Mapping[str, dict[str, int]], *, dimensions: dict[str, str], when: datetime
+) -> list[Datum]:
+    """Datums of a batch's commit: its duration, and the tables' size after it (Iceberg only): the
+    most snapshots any table keeps (what a commit's cost grows with), the data files of them all."""
     # a failed publication attempt counts 1 as it happens (the batch may wait long); a published batch 0
     out = [datum(M.TABLE_COMMIT_DURATION, commit_ms, dimensions, when), datum(M.PUBLISH_FAILURES, 0, dimensions, when)]
-    if "snapshots" in table:
-        out.append(datum(M.TABLE_SNAPSHOTS, table["snapshots"], dimensions, when))
-    if "data_files" in table:
-        out.append(datum(M.TABLE_DATA_FILES, table["data_files"], dimensions, when))
+    snapshots = [t["snapshots"] for t in tables.values() if "snapshots" in t]
+    files = [t["data_files"] for t in tables.values() if "data_files" in t]
+    if snapshots:
+        out.append(datum(M.TABLE_SNAPSHOTS, max(snapshots), dimensions, when))
+    if files:
+        out.append(datum(M.TABLE_DATA_FILES, sum(files), dimensions, when))
     return out
 
 

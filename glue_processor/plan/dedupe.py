@@ -19,7 +19,7 @@ import hashlib
 import io
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -119,11 +119,12 @@ class DedupeIndex:
         return batch
 
     # -- snapshot -----------------------------------------------------------------------------
-    def to_bytes(self, *, keys: Iterable[str], at: datetime) -> bytes:
-        """One file: every segment, the job's known keys, and the time it covers up to."""
+    def to_bytes(self, *, keys: Iterable[str] | Mapping[str, Iterable[str]], at: datetime) -> bytes:
+        """One file: every segment, the job's known keys (per table), and the time it covers up to."""
+        tables = keys if isinstance(keys, Mapping) else {"": keys}
         arrays: dict[str, npt.NDArray[np.generic]] = {
             "at": np.array([at.timestamp()], dtype=np.float64),
-            "keys": np.array([json.dumps(sorted(keys))]),
+            "keys": np.array([json.dumps({t: sorted(k) for t, k in sorted(tables.items())})]),
             "slots": np.array([s.slot for s in self._segments], dtype=np.int64),
         }
         for n, s in enumerate(self._segments):
@@ -133,11 +134,13 @@ class DedupeIndex:
         return buf.getvalue()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> tuple[DedupeIndex, set[str], datetime]:
-        """The index, the known keys, and the time the snapshot covers up to."""
+    def from_bytes(cls, data: bytes) -> tuple[DedupeIndex, dict[str, set[str]], datetime]:
+        """The index, the known keys per table (a snapshot from before routing: table ""), and the
+        time the snapshot covers up to."""
         with np.load(io.BytesIO(data)) as z:
             at = float(z["at"][0])
-            keys = set(json.loads(str(z["keys"][0])))
+            raw = json.loads(str(z["keys"][0]))
+            keys = {t: set(k) for t, k in raw.items()} if isinstance(raw, dict) else {"": set(raw)}
             index = cls()
             for n, slot in enumerate(z["slots"]):
                 index._segments.append(_Segment(int(slot), z[f"hi{n}"], z[f"lo{n}"], z[f"b{n}"]))
@@ -163,7 +166,9 @@ def _compact(segments: list[_Segment]) -> list[_Segment]:
     return out
 
 
-def save_snapshot(output_uri: str, index: DedupeIndex, keys: Iterable[str], *, at: datetime) -> None:
+def save_snapshot(
+    output_uri: str, index: DedupeIndex, keys: Iterable[str] | Mapping[str, Iterable[str]], *, at: datetime
+) -> None:
     """Write the index as one object under the output (atomically); a failure is logged, never
     raised: without a snapshot a restart reads the whole window's commit records instead."""
     from glue_processor.read.objects import store_for
@@ -176,7 +181,7 @@ def save_snapshot(output_uri: str, index: DedupeIndex, keys: Iterable[str], *, a
         logger.exception("dedupe snapshot not written", extra={"uri": uri})
 
 
-def load_snapshot(output_uri: str) -> tuple[DedupeIndex, set[str], datetime] | None:
+def load_snapshot(output_uri: str) -> tuple[DedupeIndex, dict[str, set[str]], datetime] | None:
     """The latest snapshot, or None when there is none (or it cannot be read: logged)."""
     from glue_processor.read.objects import ObjectMissing, store_for
 

@@ -6,7 +6,7 @@ manifest never fails the batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -24,6 +24,7 @@ class SourceFile:
     entry: ManifestEntry
     manifest_uri: str
     read_uri: str
+    table: str = ""  # the table its route names
 
     @property
     def source_uri(self) -> str:
@@ -48,11 +49,22 @@ class BatchPlan:
     files: list[SourceFile] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
     duplicates: list[tuple[SourceFile, str]] = field(default_factory=list)
+    ignored: list[SourceFile] = field(default_factory=list)  # no route leads to a table: not read
     bad_manifests: int = 0
 
     @property
     def input_bytes(self) -> int:
         return sum(f.entry.size for f in self.files)
+
+    def input_bytes_of(self, table: str) -> int:
+        return sum(f.entry.size for f in self.files if f.table == table)
+
+    def by_table(self) -> dict[str, list[SourceFile]]:
+        """The files to read, per table, in batch order (each table's share)."""
+        out: dict[str, list[SourceFile]] = {}
+        for f in self.files:
+            out.setdefault(f.table, []).append(f)
+        return out
 
 
 def plan_batch(
@@ -60,12 +72,14 @@ def plan_batch(
     settings: JobSettings,
     *,
     ingested: IngestedLookup | None = None,
+    route: Callable[[str], str | None] | None = None,
 ) -> BatchPlan:
-    """Parse the batch's manifests (uri, text) and decide what to read.
+    """Parse the batch's manifests (uri, text) and decide what to read, and into which table.
 
     - a manifest that is not valid JSON or fails its schema is quarantined whole;
     - an entry outside ``allowed_buckets`` is quarantined;
     - an entry larger than ``max_file_mb`` (stored bytes) is quarantined;
+    - an entry whose key no route leads to a table (``route`` says None) is ignored: not read;
     - an object version listed again in this batch is read once;
     - an object version already ingested by an earlier batch (``ingested``: which batch, within the
       dedupe window; one lookup for the whole batch) is not read again.
@@ -88,7 +102,11 @@ def plan_batch(
                     Rejection("file", source_uri(entry.bucket, entry.key), reason, manifest_uri, entry=entry)
                 )
                 continue
-            item = SourceFile(entry, manifest_uri, settings.source_uri_of(entry.bucket, entry.key))
+            table = route(entry.key) if route is not None else settings.table_name
+            item = SourceFile(entry, manifest_uri, settings.source_uri_of(entry.bucket, entry.key), table or "")
+            if table is None:
+                plan.ignored.append(item)
+                continue
             if entry.identity in seen:
                 plan.duplicates.append((item, "listed again in this batch"))
                 continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from glue_processor.plan.manifests import SourceFile
 from glue_processor.plan.ranges import number_ranges
@@ -19,8 +19,9 @@ from glue_processor.plan.sizing import Piece, parse_unit_count, plan_groups, pla
 from glue_processor.read.task import FileOutcome, FileTask, TaskSpec
 from glue_processor.read.text import MIB, Limits
 from glue_processor.settings import JobSettings
-from glue_processor.table.declared import DeclaredSchema
-from glue_processor.table.partitioning import PartitionPlan
+
+if TYPE_CHECKING:
+    from glue_processor.plan.routes import TableConfig
 
 # A parse task stages parts of 1/PART_FRACTION of the target file size: the write stage packs them
 # into files of about the target whatever each task wrote (whole-target parts left ~0.6-target
@@ -44,15 +45,15 @@ def plan_tasks(
     where: Where,
     *,
     settings: JobSettings,
+    config: TableConfig,
     known: tuple[str, ...],
-    declared: DeclaredSchema | None,
-    partitions: PartitionPlan | None,
     gzip_expansion: float,
     cores: int,
     spark_map: SparkMap,
 ) -> tuple[list[TaskSpec], list[FileOutcome]]:
-    """The parse tasks of ``files``, and the objects that will not be read (a range of theirs could
-    not be counted: nothing of them is loaded, rather than some of their lines)."""
+    """The parse tasks of ``files`` (one table's: ``config``), and the objects that will not be read
+    (a range of theirs could not be counted: nothing of them is loaded, rather than some of their
+    lines)."""
     estimates = [f.entry.size * (gzip_expansion if gzipped(f) else 1.0) for f in files]
     # a gzip object is one stream; one over max_object_mb is read whole, so the cap still applies
     cap = settings.max_object_mb * MIB
@@ -60,7 +61,7 @@ def plan_tasks(
     items, unread = number_ranges([file_task(files[p.item], p) for p in pieces], spark_map)
     estimate = {(p.item, p.start): p.estimate for p in pieces}
     weights = [estimate[i.item, i.start] for i in items]
-    part = max(1, settings.target_file_bytes // PART_FRACTION)
+    part = max(1, config.target_file_bytes // PART_FRACTION)
     limits = Limits(max_line_bytes=settings.max_line_mb * MIB, max_object_bytes=settings.max_object_mb * MIB)
     specs = [
         TaskSpec(
@@ -76,9 +77,9 @@ def plan_tasks(
             row_groups_per_file=1,
             max_open_files=settings.max_open_files_per_task,
             limits=limits,
-            declared=declared,
-            partitions=partitions,
-            max_columns=settings.max_columns,
+            declared=config.declared,
+            partitions=config.partitions,
+            max_columns=config.max_columns,
         )
         for i, group in enumerate(plan_groups(weights, parse_unit_count(weights, cores=cores)))
     ]

@@ -18,12 +18,16 @@ from glue_processor.plan.tasks import gzipped
 from glue_processor.read.extra import admit
 from glue_processor.read.task import FileOutcome, Staged, TaskResult
 
+REASON_UNROUTED = "no route of the routing file leads its key to a table (unmatched: ignore)"
+
 
 class Outcome:
-    """What a batch found out about its sources, accumulated while it runs."""
+    """What a batch found out about its sources, accumulated while it runs: the driver's (``plan``:
+    bad manifests and entries, duplicates, objects no route takes) or one table's share (``table``)."""
 
-    def __init__(self, plan: BatchPlan) -> None:
-        self.rejections: list[Rejection] = list(plan.rejections)
+    def __init__(self, plan: BatchPlan | None = None, *, table: str | None = None) -> None:
+        self.table = table
+        self.rejections: list[Rejection] = list(plan.rejections) if plan is not None else []
         self.sources: list[SourceRecord] = []
         self.data_files: list[Staged] = []
         self.quarantine_files: list[Staged] = []
@@ -36,11 +40,15 @@ class Outcome:
         self.rescued = 0
         self.extra_values = 0
         self.null_partitions = 0
+        if plan is None:
+            return
         for rejection in plan.rejections:
             if rejection.entry is not None:
                 self._record(rejection.entry, rejection.manifest_uri, "rejected", reason=rejection.reason)
         for dup, why in plan.duplicates:
-            self._record(dup.entry, dup.manifest_uri, "duplicate", reason=why)
+            self._record(dup.entry, dup.manifest_uri, "duplicate", reason=why, table=dup.table)
+        for item in plan.ignored:
+            self._record(item.entry, item.manifest_uri, "ignored", reason=REASON_UNROUTED)
 
     def read(self, source: SourceFile, found: FileOutcome) -> None:
         """An object that was read and parsed (ingested, or empty)."""
@@ -60,6 +68,21 @@ class Outcome:
         self.rejections.append(Rejection("file", source.source_uri, reason, source.manifest_uri, entry=source.entry))
         self._record(source.entry, source.manifest_uri, status, reason=reason)
 
+    def refuse(self, share: Outcome, files: Sequence[SourceFile], reason: str) -> None:
+        """A share its table would refuse (before the commit record): the objects it read are
+        quarantined whole with the reason, and recorded as rejected, in this (the driver's) outcome."""
+        loaded = {(s.bucket, s.key, s.etag, s.version_id) for s in share.sources if s.status in ("ingested", "empty")}
+        for f in files:
+            e = f.entry
+            if (e.bucket, e.key, e.etag, e.version_id) in loaded:
+                self.rejections.append(Rejection("file", f.source_uri, reason, f.manifest_uri, entry=e))
+                self._record(e, f.manifest_uri, "rejected", reason=reason, table=share.table)
+            # what it could not read is in its share already (missing, unreadable): kept as it is
+        share.sources = [s for s in share.sources if s.status not in ("ingested", "empty")]
+        # nothing of it is written: its files and its bad lines' records go (a requeue reads it again)
+        share.data_files, share.quarantine_files = [], []
+        share.records_out = share.bad_records = share.rescued = share.extra_values = share.null_partitions = 0
+
     def count(self, status: str) -> int:
         return sum(1 for s in self.sources if s.status == status)
 
@@ -77,6 +100,7 @@ class Outcome:
                 bad_records=extra.get("bad", 0),
                 reason=extra.get("reason"),
                 version_id=entry.version_id,
+                table=extra.get("table", self.table),
             )
         )
 

@@ -2,10 +2,11 @@
 
 ``<database>.load_history`` (``--load_history_table``) holds one row per object version listed in
 a batch's manifests: which table it went to, its outcome (ingested, empty, missing, unreadable,
-duplicate...), rows written, lines quarantined, the batch, the data snapshot, its S3 event time and
-the commit time. It is appended right after the batch's data, exactly once per batch by the same
-check as the data (the snapshot summary names the query and batch, and a guard refuses a second
-append), so a replay after a crash between the two appends only what is missing. Readers query it
+duplicate, ignored...), rows written, lines quarantined, the batch, the data snapshot, its S3 event
+time and the commit time. It is appended right after the batch's tables, exactly once per batch by
+the same check as the data (the snapshot summary names the query and batch, and a guard refuses a
+second append), so a replay after a crash between the two appends only what is missing. The rows of
+a table's share that was set aside (its publication kept failing) are appended when it is published. Readers query it
 like any table (Athena, ``make query``), e.g. what landed and was never loaded.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, timedelta
 
 import pyarrow as pa
@@ -22,11 +23,12 @@ from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, 
 from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 
-from contracts.ledger import CommitRecord
+from contracts.ledger import CommitRecord, SourceRecord
 from glue_processor.table.catalog import TABLE_PROPERTIES
 from glue_processor.table.iceberg import (
     ATTEMPT,
     BATCH_ID,
+    PART,
     QUERY_ID,
     BatchAppended,
     expire_now_and_then,
@@ -60,31 +62,46 @@ SCHEMA = pa.schema(
 )
 
 
-def history_rows(record: CommitRecord, *, table_name: str, snapshot_id: int | None) -> pa.Table:
-    """The batch's rows of the load history (one per object version its manifests listed)."""
-    s = record.sources
+def history_rows(
+    record: CommitRecord,
+    sources: Sequence[SourceRecord],
+    *,
+    database: str,
+    legacy: str,
+    snapshots: Mapping[str, int | None],
+) -> pa.Table:
+    """Rows of the load history for ``sources`` of a batch: their table (``<database>.<table>``, null
+    for an object no table took), and the snapshot that published their table's share."""
+    tables = [_table_of(record, x, legacy) for x in sources]
     return pa.table(
         {
-            "table_name": [table_name] * len(s),
-            "bucket": [x.bucket for x in s],
-            "key": [x.key for x in s],
-            "version_id": [x.version_id for x in s],
-            "etag": [x.etag for x in s],
-            "size": [x.size for x in s],
-            "status": [x.status for x in s],
-            "reason": [x.reason for x in s],
-            "rows_written": [x.records for x in s],
-            "lines_quarantined": [x.bad_records for x in s],
-            "event_time": [x.event_time for x in s],
-            "commit_time": [record.committed_at] * len(s),
-            "commit_date": [record.committed_at.astimezone(UTC).date()] * len(s),
-            "batch_id": [record.batch_id] * len(s),
-            "query_id": [record.query_id] * len(s),
-            "snapshot_id": [snapshot_id] * len(s),
-            "manifest_uri": [x.manifest_uri for x in s],
+            "table_name": [f"{database}.{t}" if t else None for t in tables],
+            "bucket": [x.bucket for x in sources],
+            "key": [x.key for x in sources],
+            "version_id": [x.version_id for x in sources],
+            "etag": [x.etag for x in sources],
+            "size": [x.size for x in sources],
+            "status": [x.status for x in sources],
+            "reason": [x.reason for x in sources],
+            "rows_written": [x.records for x in sources],
+            "lines_quarantined": [x.bad_records for x in sources],
+            "event_time": [x.event_time for x in sources],
+            "commit_time": [record.committed_at] * len(sources),
+            "commit_date": [record.committed_at.astimezone(UTC).date()] * len(sources),
+            "batch_id": [record.batch_id] * len(sources),
+            "query_id": [record.query_id] * len(sources),
+            "snapshot_id": [snapshots.get(t) if t else None for t in tables],
+            "manifest_uri": [x.manifest_uri for x in sources],
         },
         schema=SCHEMA,
     )
+
+
+def _table_of(record: CommitRecord, source: SourceRecord, legacy: str) -> str | None:
+    if source.table is not None:
+        return source.table or legacy
+    # a record from before routing named no table: what it loaded went to the one table
+    return legacy if record.schema_version == 1 and source.status in ("ingested", "empty") else None
 
 
 def ensure_history_table(catalog: Catalog, database: str, name: str, *, location: str) -> Table:
@@ -110,40 +127,60 @@ def ensure_history_table(catalog: Catalog, database: str, name: str, *, location
 
 
 class LoadHistory:
-    """Appends a committed batch's rows of the load history, once."""
+    """Appends a committed batch's rows of the load history, once: the batch's rows when its
+    shares are published (``part`` ""), and the rows of a share set aside (see
+    :mod:`glue_processor.commit.deferred`) when that share is published (``part``: its table)."""
 
-    def __init__(self, table: Callable[[], Table], *, data_table: str, snapshot_retention: timedelta) -> None:
+    def __init__(
+        self, table: Callable[[], Table], *, database: str, legacy: str, snapshot_retention: timedelta
+    ) -> None:
         self._table = table
-        self.data_table = data_table
+        self.database, self.legacy = database, legacy
         self.snapshot_retention = snapshot_retention  # a snapshot per batch: expired as the data's
 
-    def publish(self, record: CommitRecord, snapshot_id: int | None) -> None:
-        """Append the batch's rows unless the history has them. The history never holds up the
-        stream: a failure is logged (the ledger's commit record keeps every row's content) and the
-        batch counts as published."""
-        if not record.sources:
+    def open(self) -> None:
+        self._table()
+
+    def publish(
+        self,
+        record: CommitRecord,
+        snapshots: Mapping[str, int | None],
+        *,
+        part: str = "",
+        set_aside: Collection[str] = (),
+    ) -> None:
+        """Append the rows of ``part`` unless the history has them: ``""``, every source but those of
+        the tables ``set_aside``; a table's name, that table's sources. The history never holds up
+        the stream: a failure is logged (the ledger's commit record keeps every row's content)."""
+        if part:
+            sources = [s for s in record.sources if _table_of(record, s, self.legacy) == part]
+        else:
+            sources = [s for s in record.sources if _table_of(record, s, self.legacy) not in set_aside]
+        if not sources:
             return
         try:
-            self._append(record, snapshot_id)
+            self._append(record, sources, snapshots, part)
         except Exception:
             logger.exception(
                 "could not append the batch to the load history; the ledger's commit record has its rows",
-                extra={"batch_id": record.batch_id, "query_id": record.query_id},
+                extra={"batch_id": record.batch_id, "query_id": record.query_id, "part": part},
             )
 
-    def _append(self, record: CommitRecord, snapshot_id: int | None) -> None:
+    def _append(
+        self, record: CommitRecord, sources: Sequence[SourceRecord], snapshots: Mapping[str, int | None], part: str
+    ) -> None:
         table = self._table()
         table.refresh()
-        if find_snapshot(table.metadata, record.query_id, record.batch_id) is not None:
+        if find_snapshot(table.metadata, record.query_id, record.batch_id, part=part) is not None:
             return
-        rows = history_rows(record, table_name=self.data_table, snapshot_id=snapshot_id)
-        properties = {QUERY_ID: record.query_id, BATCH_ID: str(record.batch_id), ATTEMPT: record.attempt}
+        rows = history_rows(record, sources, database=self.database, legacy=self.legacy, snapshots=snapshots)
+        properties = {QUERY_ID: record.query_id, BATCH_ID: str(record.batch_id), ATTEMPT: record.attempt, PART: part}
         try:
-            with guarded(table, record.query_id, record.batch_id).transaction() as tx:
+            with guarded(table, record.query_id, record.batch_id, part).transaction() as tx:
                 tx.append(rows, snapshot_properties=properties)
         except BatchAppended:  # another run appended it between the refresh and the commit
             table.refresh()
-            if find_snapshot(table.metadata, record.query_id, record.batch_id) is None:
+            if find_snapshot(table.metadata, record.query_id, record.batch_id, part=part) is None:
                 raise
             return
         table.refresh()

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from contracts.exceptions import StorageError
-from contracts.ledger import CommitRecord, PublishedFile
+from contracts.ledger import CommitRecord, PublishedFile, TableShare
 from glue_processor import faults
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.table.hive_catalog import GlueColumns
@@ -41,14 +41,16 @@ class HiveSink:
     def output_dir(self, committed_at: datetime, *, query_id: str = "", batch_id: int = 0, attempt: str = "") -> str:
         return f"{self.output_uri}/{self.partition(committed_at)}"
 
-    def check(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> None:
-        if self.columns is not None and record.data_files:
-            self.columns.check(record.keys)
+    def check(self, share: TableShare, footers: Mapping[str, bytes] | None = None) -> None:
+        if self.columns is not None and share.data_files:
+            self.columns.check(share.keys)
 
-    def publish(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> int | None:
-        move_all(self.fs, record.data_files)
-        if self.columns is not None and record.data_files:
-            self.columns.sync(record.keys)
+    def publish(
+        self, record: CommitRecord, share: TableShare, footers: Mapping[str, bytes] | None = None
+    ) -> int | None:
+        move_all(self.fs, share.data_files)
+        if self.columns is not None and share.data_files:
+            self.columns.sync(share.keys)
         return None
 
     def discard_attempts(self, fs: HadoopFS, query_id: str, batch_id: int, *, keep: str | None) -> None:

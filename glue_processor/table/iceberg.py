@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -32,7 +32,7 @@ from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.table.update import AssertRefSnapshotId, TableRequirement, TableUpdate
 
-from contracts.ledger import CommitRecord
+from contracts.ledger import CommitRecord, TableShare
 from glue_processor import faults
 from glue_processor.commit.publication import PublishRefused, refuse_columns
 from glue_processor.hadoop_fs import HadoopFS
@@ -40,14 +40,13 @@ from glue_processor.table.datafiles import DataFiles
 from glue_processor.table.footer import metadata_of
 from glue_processor.table.schema import INGEST_DAY, data_columns, missing_columns
 
-if TYPE_CHECKING:
-    from glue_processor.table.history import LoadHistory
-
 logger = logging.getLogger(__name__)
 
 QUERY_ID = "ingest.query-id"
 BATCH_ID = "ingest.batch-id"
 ATTEMPT = "ingest.attempt"
+# the load history's appends of a batch: the batch's ("") or one table's share set aside, appended later
+PART = "ingest.part"
 EXPIRE_EVERY = 60
 # where batches write their files under the table (see IcebergSink.output_dir)
 INGEST_DIR = "ingest"
@@ -62,9 +61,9 @@ class BatchGuard:
     holds: each attempt is checked against the metadata it was built on (whose head pyiceberg's
     requirement asserts), pyiceberg's own retries after a conflict included."""
 
-    def __init__(self, catalog: Catalog, query_id: str, batch_id: int) -> None:
+    def __init__(self, catalog: Catalog, query_id: str, batch_id: int, part: str | None = None) -> None:
         self._catalog = catalog
-        self.query_id, self.batch_id = query_id, batch_id
+        self.query_id, self.batch_id, self.part = query_id, batch_id, part
 
     def commit_table(
         self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]
@@ -75,7 +74,7 @@ class BatchGuard:
         base = table.metadata
         if head is not None and base.current_snapshot_id != head:
             base = self._catalog.load_table(table.name()).metadata  # not the head asserted: read it
-        if find_snapshot(base, self.query_id, self.batch_id) is not None:
+        if find_snapshot(base, self.query_id, self.batch_id, part=self.part) is not None:
             raise BatchAppended(f"batch {self.batch_id} of query {self.query_id} is already in the table")
         return self._catalog.commit_table(table, requirements, updates)
 
@@ -83,9 +82,9 @@ class BatchGuard:
         return getattr(self._catalog, name)
 
 
-def guarded(table: Table, query_id: str, batch_id: int) -> Table:
+def guarded(table: Table, query_id: str, batch_id: int, part: str | None = None) -> Table:
     """The same table, committing through :class:`BatchGuard`."""
-    guard = cast(Catalog, BatchGuard(table.catalog, query_id, batch_id))
+    guard = cast(Catalog, BatchGuard(table.catalog, query_id, batch_id, part))
     return Table(table.name(), table.metadata, table.metadata_location, table.io, guard)
 
 
@@ -104,12 +103,15 @@ def expire_now_and_then(table: Table, batch_id: int, retention: timedelta) -> No
         logger.warning("snapshot expiry conflicted; retried later", extra={"batch_id": batch_id})
 
 
-def find_snapshot(metadata: TableMetadata, query_id: str, batch_id: int) -> Snapshot | None:
-    """The snapshot that appended this batch, newest first (it is recent when it exists)."""
+def find_snapshot(metadata: TableMetadata, query_id: str, batch_id: int, *, part: str | None = None) -> Snapshot | None:
+    """The snapshot that appended this batch, newest first (it is recent when it exists); ``part``:
+    which of the batch's appends to the load history (None: the one a data table has)."""
     wanted = str(batch_id)
     for snapshot in reversed(metadata.snapshots):
         summary = snapshot.summary
-        if summary is not None and summary[BATCH_ID] == wanted and summary[QUERY_ID] == query_id:
+        if summary is None or summary[BATCH_ID] != wanted or summary[QUERY_ID] != query_id:
+            continue
+        if part is None or summary.get(PART, "") == part:
             return snapshot
     return None
 
@@ -119,15 +121,8 @@ class IcebergSink:
 
     in_place = True
 
-    def __init__(
-        self,
-        table: Callable[[], Table],
-        *,
-        snapshot_retention: timedelta | None = None,
-        history: LoadHistory | None = None,
-    ) -> None:
+    def __init__(self, table: Callable[[], Table], *, snapshot_retention: timedelta | None = None) -> None:
         self._table = table
-        self.history = history
         # Every commit costs time in proportion to the snapshots the metadata lists (pyiceberg copies
         # the metadata while it builds a commit: ~1 ms per snapshot, see bench/commit_cost.py), so the
         # job expires old snapshots itself every EXPIRE_EVERY batches instead of waiting for the daily
@@ -167,33 +162,29 @@ class IcebergSink:
             out["data_files"] = int(files)
         return out
 
-    def check(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> None:
-        """The batch's schema change, as the catalog would take it: valid names, a width one Glue
+    def check(self, share: TableShare, footers: Mapping[str, bytes] | None = None) -> None:
+        """The share's schema change, as the catalog would take it: valid names, a width one Glue
         UpdateTable carries, types that merge (staged on a transaction that is never committed)."""
-        if not record.data_files:
+        if not share.data_files:
             return
         table = self._table()
-        first = record.data_files[0].final
+        first = share.data_files[0].final
         written = _arrow_schema(table, first, (footers or {}).get(first))
         schema = table.schema()
-        new = missing_columns(schema, record.keys, written)
+        new = missing_columns(schema, share.keys, written)
         refuse_columns([f.name for f in schema.fields] + new)
         if new:
             try:
-                table.transaction().update_schema().union_by_name(data_columns(record.keys, written))
+                table.transaction().update_schema().union_by_name(data_columns(share.keys, written))
             except (ValueError, ValidationError) as exc:
                 raise PublishRefused(f"the batch's columns do not merge into the table's schema: {exc}") from exc
 
-    def publish(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> int | None:
-        """Append the record's data files unless the table has them, then its load history; the
-        snapshot id, or None when the batch wrote no data file."""
-        snapshot_id = self._publish_data(record, footers)
-        if self.history is not None:
-            self.history.publish(record, snapshot_id)
-        return snapshot_id
-
-    def _publish_data(self, record: CommitRecord, footers: Mapping[str, bytes] | None) -> int | None:
-        if not record.data_files:
+    def publish(
+        self, record: CommitRecord, share: TableShare, footers: Mapping[str, bytes] | None = None
+    ) -> int | None:
+        """Append the share's data files unless the table has them; the snapshot id, or None when
+        the share wrote no data file."""
+        if not share.data_files:
             return None
         table = self._table()
         table.refresh()
@@ -201,7 +192,7 @@ class IcebergSink:
         if done is not None:
             return done.snapshot_id
         try:
-            snapshot_id = self._append(table, record, footers or {})
+            snapshot_id = self._append(table, record, share, footers or {})
         except BatchAppended:  # another run appended it between the refresh and the commit
             table.refresh()
             done = find_snapshot(table.metadata, record.query_id, record.batch_id)
@@ -215,19 +206,19 @@ class IcebergSink:
         if self.snapshot_retention is not None:
             expire_now_and_then(table, batch_id, self.snapshot_retention)
 
-    def _append(self, table: Table, record: CommitRecord, footers: Mapping[str, bytes]) -> int:
+    def _append(self, table: Table, record: CommitRecord, share: TableShare, footers: Mapping[str, bytes]) -> int:
         properties = {QUERY_ID: record.query_id, BATCH_ID: str(record.batch_id), ATTEMPT: record.attempt}
         # the files' own column types (declared columns are typed): the first file's footer tells
-        first = record.data_files[0].final
+        first = share.data_files[0].final
         written = _arrow_schema(table, first, footers.get(first))
         with guarded(table, record.query_id, record.batch_id).transaction() as tx:
-            new = missing_columns(tx.table_metadata.schema(), record.keys, written)
+            new = missing_columns(tx.table_metadata.schema(), share.keys, written)
             if new:
                 with tx.update_schema() as update:
-                    update.union_by_name(data_columns(record.keys, written))
+                    update.union_by_name(data_columns(share.keys, written))
             metadata = tx.table_metadata
             entries = DataFiles(table.io, metadata)
-            files = [entries.entry(f.final, f.bytes, footers.get(f.final)) for f in record.data_files]
+            files = [entries.entry(f.final, f.bytes, footers.get(f.final)) for f in share.data_files]
             with tx.update_snapshot(snapshot_properties=properties).fast_append() as append:
                 for entry in files:
                     append.append_data_file(entry)
@@ -239,6 +230,7 @@ class IcebergSink:
         logger.info(
             "batch appended to the table",
             extra={
+                "table": str(table.name()),
                 "batch_id": record.batch_id,
                 "snapshot_id": snapshot.snapshot_id,
                 "files": len(files),

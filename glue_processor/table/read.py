@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 
 from glue_processor.settings import JobSettings
 from glue_processor.table.catalog import open_catalog
 
 
-def load(settings: JobSettings) -> Table:
-    return open_catalog(settings.catalog_uri).load_table((settings.database, settings.table_name))
+def load(settings: JobSettings, table: str | None = None) -> Table:
+    """One of the job's tables (default: its own, --table_name)."""
+    return open_catalog(settings.catalog_uri).load_table((settings.database, table or settings.table_name))
 
 
 def current_files(table: Table) -> list[str]:
@@ -34,7 +36,10 @@ def published_files(output: Path, *, database: str = "ingest", table_name: str =
     when the root has the embedded catalog, else the visible (no ``_``/``.`` path part) Parquet files."""
     catalog_db = output / "_catalog" / "catalog.db"
     if catalog_db.exists():
-        table = open_catalog(f"sqlite:///{catalog_db}").load_table((database, table_name))
+        try:
+            table = open_catalog(f"sqlite:///{catalog_db}").load_table((database, table_name))
+        except NoSuchTableError:  # not written yet (or not a table of this run's routing)
+            return []
         return [local_file(p) for p in current_files(table)]
     if not output.exists():
         return []

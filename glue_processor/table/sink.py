@@ -1,17 +1,24 @@
-"""The seam between the batch path and where its files become visible."""
+"""The seam between the batch path and where its files become visible: one sink per table.
+
+A batch writes a share to each table its objects are routed to (:mod:`glue_processor.plan.routes`);
+:class:`Tables` holds each table's sink (opened once, on first use) and the load history they share.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from functools import cache
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from contracts.ledger import CommitRecord
+from contracts.ledger import CommitRecord, TableShare
 from glue_processor.hadoop_fs import HadoopFS
+from glue_processor.plan.routes import Routes, TableConfig
 from glue_processor.settings import JobSettings
-from glue_processor.table.declared import DeclaredSchema
-from glue_processor.table.partitioning import PartitionPlan
+from glue_processor.table.partitioning import parse_partition_by
+
+if TYPE_CHECKING:
+    from glue_processor.table.history import LoadHistory
 
 
 class Sink(Protocol):
@@ -31,13 +38,15 @@ class Sink(Protocol):
         """Where the batch attempt's data files go (or will be moved to)."""
         ...
 
-    def check(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> None:
+    def check(self, share: TableShare, footers: Mapping[str, bytes] | None = None) -> None:
         """Before the commit record: raise :class:`~glue_processor.commit.publication.PublishRefused` when
-        the table's catalog would refuse the batch's schema change (names, width, types)."""
+        the table's catalog would refuse the share's schema change (names, width, types)."""
         ...
 
-    def publish(self, record: CommitRecord, footers: Mapping[str, bytes] | None = None) -> int | None:
-        """Make the committed record's data files visible, idempotently; the snapshot id if any."""
+    def publish(
+        self, record: CommitRecord, share: TableShare, footers: Mapping[str, bytes] | None = None
+    ) -> int | None:
+        """Make the committed share's data files visible, idempotently; the snapshot id if any."""
         ...
 
     def discard_attempts(self, fs: HadoopFS, query_id: str, batch_id: int, *, keep: str | None) -> None:
@@ -49,9 +58,74 @@ class Sink(Protocol):
         ...
 
 
-def sink_for(
-    settings: JobSettings, fs: HadoopFS, declared: DeclaredSchema | None = None, plan: PartitionPlan | None = None
-) -> Sink:
+class Tables:
+    """The job's tables: a sink per table, made on first use, and the load history."""
+
+    def __init__(self, settings: JobSettings, fs: HadoopFS, routes: Routes) -> None:
+        self.settings, self.fs, self.routes = settings, fs, routes
+        self._sinks: dict[str, Sink] = {}
+        self._lock = threading.Lock()  # shares publish in parallel threads
+        self._catalogs: list[Any] = []
+        self._catalog_lock = threading.Lock()
+        self.history = history_for(settings, self.catalog) if settings.table_format == "iceberg" else None
+
+    def config(self, table: str) -> TableConfig:
+        """A table's configuration; a share of a table the routing no longer names (a batch committed
+        before the routing changed) is written with the job's defaults, under its own name."""
+        name = self.routes.name(table)
+        found = self.routes.tables.get(name)
+        if found is not None:
+            return found
+        return TableConfig(
+            name=name,
+            location=self.settings.location_of(name),
+            declared=None,
+            partitions=parse_partition_by("", None) if self.settings.table_format == "iceberg" else None,
+            target_file_bytes=self.settings.target_file_bytes,
+            max_columns=self.settings.max_columns,
+        )
+
+    @property
+    def first(self) -> Sink:
+        """The sink of the routing's first table (of the one table without a routing file): what the
+        batch asks of every sink alike (in place or not, the partition label of its records)."""
+        return self.sink(next(iter(self.routes.tables)))
+
+    def sink(self, table: str) -> Sink:
+        name = self.routes.name(table)
+        with self._lock:
+            if name not in self._sinks:
+                self._sinks[name] = sink_for(self.settings, self.fs, self.config(name), self.catalog)
+            return self._sinks[name]
+
+    def open(self) -> None:
+        """Reach every table the routing names (created on first use) and the load history."""
+        for name in self.routes.tables:
+            self.sink(name).open()
+        if self.history is not None:
+            self.history.open()
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        return {name: sink.stats() for name, sink in self.sinks().items()}
+
+    def catalog(self) -> Any:
+        """One catalog client for every table of the job (made on first use; pyiceberg's catalogs
+        are safe to share between threads)."""
+        with self._catalog_lock:
+            if not self._catalogs:
+                from glue_processor.table.catalog import open_catalog
+
+                self._catalogs.append(open_catalog(self.settings.catalog_uri))
+            return self._catalogs[0]
+
+    def sinks(self) -> dict[str, Sink]:
+        """The sinks made so far."""
+        with self._lock:
+            return dict(self._sinks)
+
+
+def sink_for(settings: JobSettings, fs: HadoopFS, config: TableConfig, catalog: Callable[[], Any]) -> Sink:
+    """The sink of one table: an Iceberg table of the job's catalog, or hive-parquet directories."""
     if settings.table_format == "hive-parquet":
         from glue_processor.table.hive import HiveSink
 
@@ -61,42 +135,60 @@ def sink_for(
 
             from glue_processor.table.hive_catalog import GlueColumns
 
-            columns = GlueColumns(boto3.client("glue"), settings.database, settings.table_name, declared)
+            columns = GlueColumns(boto3.client("glue"), settings.database, config.name, config.declared)
         return HiveSink(fs, settings.output_uri, columns)
-    from glue_processor.table.catalog import ensure_table, open_catalog
+    from glue_processor.table.catalog import ensure_table
     from glue_processor.table.iceberg import IcebergSink
-    from glue_processor.table.partitioning import parse_partition_by
     from glue_processor.table.schema import typed_columns
 
-    partitions = plan or parse_partition_by(settings.partition_by, declared)
+    lock = threading.Lock()
+    opened: list[Any] = []
+    partitions = config.partitions or parse_partition_by("", None)
 
-    @cache
-    def catalog():  # type: ignore[no-untyped-def]
-        return open_catalog(settings.catalog_uri)
-
-    @cache
     def table():  # type: ignore[no-untyped-def]
-        return ensure_table(
-            catalog(),
-            settings.database,
-            settings.table_name,
-            location=settings.table_location,
-            plan=partitions,
-            columns=typed_columns(declared, partitions),
-        )
+        with lock:  # once, whichever thread asks first
+            if not opened:
+                opened.append(
+                    ensure_table(
+                        catalog(),
+                        settings.database,
+                        config.name,
+                        location=config.location,
+                        plan=partitions,
+                        columns=typed_columns(config.declared, partitions),
+                    )
+                )
+            return opened[0]
 
-    retention = timedelta(hours=settings.snapshot_retention_hours)
-    history = None
-    if settings.load_history_table:
-        from glue_processor.table.history import LoadHistory, ensure_history_table
+    return IcebergSink(table, snapshot_retention=timedelta(hours=settings.snapshot_retention_hours))
 
-        name = settings.load_history_table
 
-        @cache
-        def history_table():  # type: ignore[no-untyped-def]
-            return ensure_history_table(catalog(), settings.database, name, location=f"{settings.output_uri}/{name}")
+def history_for(settings: JobSettings, catalog: Callable[[], Any]) -> LoadHistory | None:
+    """The load history (``--load_history_table``; '' for none)."""
+    if not settings.load_history_table:
+        return None
+    from glue_processor.table.history import LoadHistory, ensure_history_table
 
-        history = LoadHistory(
-            history_table, data_table=f"{settings.database}.{settings.table_name}", snapshot_retention=retention
-        )
-    return IcebergSink(table, snapshot_retention=retention, history=history)
+    name = settings.load_history_table
+    opened: list[Any] = []
+    lock = threading.Lock()
+
+    def table():  # type: ignore[no-untyped-def]
+        with lock:
+            if not opened:
+                opened.append(
+                    ensure_history_table(
+                        catalog(),
+                        settings.database,
+                        name,
+                        location=settings.location_of(name),
+                    )
+                )
+            return opened[0]
+
+    return LoadHistory(
+        table,
+        database=settings.database,
+        legacy=settings.table_name,
+        snapshot_retention=timedelta(hours=settings.snapshot_retention_hours),
+    )

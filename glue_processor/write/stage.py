@@ -12,7 +12,9 @@ work (a few ms) rather than a task's scheduling (~40 ms here).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from glue_processor.hadoop_fs import HadoopFS
@@ -28,35 +30,54 @@ from glue_processor.write.merge import MergeSpec, concatenable, merge_parts, pla
 DRIVER_CONCATS = 4
 
 
+@dataclass(frozen=True)
+class Destination:
+    """One table's share of a batch, and where and how its files are written."""
+
+    outcome: Outcome
+    out_dir: str
+    prefix: str
+    target_bytes: int
+    declared: DeclaredSchema | None = None
+
+
 def write_files(
-    outcome: Outcome,
+    destinations: Sequence[Destination],
     *,
-    out_dir: str,
-    prefix: str,
-    target_bytes: int,
     keep_parts: bool,
-    declared: DeclaredSchema | None,
     spark_map: SparkMap,
     cores: int = 1,
 ) -> None:
-    """``outcome``'s parts -> its data files, with the batch's final columns."""
-    plan = plan_merge(
-        outcome.data_files,
-        outcome.final_keys,
-        target_bytes=target_bytes,
-        out_dir=out_dir,
-        prefix=prefix,
-        keep_parts=keep_parts,
-        declared=declared,
-    )
-    on_driver = [m for m in plan.merges if concatenable(m)] if len(plan.merges) <= DRIVER_CONCATS else []
-    tasks = [m for m in plan.merges if m not in on_driver]
+    """Each destination's parts -> its data files, with its share's final columns. The merges of
+    every table go into one Spark job (at most a task per core), so a batch of many tables costs
+    what its bytes cost."""
+    plans = [
+        plan_merge(
+            d.outcome.data_files,
+            d.outcome.final_keys,
+            target_bytes=d.target_bytes,
+            out_dir=d.out_dir,
+            prefix=d.prefix,
+            keep_parts=keep_parts,
+            declared=d.declared,
+        )
+        for d in destinations
+    ]
+    merges = [(i, m) for i, plan in enumerate(plans) for m in plan.merges]
+    on_driver = [x for x in merges if concatenable(x[1])] if len(merges) <= DRIVER_CONCATS else []
+    tasks = [x for x in merges if x not in on_driver]
+    written: list[list[Staged]] = [list(plan.keep) for plan in plans]
     with ThreadPoolExecutor(max_workers=DRIVER_CONCATS) as pool:
-        local = list(pool.map(merge_parts, on_driver))
-    groups = [[tasks[i] for i in g] for g in plan_groups([sum(p.bytes for p in m.parts) for m in tasks], cores)]
-    merged = [staged for group in spark_map(merge_all, groups) for staged in group]
-    outcome.data_files = [*plan.keep, *local, *merged]
-    outcome.extra_values += sum(f.folded for f in outcome.data_files)
+        for (i, _), staged in zip(on_driver, pool.map(lambda x: merge_parts(x[1]), on_driver), strict=True):
+            written[i].append(staged)
+    groups = [[tasks[j] for j in g] for g in plan_groups([sum(p.bytes for p in m.parts) for _, m in tasks], cores)]
+    results = spark_map(merge_all, [[m for _, m in group] for group in groups])
+    for group, staged_group in zip(groups, results, strict=True):
+        for (i, _), staged in zip(group, staged_group, strict=True):
+            written[i].append(staged)
+    for d, files in zip(destinations, written, strict=True):
+        d.outcome.data_files = files
+        d.outcome.extra_values += sum(f.folded for f in files)
 
 
 def merge_all(specs: list[MergeSpec]) -> list[Staged]:

@@ -126,7 +126,7 @@ class JsonlReader:
             if not line.strip():
                 continue
             d = json.loads(line)
-            if d["name"] == name and all(d["dimensions"].get(k) == v for k, v in dims.items()):
+            if d["name"] == name and d["dimensions"] == dims:  # exactly, as CloudWatch tells metrics apart
                 points.append((d["timestamp"], float(d["value"])))
         if not points:
             return []

@@ -162,13 +162,10 @@ def test_crash_between_commit_and_publish_is_finished_by_the_rerun(
     committer = job.committer()
     published: list[Any] = []
     # Given an attempt that wrote its commit record and then died before moving any file
-    real_publish = committer.publish
-    type(committer).publish = lambda self, record, footers=None: published.append(record)  # type: ignore[method-assign]
-    try:
-        job.committer = lambda: committer  # type: ignore[method-assign]
-        job.run([manifest], 9)
-    finally:
-        type(committer).publish = real_publish.__func__  # type: ignore[attr-defined]
+    committer.publish_share = lambda record, share, footers=None: published.append(record)  # type: ignore[method-assign]
+    committer.settle = lambda record: None  # type: ignore[method-assign]
+    job.committer = lambda query_id=None: committer  # type: ignore[method-assign]
+    job.run([manifest], 9)
     assert published and read_rows(tmp_path / "output") == []
     # When the batch id runs again, Then its files are published once
     env.job(spark).run([manifest], 9)
@@ -208,10 +205,11 @@ def test_a_restart_rebuilds_the_dedupe_index_from_its_snapshot_not_from_the_hist
     for name in ("000000000000.json", "000000000001.json"):
         (commits / name).unlink()
     # When a restarted job is handed the first object again
-    record = env.job(spark).run([env.manifest("m3", [first])], 3)
+    restarted = env.job(spark)
+    record = restarted.run([env.manifest("m3", [first])], 3)
     # Then it knows it was ingested, and the keys learnt before the restart are still columns
     assert [(s.key, s.status) for s in record.sources] == [("in/a.json", "duplicate")]
-    assert set(record.keys) >= {"a", "b", "c"}
+    assert restarted.known_keys >= {"a", "b", "c"}
 
 
 @pytest.mark.parametrize("table_format", ["iceberg", "hive-parquet"])
@@ -291,18 +289,18 @@ def test_a_new_key_adds_a_column_and_the_schema_survives_a_restart(spark: Any, t
     job = env.job(spark)
     # Given a first batch that teaches the job the key "a"
     first = job.run([env.manifest("m0", [env.put("in/0.json", b'{"a":1}\n')])], 0)
-    assert first.keys == ("a",)
+    assert first.tables[0].keys == ("a",)
     # When a later batch brings a new key "b" (written in a second pass)
     second = job.run([env.manifest("m1", [env.put("in/1.json", b'{"a":2,"b":"x"}\n{"a":3}\n')])], 1)
     # Then no value of "b" is lost, and the schema only grows
-    assert second.keys == ("a", "b")
+    assert second.tables[0].keys == ("a", "b")
     rows = {(r["a"], r["b"]) for r in read_rows(tmp_path / "output") if r["_batch_id"] == 1}
     assert rows == {("2", "x"), ("3", None)}
     assert second.stats.records_out == 2 and second.stats.columns == 2
     # And a restarted job starts from the schema it had: a batch without "b" still has its column
     restarted = env.job(spark)
     third = restarted.run([env.manifest("m2", [env.put("in/2.json", b'{"a":4}\n')])], 2)
-    assert third.keys == ("a", "b")
+    assert third.tables[0].keys == ("a", "b")
     (row,) = (r for r in read_rows(tmp_path / "output") if r["_batch_id"] == 2)
     assert (row["a"], row["b"]) == ("4", None)
 

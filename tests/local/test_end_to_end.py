@@ -67,7 +67,11 @@ def test_user_tree_is_ingested_then_only_new_files(tmp_path: Path) -> None:
     names = {d["name"] for d in datums}
     expected = {m.name for m in M.ALL if m.source in (M.Source.JOB, M.Source.MANIFEST_LAMBDA)}
     assert expected <= names, expected - names
-    assert sum(d["value"] for d in datums if d["name"] == "RecordsIn") == 13
+    assert sum(d["value"] for d in datums if d["name"] == "RecordsIn" and "Table" not in d["dimensions"]) == 13
+    # and each table's series too (one table here: events)
+    assert (
+        sum(d["value"] for d in datums if d["name"] == "RecordsIn" and d["dimensions"].get("Table") == "events") == 13
+    )
     assert sum(d["value"] for d in datums if d["name"] == "ObjectsPerManifest") == 4
 
     # make status explains what the control plane would do

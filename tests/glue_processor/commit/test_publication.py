@@ -57,7 +57,8 @@ def job_with_metrics(env: Env, spark: Any, tmp_path: Path) -> Any:
 def emitted(job: Any, tmp_path: Path, name: str) -> float:
     job.metrics.publisher.flush()
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines() if (tmp_path / "metrics.jsonl").exists() else []
-    return sum(d["value"] for d in map(json.loads, lines) if d["name"] == name)
+    # the job's series (a metric of a table is also published with the Table dimension)
+    return sum(d["value"] for d in map(json.loads, lines) if d["name"] == name and "Table" not in d["dimensions"])
 
 
 def test_a_catalog_that_refuses_for_a_while_is_waited_out_and_every_record_lands(
@@ -90,13 +91,13 @@ def test_a_batch_the_catalog_refuses_for_its_content_is_poison_and_the_stream_mo
     catalog = Refusing(monkeypatch, [refusal("InvalidInputException") for _ in range(100)])
     # When the batch runs
     job.run([manifest], 0)
-    # Then after max_batch_attempts refusals it is abandoned: its manifest quarantined with the cause
+    # Then after max_batch_attempts refusals the table's share is abandoned: its object quarantined with the cause
     assert catalog.calls == env.settings.max_batch_attempts
-    (record,) = [r for r in env.quarantine() if r["kind"] == "manifest"]
-    assert record["source_uri"] == manifest[0] and "InvalidInputException" in record["reason"]
+    (record,) = [r for r in env.quarantine() if r["kind"] == "file"]
+    assert record["source_uri"] == "s3://landing/in/x.json" and "InvalidInputException" in record["reason"]
     assert read_rows(tmp_path / "output") == []
-    assert not list((tmp_path / "output" / "events" / "data").rglob("*.parquet"))  # its files are gone
-    assert emitted(job, tmp_path, "PublishFailures") == 3 and emitted(job, tmp_path, "QuarantinedManifests") == 1
+    assert not list((tmp_path / "output" / "events").rglob("*.parquet"))  # its files are gone
+    assert emitted(job, tmp_path, "PublishFailures") == 3 and emitted(job, tmp_path, "RefusedObjects") == 1
     # And a replay of that batch publishes nothing, while the next batch (the catalog healthy again) lands
     catalog.errors.clear()
     env.job(spark).run([manifest], 0)
@@ -109,19 +110,27 @@ def test_a_batch_the_catalog_refuses_for_its_content_is_poison_and_the_stream_mo
     assert sorted(r["a"] for r in read_rows(tmp_path / "output")) == ["1", "2", "3"]
 
 
-def test_a_schema_change_the_catalog_would_refuse_fails_before_the_commit_record(spark: Any, tmp_path: Path) -> None:
+def test_a_schema_change_the_catalog_would_refuse_is_quarantined_before_the_commit_record(
+    spark: Any, tmp_path: Path
+) -> None:
     env = Env(tmp_path)
     job = env.job(spark)
     # Given a known key no catalog accepts as a column name (as an old commit record could carry)
     job._resumed = True
     job.known_keys.add("bad\nname")
     manifest = env.manifest("m1", [env.put("in/x.json", b'{"bad\\nname":1}\n')])
-    # When the batch runs, Then it fails before its commit record, and the failure is counted
-    with pytest.raises(PublishRefused, match="column names the catalog refuses"):
-        job.run([manifest], 0)
-    assert not list((tmp_path / "output" / "_commits").rglob("*.json"))
-    failures = json.loads(next((tmp_path / "output" / "_failures").rglob("*.json")).read_text())
-    assert failures["count"] == 1
+    # When the batch runs
+    record = job.run([manifest], 0)
+    # Then nothing of the table's share is committed: the record says why, its object is quarantined whole
+    (share,) = record.tables
+    assert share.data_files == () and "column names the catalog refuses" in (share.refused or "")
+    assert [(s.key, s.status) for s in record.sources] == [("in/x.json", "rejected")]
+    (quarantined,) = [r for r in env.quarantine() if r["kind"] == "file"]
+    assert quarantined["source_uri"] == "s3://landing/in/x.json" and "would refuse" in quarantined["reason"]
+    assert read_rows(tmp_path / "output") == []
+    assert not list((tmp_path / "output" / "events").rglob("*.parquet"))  # its files are removed
+    # And the batch itself did not fail: the stream goes on
+    assert not (tmp_path / "output" / "_failures").exists()
 
 
 def test_what_is_refused_and_what_is_waited_out() -> None:

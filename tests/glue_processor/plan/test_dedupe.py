@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import io
+import json
 from datetime import UTC, datetime, timedelta
+
+import numpy as np
 
 from glue_processor.plan.dedupe import SEGMENT_SPAN_S, DedupeIndex
 
@@ -45,9 +49,13 @@ def test_a_snapshot_restores_the_index_and_the_keys() -> None:
     index = DedupeIndex()
     for b in range(130):
         index.add_batch(b, T0 + timedelta(seconds=30 * b), ids(b, 5))
-    data = index.to_bytes(keys={"a", "b"}, at=T0 + timedelta(hours=1))
+    data = index.to_bytes(keys={"events": {"a", "b"}, "orders": {"c"}}, at=T0 + timedelta(hours=1))
     restored, keys, at = DedupeIndex.from_bytes(data)
-    assert keys == {"a", "b"} and at == T0 + timedelta(hours=1)
+    assert keys == {"events": {"a", "b"}, "orders": {"c"}} and at == T0 + timedelta(hours=1)
+    # a snapshot from before routing (a list of one table's keys) reads as the keys of table ""
+    old = io.BytesIO()
+    np.savez(old, at=np.array([T0.timestamp()]), keys=np.array([json.dumps(["a"])]), slots=np.array([], np.int64))
+    assert DedupeIndex.from_bytes(old.getvalue())[1] == {"": {"a"}}
     assert len(restored) == len(index) == 650
     probe = [ids(b, 5)[b % 5] for b in range(0, 130, 13)]
     assert restored.lookup(probe) == index.lookup(probe) == list(range(0, 130, 13))

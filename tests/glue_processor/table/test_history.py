@@ -46,9 +46,8 @@ def test_every_object_version_of_a_batch_is_a_row_of_the_load_history_once(spark
     assert rows[0]["commit_time"] == first.committed_at and rows[2]["commit_time"] == second.committed_at
     assert rows[2]["reason"]
     # And publishing the batches again (a replay) appends nothing
-    assert isinstance(job.sink, IcebergSink)
-    job.sink.publish(first)
-    job.sink.publish(second)
+    job.publisher().publish(first, job.committer(), fresh=False)
+    job.publisher().publish(second, job.committer(), fresh=False)
     assert len(history(env)) == 3
 
 
@@ -57,29 +56,30 @@ def test_a_crash_between_the_data_and_the_history_is_finished_by_the_replay(spar
     job = env.job(spark)
     assert isinstance(job.sink, IcebergSink)
     # Given a batch whose data was appended, but whose history was not (the run died in between)
-    history_writer, job.sink.history = job.sink.history, None
+    history_writer, job.tables.history = job.tables.history, None
     record = job.run([env.manifest("m0", [env.put("in/a.json", _lines({"a": 1}))])], 0)
     data_snapshot = job.last_snapshot_id
-    job.sink.history = history_writer
+    job.tables.history = history_writer
     # When the publication is replayed
-    assert job.sink.publish(record) == data_snapshot
+    (settled,) = job.publisher().publish(record, job.committer(), fresh=False)
+    assert (settled.snapshot, settled.settled) == (data_snapshot, "published")
     # Then the history has the batch once, naming the data's snapshot
     rows = history(env)
     assert [(r["key"], r["snapshot_id"]) for r in rows] == [("in/a.json", data_snapshot)]
-    job.sink.publish(record)
+    job.publisher().publish(record, job.committer(), fresh=False)
     assert len(history(env)) == 1
 
 
 def test_a_failing_history_never_holds_up_the_data(spark: Any, tmp_path: Path, caplog: Any) -> None:
     env = Env(tmp_path)
     job = env.job(spark)
-    assert isinstance(job.sink, IcebergSink) and job.sink.history is not None
+    assert job.tables.history is not None
 
     def broken() -> Any:
         raise OSError("the history table's location is not writable")
 
     # Given a load history that cannot be written
-    job.sink.history._table = broken
+    job.tables.history._table = broken
     # When a batch runs
     job.run([env.manifest("m0", [env.put("in/a.json", _lines({"a": 1}, {"a": 2}))])], 0)
     # Then its data is in the table, and the log says which batch the history misses

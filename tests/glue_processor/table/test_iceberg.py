@@ -83,7 +83,7 @@ def test_two_runs_finishing_the_same_batch_append_it_once(spark: Any, tmp_path: 
     assert find_snapshot(stale.metadata, record.query_id, record.batch_id) is None
     # When it appends the same batch, Then the catalog refuses (the check is part of the commit)
     with pytest.raises(BatchAppended):
-        sink._append(stale, record, {})
+        sink._append(stale, record, record.tables[0], {})
     table.refresh()
     assert sum(1 for s in table.metadata.snapshots if s.summary and s.summary[BATCH_ID] == "0") == 1
 
@@ -162,7 +162,9 @@ def test_a_batch_committed_but_not_appended_keeps_its_files_through_orphan_delet
     env = Env(tmp_path)
     job = env.job(spark)
     # Given a batch whose commit record is written, and whose append is not (the job went down)
-    monkeypatch.setattr(IcebergSink, "publish", lambda self, record, footers=None: (_ for _ in ()).throw(SystemExit(1)))
+    monkeypatch.setattr(
+        IcebergSink, "publish", lambda self, record, share, footers=None: (_ for _ in ()).throw(SystemExit(1))
+    )
     with pytest.raises(SystemExit):
         job.run([env.manifest("m0", [env.put("a.json", _lines({"a": 1}, {"a": 2}))])], 0)
     monkeypatch.undo()
@@ -229,7 +231,7 @@ def test_make_query_reads_the_current_snapshot(spark: Any, tmp_path: Path, capsy
     assert main(["--workdir", str(tmp_path), "--format", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
     # the default query: the table's partitions, as its metadata counts them (the orphan is not counted)
-    assert lines == ["partition,rows,files,mb", f"ingest_day={datetime.now(UTC):%Y-%m-%d},3,2,0.0"]
+    assert lines == ["table,partition,rows,files,mb", f"events,ingest_day={datetime.now(UTC):%Y-%m-%d},3,2,0.0"]
     assert main(["--workdir", str(tmp_path), "--sql", "SELECT sum(CAST(a AS INT)) AS total FROM ingest.events"]) == 0
     assert capsys.readouterr().out.splitlines()[:3] == ["total", "-----", "6"]
     assert pq.ParquetFile(path).metadata.num_rows >= 1
@@ -251,7 +253,7 @@ def test_the_table_metrics_follow_the_table(spark: Any, tmp_path: Path) -> None:
     assert job.sink.stats() == {"snapshots": 3, "data_files": 3}
     assert job.last_commit_ms > 0
     datums = table_datums(
-        job.last_commit_ms, job.sink.stats(), dimensions={"JobName": "j", "QueryName": "q"}, when=datetime.now(UTC)
+        job.last_commit_ms, job.tables.stats(), dimensions={"JobName": "j", "QueryName": "q"}, when=datetime.now(UTC)
     )
     values = {d.name: d.value for d in datums}
     assert values[M.TABLE_SNAPSHOTS.name] == 3 and values[M.TABLE_DATA_FILES.name] == 3

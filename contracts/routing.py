@@ -1,0 +1,157 @@
+"""The routing file: which table each landed object goes to, and how each table is written.
+
+One file (YAML or JSON) maps object keys to tables; ``make deploy ROUTES=<file>`` validates it and
+ships it to S3 as JSON (the job's ``--routes``), ``make run ROUTES=<file>`` reads it locally, and
+the control plane reads the same object to keep each table's optimizers. Without a routing file
+the job writes one table (``--table_name``), as if every key matched one route to it::
+
+    tables:
+      orders:                          # a table of the job's database, created on first use
+        columns: {amount: "decimal(12,2)", ts: timestamp}   # declared types (as a --schema file's)
+        partition_by: day(ts)          # Iceberg transforms over the record (as --partition_by)
+        target_file_mb: 256            # default: the job's --target_file_mb
+        max_columns: 200               # default: the job's --max_columns
+      clicks: {}
+    routes:                            # first match wins
+      - {prefix: incoming/orders/, table: orders}
+      - {prefix: incoming/clicks/, glob: "*.ndjson.gz", table: clicks}
+    unmatched: ignore                  # or a table name: where keys no route matches go
+
+A route matches a key that starts with ``prefix`` and, when ``glob`` is given, whose whole key
+matches it (``fnmatch`` rules: ``*`` and ``?`` match any character, ``/`` included; ``[...]`` a
+set). Objects no route matches go to the ``unmatched`` table, or are *ignored*: not read, counted
+(``UnroutedObjects``) and listed in the load history with status ``ignored`` (a later routing
+file and ``make reconcile REQUEUE=1`` can load them).
+
+Bounds, each a cost the job pays per batch: at most :data:`MAX_TABLES` tables (a batch commits
+every table it touches, one Iceberg commit each) and :data:`MAX_ROUTES` routes (every key is
+matched against one compiled expression, linear in the key's length, at most 1,024 bytes on S3).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from functools import cached_property
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+
+from contracts.column_names import MAX_DATA_COLUMNS
+from contracts.exceptions import ConfigError
+from contracts.validation import describe
+
+MAX_TABLES = 100
+MAX_ROUTES = 1000
+IGNORE = "ignore"
+# Glue table names as Athena can query them unquoted (the job's --table_name takes the same)
+TableName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]{1,255}$")]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ColumnType(_Frozen):
+    type: str
+    format: str = "iso8601"
+
+
+class TableSpec(_Frozen):
+    """How one table is written (what is not set takes the job's own setting)."""
+
+    columns: dict[str, str | ColumnType] = Field(
+        default_factory=dict, description="declared column types, as the columns of a --schema file"
+    )
+    partition_by: str = Field(default="", description="Iceberg partitioning, as --partition_by")
+    target_file_mb: int | None = Field(default=None, ge=1, le=2048, description="Parquet file size target")
+    max_columns: int | None = Field(default=None, ge=1, le=MAX_DATA_COLUMNS, description="column bound")
+
+    def schema_document(self) -> bytes | None:
+        """The declared columns as a --schema file (None: every column a string)."""
+        if not self.columns:
+            return None
+        columns = {k: v if isinstance(v, str) else v.model_dump() for k, v in self.columns.items()}
+        return json.dumps({"columns": columns}, sort_keys=True).encode()
+
+
+class Route(_Frozen):
+    table: TableName
+    prefix: str = Field(default="", max_length=1024)
+    glob: str | None = Field(default=None, min_length=1, max_length=1024)
+
+    def pattern(self) -> str:
+        """This route as a regular expression over the whole key."""
+        head = re.escape(self.prefix)
+        if self.glob is None:
+            return f"{head}.*"
+        # both must hold: the prefix (a lookahead) and the glob over the whole key
+        return f"(?={head})" + fnmatch.translate(self.glob).removeprefix("(?s:").removesuffix(")\\Z")
+
+
+class Routing(_Frozen):
+    """The validated routing file."""
+
+    version: Literal[1] = 1
+    tables: dict[TableName, TableSpec] = Field(min_length=1, max_length=MAX_TABLES)
+    routes: list[Route] = Field(min_length=1, max_length=MAX_ROUTES)
+    unmatched: str = Field(default=IGNORE, description="'ignore', or the table that takes keys no route matches")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Routing:
+        unknown = sorted({r.table for r in self.routes} - set(self.tables))
+        if unknown:
+            raise ValueError(f"routes name tables that 'tables' does not declare: {unknown}")
+        if self.unmatched != IGNORE and self.unmatched not in self.tables:
+            raise ValueError(f"unmatched is {self.unmatched!r}: expected 'ignore' or a table of 'tables'")
+        unused = sorted(set(self.tables) - {r.table for r in self.routes} - {self.unmatched})
+        if unused:
+            raise ValueError(f"tables no route and not 'unmatched' leads to (a typo?): {unused}")
+        return self
+
+    @cached_property
+    def _matcher(self) -> re.Pattern[str]:
+        # one expression, alternatives in route order: the first route that matches the whole key wins
+        alternatives = "|".join(f"(?P<r{i}>{r.pattern()})" for i, r in enumerate(self.routes))
+        return re.compile(f"(?s:{alternatives})\\Z")
+
+    def table_of(self, key: str) -> str | None:
+        """The table an object key goes to; None: it is ignored."""
+        m = self._matcher.match(key)
+        if m is None or m.lastgroup is None:
+            return None if self.unmatched == IGNORE else self.unmatched
+        return self.routes[int(m.lastgroup[1:])].table
+
+    def to_json(self) -> bytes:
+        """The canonical form shipped to S3 (what the job reads)."""
+        return self.model_dump_json(exclude_defaults=False, indent=1).encode()
+
+    @classmethod
+    def single(cls, table: str) -> Routing:
+        """The routing of a job without a routing file: every key to one table."""
+        return cls(tables={table: TableSpec()}, routes=[Route(table=table)])
+
+
+def parse_routing(text: str | bytes, *, source: str = "routing file") -> Routing:
+    """A routing file's text (JSON, or YAML when ``source`` ends in .yaml/.yml), validated; a
+    :class:`ConfigError` names each problem and where it is."""
+    doc: Any
+    if source.lower().endswith((".yaml", ".yml")):
+        import yaml  # the deploy and local tools have it; the job reads the JSON that deploy ships
+
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{source}: not valid YAML ({exc})") from exc
+    else:
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"{source}: not valid JSON ({exc})") from exc
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{source}: expected a mapping with 'tables' and 'routes'")
+    try:
+        return Routing.model_validate(doc)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {describe(exc, root='routing')}") from exc

@@ -1,0 +1,110 @@
+"""The routing file (issue 26, item 1): one model, YAML or JSON, first match wins, every mistake named."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from contracts.exceptions import ConfigError
+from contracts.routing import MAX_ROUTES, MAX_TABLES, Routing, parse_routing
+from glue_processor.plan.routes import resolve
+from glue_processor.settings import settings_from_mapping
+
+YAML = b"""
+tables:
+  orders: {columns: {amount: "decimal(12,2)", ts: timestamp}, partition_by: "day(ts)", target_file_mb: 256}
+  clicks: {max_columns: 50}
+  misc: {}
+routes:
+  - {prefix: incoming/orders/, table: orders}
+  - {prefix: incoming/clicks/, glob: "*.ndjson.gz", table: clicks}
+  - {glob: "*/audit/*", table: misc}
+  - {prefix: incoming/, table: misc}
+unmatched: ignore
+"""
+
+
+def settings(**extra: str) -> Any:
+    roots = {k: f"file:///tmp/r/{k}" for k in ("manifest_uri", "output_uri", "quarantine_uri", "checkpoint_uri")}
+    return settings_from_mapping({**roots, **extra})
+
+
+def test_the_first_route_that_matches_the_whole_key_names_the_table() -> None:
+    routing = parse_routing(YAML, source="routes.yaml")
+    assert routing.table_of("incoming/orders/2026/11/a.json") == "orders"
+    assert routing.table_of("incoming/clicks/x.ndjson.gz") == "clicks"
+    # a key under the clicks prefix the glob does not take falls through to the next route that matches
+    assert routing.table_of("incoming/clicks/x.json") == "misc"
+    assert routing.table_of("other/audit/y") == "misc"
+    # a key no route takes is ignored; glob characters and new lines in keys are only characters
+    assert routing.table_of("elsewhere/z.json") is None
+    assert routing.table_of("incoming/orders\n/x") == "misc"
+    assert routing.table_of("[a-z]*?") is None
+    # and the same file as JSON is the same routing
+    assert parse_routing(routing.to_json(), source="routes.json") == routing
+
+
+def test_unmatched_keys_go_to_the_table_it_names() -> None:
+    doc = {"tables": {"a": {}, "rest": {}}, "routes": [{"prefix": "a/", "table": "a"}], "unmatched": "rest"}
+    routing = parse_routing(json.dumps(doc))
+    assert (routing.table_of("a/1"), routing.table_of("b/1")) == ("a", "rest")
+    assert Routing.single("events").table_of("anything/at/all") == "events"
+
+
+@pytest.mark.parametrize(
+    ("doc", "says"),
+    [
+        ({"tables": {"a": {}}, "routes": [{"table": "b"}]}, "does not declare: ['b']"),
+        ({"tables": {"a": {}, "b": {}}, "routes": [{"table": "a"}]}, "no route and not 'unmatched' leads to"),
+        ({"tables": {"a": {}}, "routes": [{"table": "a"}], "unmatched": "zz"}, "unmatched is 'zz'"),
+        ({"tables": {"Orders": {}}, "routes": [{"table": "Orders"}]}, "tables.Orders"),
+        ({"tables": {"a": {"target_file_mb": 0}}, "routes": [{"table": "a"}]}, "tables.a.target_file_mb"),
+        ({"tables": {"a": {"max_columns": 10_000}}, "routes": [{"table": "a"}]}, "tables.a.max_columns"),
+        ({"tables": {"a": {"colour": "red"}}, "routes": [{"table": "a"}]}, "tables.a.colour"),
+        ({"tables": {"a": {}}, "routes": []}, "routes"),
+        ({"tables": {"a": {}}, "routes": [{"table": "a"}] * (MAX_ROUTES + 1)}, "routes"),
+        ({"tables": {f"t{i}": {} for i in range(MAX_TABLES + 1)}, "routes": [{"table": "t0"}]}, "tables"),
+    ],
+)
+def test_a_bad_routing_file_is_refused_naming_what_is_wrong(doc: dict[str, Any], says: str) -> None:
+    with pytest.raises(ConfigError, match=r"routes\.json") as raised:
+        parse_routing(json.dumps(doc), source="routes.json")
+    assert says in str(raised.value)
+
+
+def test_text_that_is_not_a_routing_file_is_refused() -> None:
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        parse_routing(b"tables: [unclosed", source="r.yml")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        parse_routing(b"{", source="r.json")
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        parse_routing(b"[]", source="r.json")
+
+
+def test_each_table_resolves_to_what_its_batches_need_and_bad_tables_stop_the_job() -> None:
+    s = settings(target_file_mb="128", max_columns="100")
+    tables = resolve(s, parse_routing(YAML, source="routes.yaml")).tables
+    assert tables["orders"].target_file_bytes == 256 * 1024 * 1024 and tables["orders"].max_columns == 100
+    assert tables["clicks"].target_file_bytes == 128 * 1024 * 1024 and tables["clicks"].max_columns == 50
+    assert tables["orders"].location == "file:///tmp/r/output_uri/orders"
+    assert tables["orders"].declared is not None and [f.name for f in tables["orders"].partitions.fields] == ["ts_day"]  # type: ignore[union-attr]
+    # a table's partitioning over an undeclared column, a type no one knows, the load history's name
+    bad = [
+        ({"tables": {"a": {"partition_by": "day(ts)"}}, "routes": [{"table": "a"}]}, "table 'a'.*day\\(ts\\)"),
+        ({"tables": {"a": {"columns": {"x": "int32"}}}, "routes": [{"table": "a"}]}, "table 'a'.*int32"),
+        ({"tables": {"load_history": {}}, "routes": [{"table": "load_history"}]}, "load history"),
+    ]
+    for doc, says in bad:
+        with pytest.raises(ConfigError, match=says):
+            resolve(s, Routing.model_validate(doc))
+
+
+def test_routes_leave_the_one_table_settings_alone() -> None:
+    from glue_processor.plan.routes import load_routes
+
+    with pytest.raises(ConfigError, match="leave --schema and --partition_by"):
+        load_routes(settings(routes="file:///tmp/r/routes.json", partition_by="day(_event_time)"), read=lambda u: b"")
+    with pytest.raises(ConfigError, match="routes needs table_format iceberg"):
+        settings(routes="file:///tmp/r/routes.json", table_format="hive-parquet")
