@@ -8,11 +8,13 @@ permissions are missing. CloudFormation lives in :mod:`infra.stack`, the concurr
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -25,7 +27,8 @@ from infra.exceptions import DeployError, StackNotFound
 from infra.package import ROOT, build, content_key, wheelhouse
 
 # The Glue job's code: when one of these changes, the running job must restart to pick it up.
-JOB_CODE_PARAMETERS = ("JobScriptKey", "JobPackageKey", "JobNativeWheelKey", "JobWheelhousePrefix")
+# a change of any restarts the running job (its code, or the routing file it reads at start-up)
+JOB_CODE_PARAMETERS = ("JobScriptKey", "JobPackageKey", "JobNativeWheelKey", "JobWheelhousePrefix", "RoutesUri")
 CONTROL_PLANE = "ControlPlane"
 
 
@@ -97,7 +100,16 @@ def ensure_bucket(s3: Any, name: str, region: str) -> None:
     )
 
 
-def deploy(stack: str, region: str | None, params: dict[str, str], *, replace_failed: bool = False) -> int:
+def deploy(
+    stack: str,
+    region: str | None,
+    params: dict[str, str],
+    *,
+    replace_failed: bool = False,
+    routes: Path | None = None,
+) -> int:
+    # a bad routing file stops here, before anything is built or uploaded
+    routing = routes_artifact(routes, params) if routes is not None else None
     s = session(region)
     clients = Clients.of(s)
     account = s.client("sts").get_caller_identity()["Account"]
@@ -115,6 +127,11 @@ def deploy(stack: str, region: str | None, params: dict[str, str], *, replace_fa
     print(f"  upload {len(wheels)} locked wheels -> s3://{bucket}/{prefix}/")
     for path in wheels:
         clients.s3.upload_file(str(path), bucket, f"{prefix}/{path.name}")
+    if routing is not None:
+        key = f"routes/{hashlib.sha256(routing).hexdigest()[:16]}.json"
+        print(f"  upload {routes} (validated, as JSON) -> s3://{bucket}/{key}")
+        clients.s3.put_object(Bucket=bucket, Key=key, Body=routing, ContentType="application/json")
+        params = {**params, "RoutesUri": f"s3://{bucket}/{key}"}
     given = {
         **params,
         "ProjectName": stack,
@@ -131,6 +148,27 @@ def deploy(stack: str, region: str | None, params: dict[str, str], *, replace_fa
     url = f"https://{bucket}.s3.{s.region_name}.amazonaws.com/{template_key}"
     apply(clients, stack=stack, template=template, template_url=url, given=given, existing=existing)
     return 0
+
+
+def routes_artifact(path: Path, params: dict[str, str]) -> bytes:
+    """The routing file as the job reads it (canonical JSON), checked as the job checks it at start-up:
+    the model, each table's columns and partitioning, names the database can take."""
+    from contracts.exceptions import ConfigError
+    from contracts.routing import parse_routing
+    from glue_processor.plan.routes import resolve
+    from glue_processor.settings import settings_from_mapping
+
+    if not path.is_file():
+        raise DeployError(f"ROUTES={path} is not a file")
+    if params.get("SchemaUri") or params.get("PartitionBy"):
+        raise DeployError("ROUTES names each table's columns and partitioning: leave SchemaUri and PartitionBy")
+    try:
+        routing = parse_routing(path.read_bytes(), source=str(path))
+        roots = {k: f"s3://check/{k}" for k in ("manifest_uri", "output_uri", "quarantine_uri", "checkpoint_uri")}
+        resolve(settings_from_mapping(roots), routing, source=str(path))
+    except ConfigError as exc:
+        raise DeployError(str(exc)) from exc
+    return routing.to_json()
 
 
 def apply(
@@ -245,7 +283,10 @@ def destroy_stack(
         return 0
     if existing is None:
         raise StackNotFound(f"stack {stack} does not exist in this account and region; nothing to delete")
-    names = _catalog_names(params or {}, cfn_stack.previous_values(existing)) if drop_catalog else ("", "")
+    previous = cfn_stack.previous_values(existing)
+    names = _catalog_names(params or {}, previous) if drop_catalog else ("", "")
+    # the tables of the routing file the job wrote (read now: the deployment bucket holding it is kept)
+    routed = teardown.routed_tables(clients.s3, previous.get("RoutesUri", "")) if drop_catalog else []
     if empty:
         resources = cfn_stack.physical_ids(clients.cfn, stack)
         teardown.quiet(
@@ -266,8 +307,8 @@ def destroy_stack(
         teardown.empty_buckets(clients.s3, teardown.buckets_of(cfn_stack.physical_ids(clients.cfn, stack)))
         cfn_stack.delete(clients.cfn, stack)
     if drop_catalog:
-        teardown.drop_catalog(clients.glue, *names)
-        print(f"stack {stack} deleted, and its Glue database and table; the deployment bucket is kept")
+        teardown.drop_catalog(clients.glue, *names, also=routed)
+        print(f"stack {stack} deleted, and its Glue database and tables; the deployment bucket is kept")
     else:
         print(
             f"stack {stack} deleted; kept: the deployment bucket, and the Glue database and table "
@@ -291,6 +332,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--region")
     p.add_argument("--param", action="append", default=[], help="Key=Value stack parameter (repeatable)")
     p.add_argument(
+        "--routes",
+        type=Path,
+        help="deploy: a routing file (YAML or JSON): validated, uploaded as JSON, passed as RoutesUri",
+    )
+    p.add_argument(
         "--replace-failed",
         action="store_true",
         help="deploy: delete a stack left in ROLLBACK_COMPLETE by a failed first create, then create it again",
@@ -305,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         params = dict(_param(item) for item in args.param)
         if args.action == "deploy":
-            return deploy(args.stack, args.region, params, replace_failed=args.replace_failed)
+            return deploy(args.stack, args.region, params, replace_failed=args.replace_failed, routes=args.routes)
         return destroy(args.stack, args.region, empty=args.empty, drop_catalog=args.drop_catalog, params=params)
     except DeployError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -169,12 +169,55 @@ def dashboard_body() -> dict[str, Any]:
             ],
         ),
     ]
+    rows += [
+        (
+            "Top tables by rows written (per minute)",
+            [top_tables(M.RECORDS_OUT, "SUM", "rows")],
+        ),
+        ("Top tables by bytes read (per minute)", [top_tables(M.INPUT_BYTES, "SUM", "bytes")]),
+        (
+            "Top tables by quarantined lines and refused objects",
+            [
+                top_tables(M.BAD_RECORDS, "SUM", "bad", qid="b"),
+                top_tables(M.REFUSED_OBJECTS, "SUM", "refused", qid="r"),
+            ],
+        ),
+        (
+            "Slowest tables to publish (ms) and publication failures",
+            [
+                top_tables(M.TABLE_COMMIT_DURATION, "MAX", "commit ms"),
+                top_tables(M.PUBLISH_FAILURES, "SUM", "failures", qid="f", yAxis="right"),
+            ],
+        ),
+        (
+            "Shares set aside, objects no route takes",
+            [series(M.DEFERRED_PUBLICATIONS), series(M.UNROUTED_OBJECTS, "Sum", yAxis="right")],
+        ),
+    ]
     widgets = []
     for i, row in enumerate(rows):
         title, metrics, *extra = row
         props: dict[str, Any] = extra[0] if extra else {}
         widgets.append(widget(title, metrics, x=12 * (i % 2), y=6 * (i // 2), **props))
     return {"widgets": widgets}
+
+
+TOP_TABLES = 10
+
+
+def top_tables(metric: MetricDef, aggregate: str, label: str, *, qid: str = "q", **options: Any) -> list[Any]:
+    """A Metrics Insights query over the metric's per-table series: the top tables of the job, one line
+    each (CloudWatch User Guide, "Query your metrics with CloudWatch Metrics Insights")."""
+    if not metric.per_table:
+        raise ValueError(f"{metric.name} is not published per table")
+    names = ", ".join(f'"{d}"' for d in metric.table_dimensions)
+    where = " AND ".join(f"\"{d}\" = '{DIMENSION_VALUES[d]}'" for d in metric.dimensions)
+    # every part is a constant of contracts.metrics or a stack parameter: nothing a user types
+    query = (
+        f'SELECT {aggregate}("{metric.name}") FROM SCHEMA("{NAMESPACE}", {names}) WHERE {where} '  # noqa: S608
+        f'GROUP BY "{M.TABLE_DIMENSION}" ORDER BY {aggregate}() DESC LIMIT {TOP_TABLES}'
+    )
+    return [{"expression": query, "label": label, "id": qid, "period": 60, **options}]
 
 
 def dashboard_resource(latency_sla_param: str = "LatencySlaSeconds") -> dict[str, Any]:
@@ -305,6 +348,17 @@ def alarm_resources() -> dict[str, dict[str, Any]]:
             "waits on the batch; the job's log says why (glue_processor/commit/publication.py)",
             M.PUBLISH_FAILURES,
             stat="Sum",
+            period=300,
+            periods=1,
+            threshold=0,
+            operator="GreaterThanThreshold",
+        ),
+        "DeferredPublications": _metric_alarm(
+            "deferred-publications",
+            "a table's share of a batch kept failing to publish and was set aside: it is retried every batch and "
+            "nothing is lost, but that table is behind; the job's log names the table and the cause",
+            M.DEFERRED_PUBLICATIONS,
+            stat="Maximum",
             period=300,
             periods=1,
             threshold=0,

@@ -26,7 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -40,6 +40,8 @@ from pyiceberg.expressions import And, BooleanExpression, GreaterThanOrEqual, Re
 from pyiceberg.expressions.literals import literal
 from pyiceberg.table import Table
 
+from contracts.exceptions import ConfigError
+from contracts.routing import parse_routing
 from infra import stack as cfn_stack
 from infra.exceptions import DeployError, StackNotFound
 
@@ -70,6 +72,7 @@ class Resources:
     database: str
     table: str
     quarantine_uri: str
+    routes_uri: str = ""  # the stack's routing file (its RoutesUri output), if any
 
     @property
     def quarantine(self) -> tuple[str, str]:
@@ -148,7 +151,28 @@ def resources(cfn: Any, stack: str | None, given: dict[str, str | None]) -> Reso
         missing = [o for o, name in OUTPUTS.items() if name not in values]
         if missing:
             raise DeployError(f"stack {stack} has no output {', '.join(missing)} (is it deployed from this template?)")
+        if given.get("table") is None and outputs.get("RoutesUri"):
+            values["routes_uri"] = outputs["RoutesUri"]
     return Resources(**values)
+
+
+def routed(res: Resources, s3: Any) -> Resources:
+    """With a routing file, the table the smoke's objects go to (the file names it by their key)."""
+    if not res.routes_uri:
+        return res
+    bucket, _, key = res.routes_uri.removeprefix("s3://").partition("/")
+    try:
+        routing = parse_routing(s3.get_object(Bucket=bucket, Key=key)["Body"].read(), source=res.routes_uri)
+    except (ClientError, ConfigError) as exc:
+        raise DeployError(f"reading the stack's routing file {res.routes_uri}: {exc}") from exc
+    sample = f"{res.landing_prefix}smoke/{new_run_id(datetime.now(UTC))}/part-00000.json"
+    table = routing.table_of(sample)
+    if table is None:
+        raise DeployError(
+            f"the routing file {res.routes_uri} takes no key like {sample}: the smoke's objects would be ignored; "
+            "add a route for them, or run with --landing-prefix under a routed prefix, or --table"
+        )
+    return replace(res, table=table)
 
 
 def new_run_id(now: datetime) -> str:
@@ -566,7 +590,7 @@ def main(argv: list[str] | None = None) -> int:
     given = {name: getattr(args, name) for name in OUTPUTS.values()}
     try:
         c = clients(args.region)
-        res = resources(c.cfn, args.stack, given)
+        res = routed(resources(c.cfn, args.stack, given), c.s3)
         if args.clean_up:
             r = Run(res, args.clean_up)
             run_started(args.clean_up)

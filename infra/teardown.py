@@ -9,7 +9,7 @@ event source mappings, stop the job's runs and wait, stop access logging, then e
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,13 +164,27 @@ def catalog_left_behind(glue: Any, database: str) -> str | None:
 LOAD_HISTORY = "load_history"
 
 
-def drop_catalog(glue: Any, database: str, table: str) -> None:
-    """Delete the table and the job's load history, then the database when nothing else is left in
-    it. The tables' files stay in S3 (an Iceberg table dropped from the Glue catalog keeps its
-    metadata and data files)."""
+def routed_tables(s3: Any, uri: str) -> list[str]:
+    """The tables a routing file (the stack's RoutesUri) names; [] without one."""
+    if not uri:
+        return []
+    from contracts.exceptions import ConfigError
+    from contracts.routing import parse_routing
+
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    try:
+        return list(parse_routing(s3.get_object(Bucket=bucket, Key=key)["Body"].read(), source=uri).tables)
+    except (ClientError, ConfigError) as exc:
+        raise DeployError(f"reading the routing file {uri} (its tables are to be dropped): {exc}") from exc
+
+
+def drop_catalog(glue: Any, database: str, table: str, *, also: Sequence[str] = ()) -> None:
+    """Delete the table, the job's load history and the tables of its routing file (``also``), then
+    the database when nothing else is left in it. The tables' files stay in S3 (an Iceberg table
+    dropped from the Glue catalog keeps its metadata and data files)."""
     steps: list[tuple[str, Any]] = [
         (f"table {database}.{name}", lambda name=name: glue.delete_table(DatabaseName=database, Name=name))
-        for name in (table, LOAD_HISTORY)
+        for name in dict.fromkeys((table, LOAD_HISTORY, *also))
     ]
     steps.append((f"database {database}", lambda: _drop_if_empty(glue, database)))
     for what, call in steps:

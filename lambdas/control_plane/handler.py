@@ -14,9 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lambdas.control_plane.glue_gateway import GlueJobGateway
 from lambdas.control_plane.metrics_reader import CloudWatchReader
-from lambdas.control_plane.optimizers import OptimizerWatch
+from lambdas.control_plane.optimizers import Keeper, OptimizerWatch
+from lambdas.control_plane.routes import job_tables
 from lambdas.control_plane.service import Command, ControlPlane
-from lambdas.control_plane.settings import load_settings
+from lambdas.control_plane.settings import ControlSettings, load_settings
 from lambdas.control_plane.state import S3StateStore
 
 logger = Logger(service="control-plane")
@@ -42,13 +43,31 @@ def _plane() -> ControlPlane:
 
         raise ConfigError("STATE_BUCKET is required in Lambda")
     glue = boto3.client("glue", config=cfg)
-    watched = s.catalog_id and s.table_database and s.table_name
+    s3 = boto3.client("s3", config=cfg)
     return ControlPlane(
         s,
         jobs=GlueJobGateway(glue, s.job_name),
-        optimizers=OptimizerWatch(glue, s.catalog_id, s.table_database, s.table_name) if watched else None,  # type: ignore[arg-type]
+        optimizers=optimizer_watch(s, glue, s3),
         metrics=CloudWatchReader(boto3.client("cloudwatch", config=cfg), s.metrics_namespace, s.dimensions),
-        state=S3StateStore(boto3.client("s3", config=cfg), s.state_bucket, s.state_key),
+        state=S3StateStore(s3, s.state_bucket, s.state_key),
+    )
+
+
+def optimizer_watch(s: ControlSettings, glue: Any, s3: Any) -> OptimizerWatch | None:
+    """The optimizers of the stack's table, and of the tables the job creates (the routing file's,
+    the load history), which it keeps; None for a table without optimizers (hive-parquet)."""
+    if not (s.catalog_id and s.table_database and s.table_name):
+        return None
+    keeper = None
+    if s.optimizer_role_arn and s.output_uri:
+        keeper = Keeper(s.optimizer_role_arn, s.output_uri, s.snapshot_retention_days, s.orphan_retention_days)
+    return OptimizerWatch(
+        glue,
+        s.catalog_id,
+        s.table_database,
+        s.table_name,
+        kept=lambda: job_tables(s, s3),
+        keeper=keeper,
     )
 
 

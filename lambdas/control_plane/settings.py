@@ -62,6 +62,22 @@ class ControlSettings(BaseSettings):
     table_name: str | None = Field(
         default=None, description="the Iceberg table whose optimizers to watch (unset: none)"
     )
+    routes_uri: str | None = Field(
+        default=None,
+        pattern=r"^s3://[^/]+/.+",
+        description="the job's routing file (s3://bucket/key): its tables' optimizers are created and watched too",
+    )
+    load_history_table: str | None = Field(
+        default=None, description="the job's load-history table: its optimizers are created and watched too"
+    )
+    optimizer_role_arn: str | None = Field(
+        default=None, description="the role of the optimizers the control plane creates (unset: it creates none)"
+    )
+    output_uri: str | None = Field(
+        default=None, pattern=r"^s3://.+", description="the job's --output_uri: each table's files are under it"
+    )
+    snapshot_retention_days: int = Field(default=1, ge=1, description="retention optimizer: snapshots kept this long")
+    orphan_retention_days: int = Field(default=3, ge=1, description="orphan-file optimizer: files older than this")
     state_key: str = "control-plane/state.json"
 
     @model_validator(mode="after")

@@ -274,8 +274,12 @@ def test_table_optimizers_run_on_the_table_with_their_own_scoped_role() -> None:
         config = o["Properties"]["TableOptimizerConfiguration"]
         assert config["RoleArn"] == {"Fn::GetAtt": ["TableOptimizerRole", "Arn"]} and config["Enabled"] is True
     statements = role_statements({"Fn::GetAtt": ["TableOptimizerRole", "Arn"]})
-    assert grants(statements, "s3:DeleteObject", {"Fn::Sub": "${OutputBucket.Arn}/data/${TableName}/*"})
-    for st in statements:  # nothing beyond the table: no wildcard resource
+    # every table of the job lives under data/<table>/ (its own, the routing file's, the load history),
+    # and the control plane gives the tables the job creates their optimizers with this role
+    assert grants(statements, "s3:DeleteObject", {"Fn::Sub": "${OutputBucket.Arn}/data/*"})
+    table = "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:table/${DatabaseName}/*"
+    assert grants(statements, "glue:UpdateTable", {"Fn::Sub": table})
+    for st in statements:  # nothing beyond the job's tables: no wildcard resource
         resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
         assert "*" not in resources
 
@@ -288,11 +292,15 @@ def test_the_job_may_commit_to_its_tables_and_no_other() -> None:
     assert {"glue:GetTable", "glue:UpdateTable", "glue:CreateTable"} <= set(actions(glue[0]))
     # the data table and the load history (JobSettings.load_history_table's default), which the
     # job creates; the table parameter may not take the history's name
-    assert {"Fn::Sub": tables + "${TableName}"} in glue[0]["Resource"]
-    assert {"Fn::Sub": tables + JobSettings.model_fields["load_history_table"].default} in glue[0]["Resource"]
+    resources = glue[0]["Resource"]
+    (choice,) = [r["Fn::If"] for r in resources if isinstance(r, dict) and "Fn::If" in r]
+    # its table; with a routing file the tables it names, which only the file knows: every table of its database
+    assert choice == ["HasRoutes", {"Fn::Sub": tables + "*"}, {"Fn::Sub": tables + "${TableName}"}]
+    assert {"Fn::Sub": tables + JobSettings.model_fields["load_history_table"].default} in resources
     pattern = re.compile(T["Parameters"]["TableName"]["AllowedPattern"])
     assert pattern.match("events") and not pattern.match("load_history") and pattern.match("load_history_2")
-    assert all("*" not in _sub(r).rsplit(":", 1)[-1] for r in glue[0]["Resource"])
+    fixed = [r for r in resources if not (isinstance(r, dict) and "Fn::If" in r)]
+    assert all("*" not in _sub(r).rsplit(":", 1)[-1] for r in fixed)
 
 
 def test_the_hive_table_projects_its_partitions_where_the_job_writes_them() -> None:
@@ -309,7 +317,10 @@ def test_the_declared_schema_is_optional_and_readable_by_the_job() -> None:
     assert arg == {"Fn::If": ["HasSchema", {"Ref": "SchemaUri"}, {"Ref": "AWS::NoValue"}]}
     statements = role_statements(R["GlueJob"]["Properties"]["Role"])
     read = [st for st in statements if st.get("Sid") == "ReadDeclaredSchema"]
-    assert len(read) == 1 and read[0]["Resource"]["Fn::If"][0] == "HasSchema"
+    assert len(read) == 1 and [r["Fn::If"][0] for r in read[0]["Resource"]] == ["HasSchema", "HasRoutes"]
+    # and the routing file, the same way
+    routes = R["GlueJob"]["Properties"]["DefaultArguments"]["--routes"]
+    assert routes == {"Fn::If": ["HasRoutes", {"Ref": "RoutesUri"}, {"Ref": "AWS::NoValue"}]}
 
 
 def test_the_job_may_read_every_artifact_it_starts_from() -> None:
@@ -448,10 +459,10 @@ def test_the_control_plane_watches_the_table_optimizers() -> None:
     env = R["ControlPlane"]["Properties"]["Environment"]["Variables"]
     assert env["CATALOG_ID"] == {"Ref": "AWS::AccountId"} and "TABLE_NAME" in env
     statements = role_statements(R["ControlPlane"]["Properties"]["Role"])
-    table = {
-        "Fn::Sub": "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:table/${DatabaseName}/${TableName}"
-    }
-    assert grants(statements, "glue:GetTableOptimizer", table)
+    # its table and the tables the job creates (the routing file's, the load history): every table of the database
+    table = {"Fn::Sub": "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:table/${DatabaseName}/*"}
+    for action in ("glue:BatchGetTableOptimizer", "glue:CreateTableOptimizer", "glue:GetTable"):
+        assert grants(statements, action, table), action
 
 
 def test_the_job_may_create_its_database_when_it_is_missing() -> None:

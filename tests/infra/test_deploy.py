@@ -649,3 +649,46 @@ def test_waiting_for_job_runs_is_bounded() -> None:
     with stub, pytest.raises(DeployError, match=r"still has active runs after 45s: jr_1"):
         teardown.stop_runs(glue, "job", wait_s=45, poll_s=15, sleep=slept.append)
     assert slept == [15, 15, 15]
+
+
+def test_a_routing_file_is_checked_as_the_job_checks_it_then_shipped_as_json(tmp_path: Path) -> None:
+    from contracts.routing import parse_routing
+
+    good = tmp_path / "routes.yaml"
+    good.write_text(
+        "tables:\n  orders: {columns: {ts: timestamp}, partition_by: 'day(ts)'}\n  clicks: {}\n"
+        "routes:\n  - {prefix: orders/, table: orders}\n  - {prefix: clicks/, table: clicks}\n"
+    )
+    shipped = deploy.routes_artifact(good, {})
+    assert parse_routing(shipped, source="shipped.json").table_of("orders/1.json") == "orders"
+    # a table the job would refuse at start-up is refused before anything is uploaded, naming it
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tables: {orders: {partition_by: 'day(ts)'}}\nroutes: [{table: orders}]\n")
+    with pytest.raises(DeployError, match=r"table 'orders'.*day\(ts\)"):
+        deploy.routes_artifact(bad, {})
+    with pytest.raises(DeployError, match="leave SchemaUri and PartitionBy"):
+        deploy.routes_artifact(good, {"PartitionBy": "day(_event_time)"})
+    with pytest.raises(DeployError, match="is not a file"):
+        deploy.routes_artifact(tmp_path / "missing.yaml", {})
+
+
+def test_drop_catalog_drops_the_routed_tables_and_then_the_database(aws: None) -> None:
+    from contracts.routing import Route, Routing, TableSpec
+
+    glue, s3 = boto3.client("glue", region_name="us-east-1"), boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="deploy")
+    routing = Routing(
+        tables={"orders": TableSpec(), "clicks": TableSpec()}, routes=[Route(table="orders")], unmatched="clicks"
+    )
+    s3.put_object(Bucket="deploy", Key="routes/x.json", Body=routing.to_json())
+    glue.create_database(DatabaseInput={"Name": "db"})
+    for name in ("events", "load_history", "orders", "clicks"):
+        glue.create_table(DatabaseName="db", TableInput={"Name": name})
+    # When the catalog is dropped with the stack's routing file
+    routed = teardown.routed_tables(s3, "s3://deploy/routes/x.json")
+    teardown.drop_catalog(glue, "db", "events", also=routed)
+    # Then every table the job wrote went, and the database with them
+    assert routed == ["orders", "clicks"] and glue.get_databases()["DatabaseList"] == []
+    assert teardown.routed_tables(s3, "") == []
+    with pytest.raises(DeployError, match="reading the routing file"):
+        teardown.routed_tables(s3, "s3://deploy/routes/gone.json")

@@ -279,15 +279,18 @@ def test_usage_errors_exit_2(endpoint: str, capsys: pytest.CaptureFixture[str]) 
     assert "is not in the Glue Data Catalog" in capsys.readouterr().err
 
 
+OUTPUT_VALUES = {
+    "LandingBucketName": LANDING,
+    "LandingPrefixOut": PREFIX,
+    "Database": DATABASE,
+    "Table": TABLE,
+    "QuarantineUri": QUARANTINE,
+}
+
+
 def test_resources_from_stack_outputs_explicit_ones_win(endpoint: str) -> None:
     cfn = boto3.client("cloudformation", endpoint_url=endpoint, region_name=REGION)
-    outputs = {
-        "LandingBucketName": LANDING,
-        "LandingPrefixOut": PREFIX,
-        "Database": DATABASE,
-        "Table": TABLE,
-        "QuarantineUri": QUARANTINE,
-    }
+    outputs = dict(OUTPUT_VALUES)
     template: dict[str, Any] = {
         "Resources": {"Handle": {"Type": "AWS::SQS::Queue"}},
         "Outputs": {k: {"Value": v} for k, v in outputs.items()},
@@ -301,6 +304,37 @@ def test_resources_from_stack_outputs_explicit_ones_win(endpoint: str) -> None:
     with pytest.raises(smoke.DeployError, match="has no output Table"):
         smoke.resources(cfn, "partial", given)
     assert smoke.resources(cfn, "partial", given | {"table": TABLE}) == _resources()
+
+
+def test_with_a_routing_file_the_smoke_checks_the_table_its_objects_are_routed_to(endpoint: str) -> None:
+    from contracts.routing import Route, Routing, TableSpec
+
+    cfn = boto3.client("cloudformation", endpoint_url=endpoint, region_name=REGION)
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name=REGION)
+    s3.create_bucket(Bucket="deploy-bucket")
+
+    def stack(name: str, routing: Routing) -> smoke.Resources:
+        s3.put_object(Bucket="deploy-bucket", Key=f"routes/{name}.json", Body=routing.to_json())
+        outputs = {**OUTPUT_VALUES, "RoutesUri": f"s3://deploy-bucket/routes/{name}.json"}
+        template = {
+            "Resources": {"Handle": {"Type": "AWS::SQS::Queue"}},
+            "Outputs": {k: {"Value": v} for k, v in outputs.items()},
+        }
+        cfn.create_stack(StackName=name, TemplateBody=json.dumps(template))
+        return smoke.resources(cfn, name, dict.fromkeys(smoke.OUTPUTS.values()))
+
+    # Given a stack whose routing file sends the landing prefix's keys to another table than its own
+    tables = {"clicks": TableSpec(), "catchall": TableSpec()}
+    res = stack("routed", Routing(tables=tables, routes=[Route(prefix="x/", table="clicks")], unmatched="catchall"))
+    # Then the smoke waits for its rows in the table its objects are routed to
+    assert smoke.routed(res, s3).table == "catchall"
+    # And a routing file that ignores the smoke's keys is a clear error before anything is uploaded
+    res = stack("ignoring", Routing(tables={"clicks": TableSpec()}, routes=[Route(prefix="x/", table="clicks")]))
+    with pytest.raises(smoke.DeployError, match="the smoke's objects would be ignored"):
+        smoke.routed(res, s3)
+    # And an explicit --table wins over the routing file
+    given = dict.fromkeys(smoke.OUTPUTS.values()) | {"table": "mine"}
+    assert smoke.routed(smoke.resources(cfn, "ignoring", given), s3).table == "mine"
 
 
 def test_quarantine_files_with_other_records_are_kept(endpoint: str) -> None:

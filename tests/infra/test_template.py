@@ -205,3 +205,58 @@ def test_lambda_handlers_exist(key: str) -> None:
 
     module, func = R[key]["Properties"]["Handler"].rsplit(".", 1)
     assert callable(getattr(importlib.import_module(module), func))
+
+
+def test_the_top_tables_widgets_query_only_metrics_published_per_table_for_this_job() -> None:
+    # Metrics Insights (CloudWatch User Guide, "Metrics Insights query components and syntax"): SCHEMA(...)
+    # keeps the series with exactly those dimensions, GROUP BY makes one line per table
+    queries = [
+        m[0]["expression"]
+        for w in _dashboard()["widgets"]
+        for m in w["properties"]["metrics"]
+        if isinstance(m[0], dict) and "expression" in m[0]
+    ]
+    assert len(queries) >= 5
+    for q in queries:
+        found = re.match(
+            r'^SELECT (SUM|MAX)\("(\w+)"\) FROM SCHEMA\("\$\{MetricsNamespace\}", "JobName", "QueryName", "Table"\) '
+            r"WHERE \"JobName\" = '\$\{ProjectName\}-streaming' AND \"QueryName\" = '\$\{QueryName\}' "
+            r'GROUP BY "Table" ORDER BY (SUM|MAX)\(\) DESC LIMIT 10$',
+            q,
+        )
+        assert found, q
+        assert M.BY_NAME[found[2]].per_table, q  # the code publishes it with the Table dimension
+    assert "DeferredPublications" in of_type("AWS::CloudWatch::Alarm")
+
+
+def test_a_routing_file_reaches_the_job_and_the_control_plane_and_widens_only_their_table_scope() -> None:
+    job = R["GlueJob"]["Properties"]["DefaultArguments"]
+    assert job["--routes"] == {"Fn::If": ["HasRoutes", {"Ref": "RoutesUri"}, {"Ref": "AWS::NoValue"}]}
+    env = R["ControlPlane"]["Properties"]["Environment"]["Variables"]
+    assert env["ROUTES_URI"] == {"Fn::If": ["HasRoutes", {"Ref": "RoutesUri"}, {"Ref": "AWS::NoValue"}]}
+    assert env["OPTIMIZER_ROLE_ARN"]["Fn::If"][1] == {"Fn::GetAtt": ["TableOptimizerRole", "Arn"]}
+
+    def statement(role: str, sid: str) -> dict[str, Any]:
+        (policy,) = R[role]["Properties"]["Policies"]
+        return next(s for s in policy["PolicyDocument"]["Statement"] if s["Sid"] == sid)
+
+    # the job may create and commit to every table of its database only with a routing file
+    tables = statement("GlueJobRole", "CommitToTheTable")["Resource"]
+    routed = next(r for r in tables if isinstance(r, dict) and "Fn::If" in r)["Fn::If"]
+    assert routed[0] == "HasRoutes" and routed[1]["Fn::Sub"].endswith(":table/${DatabaseName}/*")
+    assert routed[2]["Fn::Sub"].endswith(":table/${DatabaseName}/${TableName}")
+    # the control plane passes the optimizers' role to Glue only (IAM User Guide, "Granting a user
+    # permissions to pass a role to an AWS service": iam:PassedToService)
+    passing = statement("ControlPlaneRole", "PassTheOptimizerRole")
+    assert passing["Action"] == "iam:PassRole"
+    assert passing["Condition"] == {"StringEquals": {"iam:PassedToService": "glue.amazonaws.com"}}
+    assert "glue:CreateTableOptimizer" in statement("ControlPlaneRole", "KeepTheTableOptimizers")["Action"]
+
+
+def test_a_routing_file_with_the_one_table_settings_is_refused_before_the_stack_changes() -> None:
+    # CloudFormation template rules (User Guide, "Rules"): a RuleCondition, and Assertions it checks
+    # against the parameters before creating or updating anything
+    rule = T["Rules"]["RoutesNameEachTablesColumnsAndPartitions"]
+    assert rule["RuleCondition"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "RoutesUri"}, ""]}]}
+    refs = json.dumps(rule["Assertions"])
+    assert '"SchemaUri"' in refs and '"PartitionBy"' in refs and '"TableFormat"' in refs

@@ -12,7 +12,7 @@ from botocore.stub import Stubber
 
 from contracts import metrics as M
 from lambdas.control_plane.decision import JobView
-from lambdas.control_plane.optimizers import TYPES, OptimizerWatch
+from lambdas.control_plane.optimizers import BATCH, TYPES, Keeper, OptimizerWatch
 from lambdas.control_plane.service import ControlPlane
 from lambdas.control_plane.settings import load_settings
 
@@ -20,16 +20,21 @@ NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 
 
 def optimizer(
-    kind: str, *, enabled: bool = True, last: str | None = "completed", error: str | None = None
+    kind: str,
+    *,
+    enabled: bool = True,
+    last: str | None = "completed",
+    error: str | None = None,
+    table: str = "events",
 ) -> dict[str, Any]:
     run: dict[str, Any] = {"eventType": last} if last else {}
     if error:
         run["error"] = error
     return {
-        "CatalogId": "123456789012",
-        "DatabaseName": "db",
-        "TableName": "events",
-        "TableOptimizer": {
+        "catalogId": "123456789012",
+        "databaseName": "db",
+        "tableName": table,
+        "tableOptimizer": {
             "type": kind,
             "configuration": {"roleArn": "arn:aws:iam::123456789012:role/o", "enabled": enabled},
             **({"lastRun": run} if run else {}),
@@ -37,15 +42,38 @@ def optimizer(
     }
 
 
+def missing(kind: str, table: str = "events") -> dict[str, Any]:
+    return {
+        "catalogId": "123456789012",
+        "databaseName": "db",
+        "tableName": table,
+        "type": kind,
+        "error": {"ErrorCode": "EntityNotFoundException", "ErrorMessage": "no such optimizer"},
+    }
+
+
+def entries(tables: list[str]) -> list[dict[str, str]]:
+    return [
+        {"catalogId": "123456789012", "databaseName": "db", "tableName": t, "type": k} for t in tables for k in TYPES
+    ]
+
+
 def watch(responses: list[dict[str, Any] | str]) -> tuple[OptimizerWatch, Stubber]:
+    """The stack's table alone: one BatchGetTableOptimizer answering with ``responses`` (one per type;
+    a string is an error code for that optimizer)."""
     glue = boto3.client("glue", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     stub = Stubber(glue)
-    for kind, response in zip(TYPES, responses, strict=True):
-        params = {"CatalogId": "123456789012", "DatabaseName": "db", "TableName": "events", "Type": kind}
-        if isinstance(response, str):
-            stub.add_client_error("get_table_optimizer", response, "no such optimizer", 400, expected_params=params)
-        else:
-            stub.add_response("get_table_optimizer", response, params)
+    found = [r for r in responses if not isinstance(r, str)]
+    failures = [
+        {**missing(kind), "error": {"ErrorCode": r, "ErrorMessage": "x"}}
+        for kind, r in zip(TYPES, responses, strict=True)
+        if isinstance(r, str)
+    ]
+    stub.add_response(
+        "batch_get_table_optimizer",
+        {"TableOptimizers": found, "Failures": failures},
+        {"Entries": entries(["events"])},
+    )
     stub.activate()
     return OptimizerWatch(glue, "123456789012", "db", "events"), stub
 
@@ -112,9 +140,9 @@ def test_a_disabled_a_failing_and_a_missing_optimizer_each_count_and_say_why() -
     outcome = tick(optimizers)
     assert unhealthy(outcome) == 3
     assert outcome.body["unhealthy_optimizers"] == [
-        "compaction: disabled",
-        "retention: last run failed: Commit conflict after 10 retries",
-        "orphan_file_deletion: not configured",
+        "events compaction: disabled",
+        "events retention: last run failed: Commit conflict after 10 retries",
+        "events orphan_file_deletion: not configured",
     ]
 
 
@@ -133,7 +161,86 @@ def test_a_glue_error_never_stops_the_tick_that_keeps_the_job_alive() -> None:
     optimizers, _ = watch(["AccessDeniedException", "AccessDeniedException", "AccessDeniedException"])
     outcome = tick(optimizers)
     assert unhealthy(outcome) is None and outcome.body["command"] == "tick"
+    # and so does a call that fails whole
+    glue = boto3.client("glue", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(glue)
+    stub.add_client_error("batch_get_table_optimizer", "ThrottlingException", "slow down", 400)
+    stub.activate()
+    assert unhealthy(tick(OptimizerWatch(glue, "123456789012", "db", "events"))) is None
 
 
 def test_a_hive_table_has_no_optimizers_to_watch() -> None:
     assert unhealthy(tick(None)) is None
+
+
+KEEPER = Keeper("arn:aws:iam::123456789012:role/optimizers", "s3://out/data", 2, 5)
+
+
+def test_the_tables_the_job_made_get_their_missing_optimizers_and_are_watched_in_batches() -> None:
+    # Given the stack's table with its optimizers, and the job's tables: the load history (which has
+    # none yet), and 7 routed tables of which one ("late") the job has not created yet
+    routed = [f"t{i}" for i in range(6)] + ["late"]
+    kept = ["load_history", *routed]
+    glue = boto3.client("glue", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(glue)
+    wanted = entries(["events", *kept])
+    have = {("events", k) for k in TYPES} | {(t, k) for t in routed[:6] for k in TYPES}
+    for i in range(0, len(wanted), BATCH):  # 27 optimizers: two calls of at most 20
+        chunk = wanted[i : i + BATCH]
+        stub.add_response(
+            "batch_get_table_optimizer",
+            {
+                "TableOptimizers": [
+                    optimizer(e["type"], table=e["tableName"]) for e in chunk if (e["tableName"], e["type"]) in have
+                ],
+                "Failures": [
+                    missing(e["type"], e["tableName"]) for e in chunk if (e["tableName"], e["type"]) not in have
+                ],
+            },
+            {"Entries": chunk},
+        )
+    created: list[tuple[str, str]] = []
+    for table in ("load_history", "late"):
+        for kind in TYPES:
+            params = {
+                "CatalogId": "123456789012",
+                "DatabaseName": "db",
+                "TableName": table,
+                "Type": kind,
+                "TableOptimizerConfiguration": KEEPER.configuration(table, kind),
+            }
+            if table == "late":  # the job has not created this table yet
+                stub.add_client_error("create_table_optimizer", "EntityNotFoundException", "no table", 400, params)
+            else:
+                stub.add_response("create_table_optimizer", {}, params)
+                created.append((table, kind))
+    stub.activate()
+    watch_ = OptimizerWatch(glue, "123456789012", "db", "events", kept=lambda: kept, keeper=KEEPER)
+    # When a tick watches them
+    outcome = tick(watch_)
+    # Then the load history's three optimizers were created (orphan deletion on data/ only), every
+    # table is healthy, and the table that does not exist yet is left for a later tick
+    stub.assert_no_pending_responses()
+    assert created == [("load_history", k) for k in TYPES]
+    assert unhealthy(outcome) == 0
+    orphan = KEEPER.configuration("load_history", "orphan_file_deletion")["orphanFileDeletionConfiguration"]
+    assert orphan["icebergConfiguration"]["location"] == "s3://out/data/load_history/data"
+    retention = KEEPER.configuration("x", "retention")["retentionConfiguration"]["icebergConfiguration"]
+    assert retention["snapshotRetentionPeriodInDays"] == 2
+
+
+def test_the_tables_the_job_makes_come_from_its_routing_file_read_once(aws: None) -> None:
+    from contracts.routing import Route, Routing, TableSpec
+    from lambdas.control_plane.routes import job_tables
+
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="deploy")
+    routing = Routing(
+        tables={"orders": TableSpec(), "clicks": TableSpec()},
+        routes=[Route(table="orders"), Route(table="clicks", prefix="c/")],
+    )
+    s3.put_object(Bucket="deploy", Key="routes/abc.json", Body=routing.to_json())
+    s = load_settings(job_name="j", routes_uri="s3://deploy/routes/abc.json", load_history_table="load_history")
+    assert job_tables(s, s3) == ["load_history", "orders", "clicks"]
+    s3.delete_object(Bucket="deploy", Key="routes/abc.json")  # its key names its content: read once
+    assert job_tables(s, s3) == ["load_history", "orders", "clicks"]
