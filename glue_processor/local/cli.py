@@ -181,12 +181,12 @@ def dataset_check(spark: Any, layout: LocalLayout, settings: JobSettings | None 
         result["rows"] += rows
         result["files"] += len(files)
         result["duplicates"] += duplicates
-        entry: dict[str, Any] = {"name": name, "rows": rows, "files": len(files), "duplicates": duplicates}
+        label = name if settings is None else f"{settings.database}.{name}"
+        entry: dict[str, Any] = {"name": label, "rows": rows, "files": len(files), "duplicates": duplicates}
         if settings is not None and settings.table_format == "iceberg" and files:
             table = load_table(settings, name)
             snapshot = table.current_snapshot()
             entry.update(
-                name=f"{settings.database}.{name}",
                 catalog=settings.catalog_uri,
                 location=table.location(),
                 snapshot_id=snapshot.snapshot_id if snapshot else None,
