@@ -117,3 +117,29 @@ class CommitRecord(_Frozen):
 
     def share(self, table: str) -> TableShare | None:
         return next((s for s in self.tables if s.table == table), None)
+
+    def loaded_by(self, share: TableShare) -> tuple[SourceRecord, ...]:
+        """The objects a share holds rows of (a version 1 record's sources name no table)."""
+        loaded = ("ingested", "empty")
+        if not share.table:
+            return tuple(s for s in self.sources if s.status in loaded and s.table in (None, ""))
+        return tuple(s for s in self.sources if s.status in loaded and s.table == share.table)
+
+    def without(self, abandoned: dict[str, str]) -> CommitRecord:
+        """The record as it stands once the shares of ``abandoned`` (table -> why) were abandoned:
+        their objects ``rejected`` with the reason, nothing of them loaded, their keys not learnt."""
+        if not abandoned:
+            return self
+        gone = {id(s) for share in self.tables if share.table in abandoned for s in self.loaded_by(share)}
+        table_of = {id(s): share.table for share in self.tables for s in self.loaded_by(share)}
+        sources = tuple(
+            s.model_copy(update={"status": "rejected", "records": 0, "reason": abandoned[table_of[id(s)]]})
+            if id(s) in gone
+            else s
+            for s in self.sources
+        )
+        tables = tuple(
+            s.model_copy(update={"refused": abandoned[s.table], "data_files": ()}) if s.table in abandoned else s
+            for s in self.tables
+        )
+        return self.model_copy(update={"sources": sources, "tables": tables})

@@ -72,7 +72,6 @@ class Share:
     out_dir: str
     specs: list[TaskSpec] = field(default_factory=list)
     unread: list[FileOutcome] = field(default_factory=list)
-    keys: set[str] = field(default_factory=set)  # the table's keys after the batch
     refused: str | None = None
 
 
@@ -97,10 +96,12 @@ class ManifestBatchJob:
         # where a committed share's files become visible: each table's sink, and the load history
         self.tables = Tables(settings, self.fs, self.routes)
         self.memory = Memory(settings, self.routes)
-        # shares whose publication kept failing, tried again every batch (0: a batch waits instead)
+        # shares whose publication kept failing, tried again every batch, so one table never holds the
+        # others: with several tables only (one table's batches would only pile up behind it and land
+        # out of order), and none when --max_deferred_publications is 0
         self.deferred = (
             Deferred(self.fs, settings.output_uri, limit=settings.max_deferred_publications)
-            if settings.max_deferred_publications
+            if settings.max_deferred_publications and len(self.routes.tables) > 1
             else None
         )
         self.metrics = metrics
@@ -251,9 +252,6 @@ class ManifestBatchJob:
         )
         committing = time.monotonic()
         committer.commit(record)
-        for s in shares:  # the tables' columns grow only with what they take
-            if s.refused is None:
-                self.memory.keys[s.config.name] = s.keys
         self.committed.append(record)
         return self._finish(record, committer, footers, since=committing)
 
@@ -288,7 +286,7 @@ class ManifestBatchJob:
         results: list[TaskResult] = self._spark_map(run_task, specs)
         by_index = {r.index: r for r in results}
         for s in shares:
-            s.keys = gather(
+            gather(
                 s.outcome,
                 s.files,
                 [by_index[spec.index] for spec in s.specs],
@@ -330,6 +328,11 @@ class ManifestBatchJob:
                 driver.refuse(share.outcome, share.files, reason)
                 share.refused = result.refused = reason
                 result.data_files = []
+            except Exception as exc:  # noqa: BLE001 - the table cannot be reached now: publication will retry
+                logger.warning(
+                    "could not check the share's schema change (its table is out of reach); publication retries it",
+                    extra={"table": share.config.name, "error": f"{type(exc).__name__}: {exc}"[:500]},
+                )
 
     def _finish(
         self,
@@ -356,6 +359,9 @@ class ManifestBatchJob:
         abandoned = {s.table for s in settlements if s.settled == "abandoned"}
         if fresh:
             self.memory.published(record, abandoned=abandoned)
+            for share in record.tables:  # a table's columns grow with what it takes (set aside: will take)
+                if share.refused is None and share.table not in abandoned:
+                    self.memory.learn(share.table, share.keys)
         report(
             self.metrics,
             record,
@@ -387,6 +393,7 @@ class ManifestBatchJob:
             deferred=self.deferred,
             metrics=self.metrics,
             sleep=self.sleep,
+            forget=self.memory.forget,
         )
 
     def _maybe_rotate(self, batch_id: int) -> None:

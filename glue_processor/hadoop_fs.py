@@ -5,6 +5,7 @@ The job talks to storage only through this adapter, so the same code runs on bot
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +66,9 @@ class HadoopFS:
         path = self._path(uri)
         fs = self._fs(path)
         atomic_put = uri.split("://", 1)[0] in {"s3", "s3a", "s3n"}
-        target = path if atomic_put else self._path(f"{path.getParent().toString()}/.tmp-{path.getName()}")
+        # a temporary name of its own: two writers of one file never share it (the last rename wins)
+        tmp = f"{path.getParent().toString()}/.tmp-{uuid.uuid4().hex[:12]}-{path.getName()}"
+        target = path if atomic_put else self._path(tmp)
         out = fs.create(target, True)
         try:
             out.write(bytearray(body))

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from contracts.layout import COMMITS_DIR, is_commit_record
 from contracts.ledger import CommitRecord
 from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
+from glue_processor.commit.ledger import abandoned_shares
 from glue_processor.local.layout import LANDING_BUCKET, MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout
 
 if TYPE_CHECKING:
@@ -143,11 +144,15 @@ def local_landing(workdir: Path) -> Iterator[LandedObject]:
 
 
 def local_records(workdir: Path) -> Iterator[CommitRecord]:
-    """The ledger's records, but those of abandoned batches (their objects were never loaded)."""
+    """The ledger's records, but those of abandoned batches and the loads of abandoned shares
+    (their objects were never loaded: rejected)."""
     for path in sorted((workdir / "output" / COMMITS_DIR).glob("*/*.json")):
         if not is_commit_record(path.name) or path.with_suffix(".abandoned").exists():
             continue
-        yield CommitRecord.model_validate_json(path.read_bytes())
+        record = CommitRecord.model_validate_json(path.read_bytes())
+        batch = path.name.removesuffix(".json")
+        markers = {p.name.removesuffix(".abandoned"): str(p) for p in path.parent.glob(f"{batch}.*.abandoned")}
+        yield record.without(abandoned_shares(record, batch, markers, lambda p: Path(p).read_bytes()))
 
 
 def local_loads(workdir: Path, source: str) -> Iterator[Load]:
@@ -215,10 +220,17 @@ def s3_records(s3: Any, output_uri: str) -> Iterator[CommitRecord]:
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
         for o in page.get("Contents", [])
     ]
-    abandoned = {k.removesuffix(".abandoned") for k in keys if k.endswith(".abandoned")}
+    abandoned = {k.removesuffix(".abandoned"): k for k in keys if k.endswith(".abandoned")}
     for key in keys:
         if is_commit_record(key.rsplit("/", 1)[-1]) and key.removesuffix(".json") not in abandoned:
-            yield CommitRecord.model_validate_json(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+            record = CommitRecord.model_validate_json(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+            shares = abandoned_shares(
+                record,
+                key.removesuffix(".json"),
+                abandoned,
+                lambda k: s3.get_object(Bucket=bucket, Key=k)["Body"].read(),
+            )
+            yield record.without(shares)
 
 
 def sqs_requeue(sqs: Any, queue_url: str, missing: list[LandedObject]) -> int:

@@ -124,11 +124,11 @@ class JobSettings(BaseModel):
         "after, DeferredPublications alarms) so that the other tables and the next batches go on",
     )
     max_deferred_publications: int = Field(
-        default=200,
+        default=2880,
         ge=0,
-        le=10_000,
-        description="table shares set aside at most; past it a batch waits for its publication as long as it takes "
-        "(0: never set aside)",
+        le=100_000,
+        description="table shares set aside at most (2880: a day of batches at a 30 s trigger); past it a batch "
+        "waits for its publication as long as it takes (0: never set aside; with one table, never either)",
     )
     query_name: str = Field(default="ndjson-to-parquet", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     trigger: Literal["processing-time", "available-now"] = "processing-time"

@@ -364,6 +364,18 @@ def alarm_resources() -> dict[str, dict[str, Any]]:
             threshold=0,
             operator="GreaterThanThreshold",
         ),
+        "RefusedObjects": _metric_alarm(
+            "refused-objects",
+            "a table refused a batch's schema change (names, width, types that do not merge): that table's objects "
+            "were quarantined whole, with the cause, and the other tables went on; fix the table or the routing "
+            "file, then requeue them (make reconcile REQUEUE=1)",
+            M.REFUSED_OBJECTS,
+            stat="Sum",
+            period=300,
+            periods=1,
+            threshold=0,
+            operator="GreaterThanThreshold",
+        ),
         "PartitionsPastBound": _metric_alarm(
             "partitions-past-bound",
             "batches touch more partitions than --max_partitions_per_batch: nothing is lost, but each batch is slower "

@@ -12,7 +12,9 @@ deletion), its commit record lists them, and a restart reads the list back.
 
 The list is bounded (``--max_deferred_publications``): past it, a batch waits for its publication
 as long as it takes, as with no hold. ``DeferredPublications`` (the list's length, every batch)
-alarms while the list is not empty.
+alarms while the list is not empty. The list is a cache of the durable truth, the markers beside the
+commit records (``<batch>.<table>.deferred``, and ``.published`` or ``.abandoned`` once settled): a
+list that cannot be read is rebuilt from them.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from __future__ import annotations
 import json
 import logging
 import random
+import threading
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 
+from contracts.layout import COMMITS_DIR
 from glue_processor.hadoop_fs import HadoopFS
 
 logger = logging.getLogger(__name__)
@@ -49,55 +53,97 @@ class Deferred:
     """The shares set aside, persisted beside the ledger."""
 
     def __init__(self, fs: HadoopFS, output_uri: str, *, limit: int) -> None:
-        self.fs, self.uri, self.limit = fs, f"{output_uri}/{DEFERRED}", limit
+        self.fs, self.output_uri, self.limit = fs, output_uri, limit
+        self.uri = f"{output_uri}/{DEFERRED}"
         self._items: dict[tuple[str, int, str], SetAside] = {}
         self._loaded = False
+        self._lock = threading.RLock()  # one writer of the list at a time
 
     def _load(self) -> None:
-        if self._loaded:
-            return
-        self._loaded = True
-        if self.fs.exists(self.uri):
-            for raw in json.loads(self.fs.read_bytes(self.uri)):
-                item = SetAside(**raw)
-                self._items[item.ident] = item
+        with self._lock:
+            if self._loaded:
+                return
+            self._loaded = True
+            if not self.fs.exists(self.uri):
+                return
+            try:
+                for raw in json.loads(self.fs.read_bytes(self.uri)):
+                    item = SetAside(**raw)
+                    self._items[item.ident] = item
+            except (ValueError, TypeError) as exc:
+                logger.error(
+                    "the list of shares set aside is unreadable; rebuilt from the markers", extra={"error": str(exc)}
+                )
+                self._items = {i.ident: i for i in self._from_markers()}
+                self._save()
+
+    def _from_markers(self) -> list[SetAside]:
+        """Every share marked set aside and not yet published or abandoned, in every generation."""
+        now = datetime.now(UTC)
+        out = []
+        for query in self.fs.list(f"{self.output_uri}/{COMMITS_DIR}"):
+            if not query.is_dir:
+                continue
+            names = {i.name for i in self.fs.list(query.uri)}
+            for name in names:
+                if not name.endswith(".deferred"):
+                    continue
+                stem = name.removesuffix(".deferred")  # <batch>.<table>
+                if f"{stem}.published" in names or f"{stem}.abandoned" in names:
+                    continue
+                batch, _, table = stem.partition(".")
+                out.append(SetAside(query.name, int(batch), table, now.isoformat()))
+        return out
 
     def __len__(self) -> int:
         self._load()
-        return len(self._items)
+        with self._lock:
+            return len(self._items)
 
     @property
     def room(self) -> bool:
         """May another share be set aside?"""
         return len(self) < self.limit
 
+    def tables(self) -> set[str]:
+        """The tables with a share set aside (their new shares are set aside at the first failure)."""
+        self._load()
+        with self._lock:
+            return {i.table for i in self._items.values()}
+
     def add(self, query_id: str, batch_id: int, table: str, now: datetime | None = None) -> None:
         self._load()
         when = now or datetime.now(UTC)
         item = SetAside(query_id, batch_id, table, when.isoformat(), 0, when.timestamp() + _wait(0))
-        if item.ident not in self._items:
+        with self._lock:
+            if item.ident in self._items:
+                return
             self._items[item.ident] = item
             self._save()
-            logger.error("table share set aside: its publication keeps failing", extra=asdict(item))
+        logger.error("table share set aside: its publication keeps failing", extra=asdict(item))
 
     def remove(self, item: SetAside) -> None:
         self._load()
-        if self._items.pop(item.ident, None) is not None:
-            self._save()
+        with self._lock:
+            if self._items.pop(item.ident, None) is not None:
+                self._save()
 
     def due(self, now: datetime | None = None) -> list[SetAside]:
-        """The shares to try now, oldest batch first."""
+        """The shares to try now, oldest first (by when they were set aside, then batch)."""
         self._load()
         t = (now or datetime.now(UTC)).timestamp()
-        return sorted((i for i in self._items.values() if i.next_at <= t), key=lambda i: (i.batch_id, i.table))
+        with self._lock:
+            due = [i for i in self._items.values() if i.next_at <= t]
+        return sorted(due, key=lambda i: (i.since, i.batch_id, i.table))
 
     def failed(self, item: SetAside, now: datetime | None = None) -> None:
         """One more failed try: the next after a longer wait."""
         self._load()
         t = (now or datetime.now(UTC)).timestamp()
         tries = item.tries + 1
-        self._items[item.ident] = replace(item, tries=tries, next_at=t + _wait(tries))
-        self._save()
+        with self._lock:
+            self._items[item.ident] = replace(item, tries=tries, next_at=t + _wait(tries))
+            self._save()
 
     def _save(self) -> None:
         body = json.dumps([asdict(i) for i in sorted(self._items.values(), key=lambda i: i.ident)], indent=1)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from typing import Any
 
 from glue_processor.hadoop_fs import HadoopFS
 
 logger = logging.getLogger(__name__)
+# a batch's shares publish in parallel threads, and each may count a refusal in the batch's file:
+# its read-modify-write is one at a time in this process (one driver writes it)
+_LOCK = threading.Lock()
 
 
 class Failures:
@@ -30,8 +34,14 @@ class Failures:
     def record(self, batch_id: int, count: int, exc: BaseException, *, key: str = "count") -> None:
         """Write the count under ``key`` with the error; a problem writing it is logged, never raised."""
         try:
-            body = {"count": 0, **self.get(batch_id), key: count, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
-            self.fs.write_bytes(self.uri(batch_id), json.dumps(body).encode())
+            with _LOCK:
+                body = {
+                    "count": 0,
+                    **self.get(batch_id),
+                    key: count,
+                    "error": f"{type(exc).__name__}: {str(exc)[:2000]}",
+                }
+                self.fs.write_bytes(self.uri(batch_id), json.dumps(body).encode())
             logger.error("batch failed", extra={"batch_id": batch_id, "attempt": count, "error": body["error"]})
         except Exception:
             logger.exception("could not record the batch failure", extra={"batch_id": batch_id})

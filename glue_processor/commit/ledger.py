@@ -145,6 +145,13 @@ class BatchCommitter:
     def share_abandoned(self, record: CommitRecord, share: TableShare) -> bool:
         return any(self.fs.exists(uri) for uri in self._markers(record, share, "abandoned"))
 
+    def abandon_reason(self, record: CommitRecord, share: TableShare) -> str:
+        """Why a share was abandoned (its marker says)."""
+        for uri in self._markers(record, share, "abandoned"):
+            if self.fs.exists(uri):
+                return self.fs.read_bytes(uri).decode("utf-8", "replace") or "abandoned"
+        return "abandoned"
+
     def abandon(self, record: CommitRecord, share: TableShare, reason: str) -> None:
         """Mark a committed share as never to be published (its table refused its content), and
         remove its data files (never in the table) and its other attempts'."""
@@ -196,7 +203,7 @@ class BatchCommitter:
         listing = self.fs.list(self.commits_dir())
         names = sorted((i for i in listing if is_commit_record(i.name)), key=lambda i: i.name)
         # <batch>.abandoned (a whole batch), <batch>.<table>.abandoned (a share): never loaded
-        abandoned = {i.name.removesuffix(".abandoned") for i in listing if i.name.endswith(".abandoned")}
+        abandoned = {i.name.removesuffix(".abandoned"): i.uri for i in listing if i.name.endswith(".abandoned")}
         out: list[CommitRecord] = []
         for info in reversed(names):
             record = CommitRecord.model_validate_json(self.fs.read_bytes(info.uri))
@@ -205,10 +212,7 @@ class BatchCommitter:
             batch = info.name.removesuffix(".json")
             if batch in abandoned:
                 continue
-            gone = {s.table for s in record.tables if f"{batch}.{s.table}" in abandoned}
-            if gone:
-                record = record.model_copy(update={"sources": tuple(s for s in record.sources if s.table not in gone)})
-            out.append(record)
+            out.append(record.without(abandoned_shares(record, batch, abandoned, self.fs.read_bytes)))
         return list(reversed(out))
 
     def recent_records_all(self, *, since: datetime) -> list[CommitRecord]:
@@ -221,3 +225,16 @@ class BatchCommitter:
                 )
                 out.extend(peer.recent_records(since=since))
         return sorted(out, key=lambda r: r.committed_at)
+
+
+def abandoned_shares(
+    record: CommitRecord, batch: str, markers: Mapping[str, str], read: Callable[[str], bytes]
+) -> dict[str, str]:
+    """The record's shares abandoned, by their markers (``<batch>.<table>`` -> the marker's URI):
+    table -> why."""
+    out = {}
+    for share in record.tables:
+        uri = markers.get(f"{batch}.{share.table}") if share.table else None
+        if uri is not None:
+            out[share.table] = read(uri).decode("utf-8", "replace") or "abandoned"
+    return out

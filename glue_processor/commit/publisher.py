@@ -2,8 +2,14 @@
 :mod:`glue_processor.commit.publication`: each share published on its own (in parallel when a batch
 touches several tables), failed attempts counted (``PublishFailures``, per table too; refusals of a
 share's content also across restarts), a share refused too often abandoned (its objects quarantined
-with the cause), a share that keeps failing set aside (:mod:`glue_processor.commit.deferred`) so
-that the other tables and the next batches go on. Then the batch's load history, once."""
+with the cause, forgotten by the dedupe index, ``rejected`` in the load history), a share that keeps
+failing set aside (:mod:`glue_processor.commit.deferred`) so that the other tables and the next
+batches go on. Then the batch's load history, once.
+
+The publication threads only publish and count: what the batch remembers (markers, the list of
+shares set aside, the load history, the dedupe index) is written by the calling thread once they
+are done, one writer at a time.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from contracts import metrics as M
-from contracts.ledger import CommitRecord, SourceRecord, TableShare
+from contracts.ledger import CommitRecord, TableShare
 from contracts.metrics import Datum, datum
 from glue_processor.commit.deferred import Deferred, SetAside
 from glue_processor.commit.failures import Failures
@@ -34,17 +40,20 @@ logger = logging.getLogger(__name__)
 
 # Shares of one batch published at once (each an Iceberg commit to its own table).
 PARALLEL_TABLES = 8
-LOADED = ("ingested", "empty")
+# Shares set aside tried per table per batch once its oldest went in (the rest wait a batch more).
+RETRIES_PER_TABLE = 20
 
 
 @dataclass(frozen=True)
 class Settlement:
-    """How one share of a batch ended: its snapshot, how it settled, how long it took."""
+    """How one share of a batch ended: its snapshot, how it settled, how long it took (and why it
+    was abandoned)."""
 
     table: str
     snapshot: int | None
     settled: Settled
     commit_ms: float = 0.0
+    reason: str | None = None
 
 
 class Publisher:
@@ -59,10 +68,13 @@ class Publisher:
         deferred: Deferred | None = None,
         metrics: JobMetrics | None = None,
         sleep: Callable[[float], None] | None = None,
+        forget: Callable[[CommitRecord, TableShare], None] | None = None,
     ) -> None:
         self.fs, self.tables = fs, tables
         self.quarantine_uri, self.max_refusals, self.hold_s = quarantine_uri, max_refusals, hold_s
         self.deferred, self.metrics, self.sleep = deferred, metrics, sleep
+        # the dedupe index forgets an abandoned share's objects (a requeue must load them)
+        self.forget = forget
 
     def publish(
         self,
@@ -76,63 +88,118 @@ class Publisher:
         before), append its load history, put its quarantine files in place; how each share settled."""
         failures = Failures(self.fs, committer.output_uri, committer.query_id)
         shares = [s for s in record.tables if s.refused is None]
+        # a table with a share set aside already is failing: its new share is set aside at its first
+        # failure, rather than holding every batch for the whole hold again (a circuit breaker)
+        failing = self.deferred.tables() if self.deferred is not None else set()
+        room = self.deferred is not None and self.deferred.room
 
         def one(share: TableShare) -> Settlement:
             if not fresh and committer.share_abandoned(record, share):
-                return Settlement(share.table, None, "abandoned")
+                return Settlement(share.table, None, "abandoned", reason=committer.abandon_reason(record, share))
             started = time.monotonic()
-            hold = self.hold_s if self.deferred is not None and self.deferred.room else None
-            snapshot, settled = self._publication(record, share, committer, failures, footers, hold=hold)()
-            if settled == "deferred" and self.deferred is not None:
-                committer.set_aside(record, share)
-                self.deferred.add(record.query_id, record.batch_id, share.table)
-            return Settlement(share.table, snapshot, settled, (time.monotonic() - started) * 1000)
+            hold = self._hold(share, room=room, failing=failing)
+            reasons: list[str] = []
+            publication = self._publication(record, share, committer, failures, footers, hold=hold, reasons=reasons)
+            snapshot, settled = publication()
+            elapsed = (time.monotonic() - started) * 1000
+            return Settlement(share.table, snapshot, settled, elapsed, reasons[-1] if reasons else None)
 
         if len(shares) <= 1:
             settlements = [one(s) for s in shares]
         else:
             with ThreadPoolExecutor(max_workers=min(PARALLEL_TABLES, len(shares))) as pool:
                 settlements = list(pool.map(one, shares))
+        # from here on, one thread: markers, the list set aside, the dedupe index, the history
+        for s in settlements:
+            if s.settled == "deferred" and self.deferred is not None:
+                share = record.share(s.table)
+                assert share is not None
+                committer.set_aside(record, share)
+                self.deferred.add(record.query_id, record.batch_id, s.table)
+        abandoned = {s.table: s.reason or "abandoned" for s in settlements if s.settled == "abandoned"}
+        for table in abandoned:
+            self._forget(record, table)
         set_aside = {s.table for s in settlements if s.settled == "deferred"}
-        if not fresh:  # a share set aside before, published now: its rows are appended on their own
+        if not fresh:  # a share set aside before: its rows are appended with its own publication
             set_aside |= {s.table for s in shares if s.table not in set_aside and committer.is_set_aside(record, s)}
-        if self.tables.history is not None:
+        history = self.tables.history
+        if history is not None:
+            shown = record.without(abandoned)  # an abandoned share's objects are rejected, not loaded
             snapshots = {self.tables.routes.name(s.table): s.snapshot for s in settlements}
-            names = {self.tables.routes.name(t) for t in set_aside}
-            self.tables.history.publish(record, snapshots, set_aside=names)
+            history.publish(shown, snapshots, set_aside={self.tables.routes.name(t) for t in set_aside})
             for s in settlements:
                 if s.settled == "published" and s.table in set_aside:
-                    self.tables.history.publish(record, snapshots, part=self.tables.routes.name(s.table))
+                    history.publish(shown, snapshots, part=self.tables.routes.name(s.table))
         committer.settle(record)
         return settlements
 
+    def _hold(self, share: TableShare, *, room: bool, failing: set[str]) -> float | None:
+        """How long a share's failures are waited out before it is set aside (None: for ever)."""
+        if self.deferred is None or not room or not self.tables.sink(share.table).in_place:
+            # nothing to set aside into, or a sink whose files are staged (the batch's clean-up
+            # would remove them): the stream waits, as with one table
+            return None
+        return 0.0 if share.table in failing else self.hold_s
+
     def retry_deferred(self, committer_of: Callable[[str], BatchCommitter]) -> None:
-        """Try each share set aside that is due, once; publish its history rows when it goes in."""
+        """Try the shares set aside that are due: per table the oldest first, the rest of that table
+        only once it went in (at most :data:`RETRIES_PER_TABLE` a batch). Best effort: a problem
+        here is logged, and the shares are tried again next batch."""
         if self.deferred is None:
             return
-        for item in self.deferred.due():
-            self._retry(item, committer_of(item.query_id))
+        try:
+            stopped: set[str] = set()
+            tried: dict[str, int] = {}
+            for item in self.deferred.due():
+                if item.table in stopped or tried.get(item.table, 0) >= RETRIES_PER_TABLE:
+                    continue
+                tried[item.table] = tried.get(item.table, 0) + 1
+                if not self._retry(item, committer_of(item.query_id)):
+                    stopped.add(item.table)  # its table still fails: its other shares wait
+        except Exception:
+            logger.exception("retrying the shares set aside failed; they are tried again next batch")
 
-    def _retry(self, item: SetAside, committer: BatchCommitter) -> None:
+    def _retry(self, item: SetAside, committer: BatchCommitter) -> bool:
+        """One try of a share set aside; True when it settled (published or abandoned)."""
         assert self.deferred is not None
         record = committer.load(item.batch_id)
         share = record.share(item.table) if record is not None else None
-        if record is None or share is None or committer.share_abandoned(record, share):
-            logger.warning("a share set aside has no record any more; forgotten", extra={"table": item.table})
+        if record is None or share is None:
+            logger.error("a share set aside has no record any more; forgotten", extra={"table": item.table})
             self.deferred.remove(item)
-            return
+            return True
         failures = Failures(self.fs, committer.output_uri, committer.query_id)
-        snapshot, settled = self._publication(record, share, committer, failures, None, hold=None, attempts=1)()
+        why: str | None = None
+        snapshot: int | None = None
+        settled: Settled
+        if committer.share_abandoned(record, share):
+            settled, why = "abandoned", committer.abandon_reason(record, share)
+        else:
+            reasons: list[str] = []
+            publication = self._publication(record, share, committer, failures, None, hold=None, reasons=reasons)
+            publication.attempts = 1
+            snapshot, settled = publication()
+            why = reasons[-1] if reasons else None
         if settled == "deferred":
             self.deferred.failed(item)
-            return
+            return False
+        name = self.tables.routes.name(share.table)
+        shown = record
+        if settled == "abandoned":
+            self._forget(record, share.table)
+            shown = record.without({share.table: why or "abandoned"})
+        # its rows join the history before the share leaves the list: a failure keeps it there
+        if self.tables.history is not None and not self.tables.history.publish(shown, {name: snapshot}, part=name):
+            self.deferred.failed(item)
+            return False
         self.deferred.remove(item)
-        if settled == "published" and self.tables.history is not None:
-            name = self.tables.routes.name(share.table)
-            self.tables.history.publish(record, {name: snapshot}, part=name)
-        logger.info(
-            "a share set aside is settled", extra={"table": item.table, "batch_id": item.batch_id, "how": settled}
-        )
+        logger.info("a share set aside is settled", extra={"table": name, "batch_id": item.batch_id, "how": settled})
+        return True
+
+    def _forget(self, record: CommitRecord, table: str) -> None:
+        share = record.share(table)
+        if share is not None and self.forget is not None:
+            self.forget(record, share)
 
     def _publication(
         self,
@@ -143,16 +210,15 @@ class Publisher:
         footers: Mapping[str, bytes] | None,
         *,
         hold: float | None,
-        attempts: int | None = None,
+        reasons: list[str],
     ) -> Publication:
         return Publication(
             publish=lambda: committer.publish_share(record, share, footers),
             failed=lambda exc, content: self._failed(record, share, failures, exc, content=content),
-            abandon=lambda exc: self._abandon(record, share, committer, exc),
+            abandon=lambda exc: reasons.append(self._abandon(record, share, committer, exc)),
             max_refusals=self.max_refusals,
             sleep=self.sleep,
             hold_s=hold,
-            attempts=attempts,
         )
 
     def _failed(
@@ -170,7 +236,7 @@ class Publisher:
                 "error": f"{type(exc).__name__}: {exc}"[:2000],
             },
         )
-        self._emit([*self._both(M.PUBLISH_FAILURES, 1, table)])
+        self._emit(self._both(M.PUBLISH_FAILURES, 1, table))
         if not content:
             return 0
         key = f"refusals.{share.table}" if share.table else "refusals"
@@ -178,12 +244,12 @@ class Publisher:
         failures.record(record.batch_id, count, exc, key=key)
         return count
 
-    def _abandon(self, record: CommitRecord, share: TableShare, committer: BatchCommitter, exc: BaseException) -> None:
+    def _abandon(self, record: CommitRecord, share: TableShare, committer: BatchCommitter, exc: BaseException) -> str:
         """A share its table refuses for its own content: its objects quarantined with the cause (a
-        requeue loads them again), its files removed, a marker saying it is abandoned."""
+        requeue loads them again), its files removed, a marker saying it is abandoned; the reason."""
         table = self.tables.routes.name(share.table)
         reason = f"table {table} refused the batch {self.max_refusals} times: {type(exc).__name__}: {exc}"[:2000]
-        objects = loaded_sources(record, share)
+        objects = record.loaded_by(share)
         rejections = [Rejection("file", f"s3://{s.bucket}/{s.key}", reason, s.manifest_uri) for s in objects] or [
             Rejection("manifest", uri, reason, uri) for uri in record.manifests
         ]
@@ -193,6 +259,7 @@ class Publisher:
         self.fs.write_bytes(target, rejection_lines(rejections, record.batch_id))
         committer.abandon(record, share, reason)
         self._emit(self._both(M.REFUSED_OBJECTS, len(objects), table, record.committed_at))
+        return reason
 
     def _both(self, metric: M.MetricDef, value: float, table: str, when: datetime | None = None) -> list[Datum]:
         """The metric for the job, and for its table."""
@@ -205,10 +272,3 @@ class Publisher:
     def _emit(self, datums: list[Datum]) -> None:
         if self.metrics is not None and datums:
             self.metrics.publisher.emit(datums)
-
-
-def loaded_sources(record: CommitRecord, share: TableShare) -> list[SourceRecord]:
-    """The objects a share holds rows of (a version 1 record's sources name no table)."""
-    if not share.table:
-        return [s for s in record.sources if s.status in LOADED and s.table in (None, "")]
-    return [s for s in record.sources if s.status in LOADED and s.table == share.table]

@@ -105,9 +105,30 @@ class DedupeIndex:
         for seg in self._segments:
             pos = np.searchsorted(seg.hi, q[:, 0])
             pos = np.minimum(pos, len(seg.hi) - 1)
-            hit = (seg.hi[pos] == q[:, 0]) & (seg.lo[pos] == q[:, 1])
+            hit = (seg.hi[pos] == q[:, 0]) & (seg.lo[pos] == q[:, 1]) & (seg.batch[pos] >= 0)
             found = np.where(hit, seg.batch[pos], found)
         return [int(b) if b >= 0 else None for b in found]
+
+    def forget(self, batch_id: int, identities: Iterable[Sequence[str]]) -> int:
+        """Forget that ``batch_id`` ingested these identities (its table abandoned their share: a
+        requeue must load them); how many were found. Each becomes a tombstone (batch -1), dropped
+        when its slot is compacted."""
+        pairs = [digest(i) for i in identities]
+        if not pairs:
+            return 0
+        q = np.array(pairs, dtype=np.uint64).reshape(-1, 2)
+        forgotten = 0
+        for seg in self._segments:
+            if not len(seg.hi):
+                continue
+            lo_pos = np.searchsorted(seg.hi, q[:, 0], side="left")
+            hi_pos = np.searchsorted(seg.hi, q[:, 0], side="right")
+            for want_lo, start, end in zip(q[:, 1], lo_pos, hi_pos, strict=True):
+                for i in range(int(start), int(end)):  # the entries with this digest's high half
+                    if seg.lo[i] == want_lo and seg.batch[i] == batch_id:
+                        seg.batch[i] = -1
+                        forgotten += 1
+        return forgotten
 
     def __contains__(self, identity: object) -> bool:
         return isinstance(identity, tuple) and self.lookup([identity])[0] is not None
@@ -155,11 +176,13 @@ def _compact(segments: list[_Segment]) -> list[_Segment]:
         if len(group) == 1:
             out.append(group[0])
             continue
+        batch = np.concatenate([g.batch for g in group])
+        live = batch >= 0  # tombstones (forgotten entries) go
         out.append(
             _Segment.of(
-                np.concatenate([g.hi for g in group]),
-                np.concatenate([g.lo for g in group]),
-                np.concatenate([g.batch for g in group]),
+                np.concatenate([g.hi for g in group])[live],
+                np.concatenate([g.lo for g in group])[live],
+                batch[live],
                 slot,
             )
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 
-from contracts.ledger import CommitRecord
+from contracts.ledger import CommitRecord, TableShare
 from glue_processor.commit.ledger import BatchCommitter
 from glue_processor.plan.dedupe import DedupeIndex, load_snapshot, save_snapshot
 from glue_processor.plan.routes import Routes, TableConfig
@@ -69,11 +69,21 @@ class Memory:
         records = committer.recent_records_all(since=since)
         for record in records:
             self.remember(record)
-            # a key that cannot name a column (recorded before names were checked) is not one any more
+            # a key that cannot name a column (recorded before names were checked) is not one any more;
+            # a share refused or abandoned (recent_records marks it so) taught nothing
             for share in record.tables:
                 if share.refused is None:
-                    self.keys_of(share.table).update(k for k in share.keys if nameable(k))
+                    self.learn(share.table, share.keys)
         return records[-1] if records else None
+
+    def learn(self, table: str, keys: Collection[str]) -> None:
+        """A table's share was published (or set aside to be): its keys are the table's columns."""
+        self.keys_of(table).update(k for k in keys if nameable(k))
+
+    def forget(self, record: CommitRecord, share: TableShare) -> None:
+        """A share was abandoned after the batch was remembered: its objects were never loaded."""
+        identities = [(s.bucket, s.key, s.etag) for s in record.loaded_by(share)]
+        self.ingested.forget(record.batch_id, identities)
 
     def remember(self, record: CommitRecord, *, abandoned: Collection[str] = ()) -> None:
         """Index the object versions a batch ingested, for the dedupe window (not those of the

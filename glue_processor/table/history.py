@@ -148,16 +148,17 @@ class LoadHistory:
         *,
         part: str = "",
         set_aside: Collection[str] = (),
-    ) -> None:
+    ) -> bool:
         """Append the rows of ``part`` unless the history has them: ``""``, every source but those of
-        the tables ``set_aside``; a table's name, that table's sources. The history never holds up
-        the stream: a failure is logged (the ledger's commit record keeps every row's content)."""
+        the tables ``set_aside``; a table's name, that table's sources. True when they are in. The
+        history never holds up the stream: a failure is logged (the ledger's commit record keeps
+        every row's content) and False returned."""
         if part:
             sources = [s for s in record.sources if _table_of(record, s, self.legacy) == part]
         else:
             sources = [s for s in record.sources if _table_of(record, s, self.legacy) not in set_aside]
         if not sources:
-            return
+            return True
         try:
             self._append(record, sources, snapshots, part)
         except Exception:
@@ -165,6 +166,8 @@ class LoadHistory:
                 "could not append the batch to the load history; the ledger's commit record has its rows",
                 extra={"batch_id": record.batch_id, "query_id": record.query_id, "part": part},
             )
+            return False
+        return True
 
     def _append(
         self, record: CommitRecord, sources: Sequence[SourceRecord], snapshots: Mapping[str, int | None], part: str

@@ -121,8 +121,11 @@ class IcebergSink:
 
     in_place = True
 
-    def __init__(self, table: Callable[[], Table], *, snapshot_retention: timedelta | None = None) -> None:
+    def __init__(
+        self, table: Callable[[], Table], *, snapshot_retention: timedelta | None = None, location: str | None = None
+    ) -> None:
         self._table = table
+        self.location = location  # where the table is configured to live (used while it is out of reach)
         # Every commit costs time in proportion to the snapshots the metadata lists (pyiceberg copies
         # the metadata while it builds a commit: ~1 ms per snapshot, see bench/commit_cost.py), so the
         # job expires old snapshots itself every EXPIRE_EVERY batches instead of waiting for the daily
@@ -144,7 +147,20 @@ class IcebergSink:
         return f"{self.ingest_dir(query_id, batch_id)}/{attempt}"
 
     def ingest_dir(self, query_id: str, batch_id: int) -> str:
-        return f"{self._table().location().rstrip('/')}/{INGEST_DIR}/{query_id}/{batch_id:012d}"
+        return f"{self._location().rstrip('/')}/{INGEST_DIR}/{query_id}/{batch_id:012d}"
+
+    def _location(self) -> str:
+        """The table's own location; its configured one while the table is out of reach (a batch
+        still writes its files, and publishes them once the table is back)."""
+        try:
+            return str(self._table().location())
+        except Exception:
+            if self.location is None:
+                raise
+            logger.warning(
+                "the table is out of reach; writing under its configured location", extra={"location": self.location}
+            )
+            return self.location
 
     def discard_attempts(self, fs: HadoopFS, query_id: str, batch_id: int, *, keep: str | None) -> None:
         """Remove the files of every attempt of a batch but ``keep`` (the published one)."""

@@ -6,11 +6,13 @@ A batch writes a share to each table its objects are routed to (:mod:`glue_proce
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
+from contracts.exceptions import ConfigError
 from contracts.ledger import CommitRecord, TableShare
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.plan.routes import Routes, TableConfig
@@ -19,6 +21,8 @@ from glue_processor.table.partitioning import parse_partition_by
 
 if TYPE_CHECKING:
     from glue_processor.table.history import LoadHistory
+
+logger = logging.getLogger(__name__)
 
 
 class Sink(Protocol):
@@ -70,8 +74,8 @@ class Tables:
         self.history = history_for(settings, self.catalog) if settings.table_format == "iceberg" else None
 
     def config(self, table: str) -> TableConfig:
-        """A table's configuration; a share of a table the routing no longer names (a batch committed
-        before the routing changed) is written with the job's defaults, under its own name."""
+        """A table's configuration; a table the routing no longer names (a share committed before the
+        routing changed) gets the job's defaults, and its sink takes the table as it is."""
         name = self.routes.name(table)
         found = self.routes.tables.get(name)
         if found is not None:
@@ -85,6 +89,9 @@ class Tables:
             max_columns=self.settings.max_columns,
         )
 
+    def routed(self, table: str) -> bool:
+        return self.routes.name(table) in self.routes.tables
+
     @property
     def first(self) -> Sink:
         """The sink of the routing's first table (of the one table without a routing file): what the
@@ -95,18 +102,38 @@ class Tables:
         name = self.routes.name(table)
         with self._lock:
             if name not in self._sinks:
-                self._sinks[name] = sink_for(self.settings, self.fs, self.config(name), self.catalog)
+                self._sinks[name] = sink_for(
+                    self.settings, self.fs, self.config(name), self.catalog, adopt=self.routed(name)
+                )
             return self._sinks[name]
 
     def open(self) -> None:
-        """Reach every table the routing names (created on first use) and the load history."""
+        """Reach every table the routing names (created on first use) and the load history. A table
+        that cannot be what its routing says (its partitioning, its types) stops the job here; one
+        out of reach for now (denied, throttled) does not stop the others: its shares wait, or are
+        set aside, until it is back."""
         for name in self.routes.tables:
-            self.sink(name).open()
+            try:
+                self.sink(name).open()
+            except ConfigError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - reported; its publication retries and counts it
+                logger.error(
+                    "a table is out of reach at start-up; its shares wait for it",
+                    extra={"table": name, "error": f"{type(exc).__name__}: {exc}"[:500]},
+                )
         if self.history is not None:
             self.history.open()
 
     def stats(self) -> dict[str, dict[str, int]]:
-        return {name: sink.stats() for name, sink in self.sinks().items()}
+        """Each table's size as of its last publication (a table out of reach: left out)."""
+        out = {}
+        for name, sink in self.sinks().items():
+            try:
+                out[name] = sink.stats()
+            except Exception as exc:  # noqa: BLE001 - a metric, never a reason to fail a batch
+                logger.warning("no statistics of a table", extra={"table": name, "error": str(exc)[:300]})
+        return out
 
     def catalog(self) -> Any:
         """One catalog client for every table of the job (made on first use; pyiceberg's catalogs
@@ -124,8 +151,12 @@ class Tables:
             return dict(self._sinks)
 
 
-def sink_for(settings: JobSettings, fs: HadoopFS, config: TableConfig, catalog: Callable[[], Any]) -> Sink:
-    """The sink of one table: an Iceberg table of the job's catalog, or hive-parquet directories."""
+def sink_for(
+    settings: JobSettings, fs: HadoopFS, config: TableConfig, catalog: Callable[[], Any], *, adopt: bool = True
+) -> Sink:
+    """The sink of one table: an Iceberg table of the job's catalog, or hive-parquet directories.
+    ``adopt``: bring the table to its configuration (create it, add its declared columns, set its
+    partitioning while it has no data); else take it as it is (a table the routing no longer names)."""
     if settings.table_format == "hive-parquet":
         from glue_processor.table.hive import HiveSink
 
@@ -148,8 +179,8 @@ def sink_for(settings: JobSettings, fs: HadoopFS, config: TableConfig, catalog: 
     def table():  # type: ignore[no-untyped-def]
         with lock:  # once, whichever thread asks first
             if not opened:
-                opened.append(
-                    ensure_table(
+                if adopt:
+                    found = ensure_table(
                         catalog(),
                         settings.database,
                         config.name,
@@ -157,10 +188,14 @@ def sink_for(settings: JobSettings, fs: HadoopFS, config: TableConfig, catalog: 
                         plan=partitions,
                         columns=typed_columns(config.declared, partitions),
                     )
-                )
+                else:
+                    found = catalog().load_table((settings.database, config.name))
+                opened.append(found)
             return opened[0]
 
-    return IcebergSink(table, snapshot_retention=timedelta(hours=settings.snapshot_retention_hours))
+    return IcebergSink(
+        table, snapshot_retention=timedelta(hours=settings.snapshot_retention_hours), location=config.location
+    )
 
 
 def history_for(settings: JobSettings, catalog: Callable[[], Any]) -> LoadHistory | None:

@@ -37,13 +37,16 @@ class OptimizerHealth:
     last_run: str | None = None  # starting | in_progress | completed | failed
     error: str | None = None
     table: str = ""
+    unknown: str | None = None  # Glue would not say (access denied, throttled): counted unhealthy, with why
 
     @property
     def healthy(self) -> bool:
-        return self.found and self.enabled and self.last_run != "failed"
+        return self.unknown is None and self.found and self.enabled and self.last_run != "failed"
 
     def describe(self) -> str:
         where = f"{self.table} " if self.table else ""
+        if self.unknown is not None:
+            return f"{where}{self.type}: unknown ({self.unknown})"
         if not self.found:
             return f"{where}{self.type}: not configured"
         if not self.enabled:
@@ -141,8 +144,9 @@ class OptimizerWatch:
                 )
             for failure in response.get("Failures", []):
                 code = (failure.get("error") or {}).get("ErrorCode", "")
-                if code != NOT_FOUND:
-                    raise ControlPlaneError(f"optimizer {failure.get('type')} of {failure.get('tableName')}: {code}")
+                if code != NOT_FOUND:  # one table's trouble: that optimizer is reported, the others still are
+                    kind, table = failure.get("type", ""), failure.get("tableName", "")
+                    out[table, kind] = OptimizerHealth(kind, found=False, table=table, unknown=code or "no reason")
         return out
 
     def _create(self, table: str, kind: str) -> OptimizerHealth | None:
@@ -162,5 +166,7 @@ class OptimizerWatch:
                 return None
             if code == "AlreadyExistsException":
                 return OptimizerHealth(kind, found=True, enabled=True, table=table)
-            raise ControlPlaneError(f"create_table_optimizer {kind} of {self.database}.{table}: {exc}") from exc
+            return OptimizerHealth(kind, found=False, table=table, unknown=f"could not be created: {code}")
+        except BotoCoreError as exc:
+            return OptimizerHealth(kind, found=False, table=table, unknown=f"could not be created: {exc}")
         return OptimizerHealth(kind, found=True, enabled=True, table=table)

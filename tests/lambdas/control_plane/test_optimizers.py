@@ -158,9 +158,11 @@ def test_an_optimizer_still_running_is_healthy() -> None:
 
 
 def test_a_glue_error_never_stops_the_tick_that_keeps_the_job_alive() -> None:
-    optimizers, _ = watch(["AccessDeniedException", "AccessDeniedException", "AccessDeniedException"])
+    # an optimizer Glue will not describe (access denied) is reported as unknown, with why
+    optimizers, _ = watch(["AccessDeniedException", optimizer("retention"), optimizer("orphan_file_deletion")])
     outcome = tick(optimizers)
-    assert unhealthy(outcome) is None and outcome.body["command"] == "tick"
+    assert unhealthy(outcome) == 1 and outcome.body["command"] == "tick"
+    assert outcome.body["unhealthy_optimizers"] == ["events compaction: unknown (AccessDeniedException)"]
     # and so does a call that fails whole
     glue = boto3.client("glue", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     stub = Stubber(glue)

@@ -1,0 +1,307 @@
+"""One table's failure stays in its table (issue 26, item 1), on the paths an independent review of
+the routing change broke: shares set aside together, a list that cannot be read, staged files of a
+sink that moves them, shares abandoned after the record (load history, reconcile, the dedupe index),
+a table that keeps failing, a table out of reach at start-up, a table the routing no longer names."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from pyiceberg.catalog.sql import SqlCatalog
+
+from glue_processor.commit.deferred import Deferred
+from glue_processor.commit.failures import Failures
+from glue_processor.table.catalog import open_catalog
+from tests.glue_processor.test_batch import BUCKET, Env
+from tests.glue_processor.test_routing import ROUTING, history, lines, routed_env, rows_of, snapshots_of
+
+
+def force_due(job: Any) -> None:
+    job.deferred._load()
+    job.deferred._items = {k: dataclasses.replace(v, next_at=0.0) for k, v in job.deferred._items.items()}
+
+
+class CommitsFail:
+    """The catalog's commits to one table raise a ClientError with ``code`` while ``on``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, table: str, code: str) -> None:
+        self.table, self.code, self.on, self.calls = table, code, True, 0
+        real = SqlCatalog.commit_table
+
+        def commit_table(catalog: Any, tbl: Any, requirements: Any, updates: Any) -> Any:
+            if tbl.name()[-1] == self.table and self.on:
+                self.calls += 1
+                raise ClientError({"Error": {"Code": self.code, "Message": "injected"}}, "UpdateTable")
+            return real(catalog, tbl, requirements, updates)
+
+        monkeypatch.setattr(SqlCatalog, "commit_table", commit_table)
+
+
+class SlowS3:
+    """An object store whose PUTs land out of order (a shorter body takes longer): last writer wins."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+
+    def exists(self, uri: str) -> bool:
+        return uri in self.objects
+
+    def read_bytes(self, uri: str) -> bytes:
+        return self.objects[uri]
+
+    def write_bytes(self, uri: str, body: bytes) -> None:
+        time.sleep(max(0.0, 0.3 - len(body) / 3000))
+        self.objects[uri] = body
+
+
+def together(n: int, fn: Any) -> None:
+    barrier = threading.Barrier(n)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        fn(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def test_shares_set_aside_together_are_all_kept_and_refusals_of_tables_together_all_counted() -> None:
+    fs = SlowS3()
+    deferred = Deferred(fs, "s3://out", limit=100)  # type: ignore[arg-type]
+    together(8, lambda i: deferred.add("q", 7, f"t{i}"))
+    # what a restart (or the next checkpoint generation) reads: every one of them
+    assert len(Deferred(fs, "s3://out", limit=100)) == 8  # type: ignore[arg-type]
+    failures = Failures(fs, "s3://out", "q")  # type: ignore[arg-type]
+    together(4, lambda i: failures.record(3, 1, RuntimeError("refused"), key=f"refusals.t{i}"))
+    assert sorted(k for k in failures.get(3) if k.startswith("refusals.")) == [f"refusals.t{i}" for i in range(4)]
+
+
+@pytest.mark.spark
+def test_a_list_of_shares_set_aside_that_cannot_be_read_is_rebuilt_from_the_markers(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = routed_env(tmp_path, publish_hold_seconds="0")
+    job = env.job(spark)
+    job.sleep = lambda s: None
+    CommitsFail(monkeypatch, "clicks", "AccessDeniedException")
+    job.run([env.manifest("m0", [env.put("clicks/c.ndjson", lines({"u": "x", "country": "fr"}))])], 0)
+    # Given the list got damaged (a half-written file, a hand edit)
+    listing = tmp_path / "output" / "_deferred" / "shares.json"
+    listing.write_text('[{"query_id": "01234')
+    # Then a restarted job rebuilds it from the markers beside the commit records, and goes on
+    restarted = env.job(spark)
+    assert [(i.batch_id, i.table) for i in restarted.deferred._items_after_load()] == [(0, "clicks")]
+    assert json.loads(listing.read_text())[0]["table"] == "clicks"
+
+
+def _items_after_load(self: Deferred) -> list[Any]:
+    self._load()
+    return list(self._items.values())
+
+
+Deferred._items_after_load = _items_after_load  # type: ignore[attr-defined]
+
+
+@pytest.mark.spark
+def test_one_table_that_moves_its_files_never_sets_a_batch_aside_it_waits(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import glue_processor.table.hive as hive
+
+    # Given hive-parquet (files staged, then moved) whose moves fail for a while (S3 503s)
+    env = Env(tmp_path, table_format="hive-parquet", publish_hold_seconds="0", load_history_table="")
+    job = env.job(spark)
+    waits: list[float] = []
+    job.sleep = waits.append
+    real_move, fails = hive._move, {"left": 4}
+
+    def move(fs: Any, item: Any) -> None:
+        if fails["left"] and "/output/" in item.final:
+            fails["left"] -= 1
+            raise OSError("SlowDown (503)")
+        real_move(fs, item)
+
+    monkeypatch.setattr(hive, "_move", move)
+    job.run([env.manifest("m0", [env.put("a.json", lines({"id": 1}))])], 0)
+    # Then the batch waited its publication out (nothing set aside, its staged files kept) and landed
+    assert len(waits) == 4 and not (tmp_path / "output" / "_deferred").exists()
+    assert [r["id"] for r in __import__("tests.helpers", fromlist=["read_rows"]).read_rows(tmp_path / "output")] == [
+        "1"
+    ]
+
+
+@pytest.mark.spark
+def test_a_share_abandoned_after_the_record_is_rejected_in_the_history_and_requeued_by_reconcile(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from glue_processor.reconcile import LandedObject, history_loads, loads_of, local_records, reconcile
+
+    env = routed_env(tmp_path)
+    job = env.job(spark)
+    job.sleep = lambda s: None
+    job.start()
+    # Given a catalog that refuses the clicks share for its content (only the catalog knows why)
+    failing = CommitsFail(monkeypatch, "clicks", "ValidationException")
+    c = env.put("clicks/c.ndjson", lines({"u": "x", "country": "fr"}))
+    o = env.put("orders/a.json", lines({"id": 1, "ts": "2026-11-01T10:00:00Z"}))
+    job.run([env.manifest("m0", [o, c])], 0)
+    # Then the share is abandoned: the history says its object was rejected, with the cause
+    row = next(r for r in history(env) if r["key"] == "clicks/c.ndjson")
+    assert (row["status"], row["rows_written"]) == ("rejected", 0) and "ValidationException" in row["reason"]
+    # And reconcile, from the history and from the ledger, says it landed and was never loaded
+    landed = [LandedObject(BUCKET, x.key, x.etag, x.size) for x in (c, o)]
+    table = open_catalog(env.settings.catalog_uri).load_table(("ingest", "load_history"))
+    for loads in (history_loads(table), loads_of(local_records(tmp_path))):
+        assert [m.key for m in reconcile(landed, loads).never_ingested] == ["clicks/c.ndjson"]
+    # And once the cause is fixed, a requeue loads it (the dedupe index does not hold it)
+    failing.on = False
+    record = job.run([env.manifest("m1", [c])], 1)
+    assert [s.status for s in record.sources] == ["ingested"] and [r["u"] for r in rows_of(env, "clicks")] == ["x"]
+
+
+@pytest.mark.spark
+def test_a_share_set_aside_then_abandoned_on_a_retry_is_forgotten_and_rejected_in_the_history(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = routed_env(tmp_path, publish_hold_seconds="0")
+    job = env.job(spark)
+    job.sleep = lambda s: None
+    job.start()
+    failing = CommitsFail(monkeypatch, "clicks", "AccessDeniedException")  # passes with time: set aside
+    c = env.put("clicks/c.ndjson", lines({"u": "x", "country": "fr"}))
+    job.run([env.manifest("m0", [c])], 0)
+    assert len(job.deferred) == 1
+    failing.code = "ValidationException"  # its retries are refused for its content: abandoned
+    for n in (1, 2, 3):
+        force_due(job)
+        job.run([env.manifest(f"m{n}", [env.put(f"orders/{n}.json", lines({"id": n}))])], n)
+    assert len(job.deferred) == 0
+    row = next(r for r in history(env) if r["key"] == "clicks/c.ndjson")
+    assert row["status"] == "rejected" and "refused" in row["reason"]
+    # Then a requeue, the cause fixed, loads it: in this run and in a restarted one alike
+    failing.on = False
+    record = env.job(spark).run([env.manifest("m9", [c])], 9)
+    assert [s.status for s in record.sources] == ["ingested"] and [r["u"] for r in rows_of(env, "clicks")] == ["x"]
+
+
+@pytest.mark.spark
+def test_a_table_that_keeps_failing_costs_the_hold_once_not_every_batch(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = routed_env(tmp_path)  # publish_hold_seconds: 120
+    job = env.job(spark)
+    slept: list[float] = []
+    job.sleep = slept.append
+    job.start()
+    failing = CommitsFail(monkeypatch, "clicks", "AccessDeniedException")
+    waited = []
+    for n in range(4):
+        before = sum(slept)
+        entries = [
+            env.put(f"orders/{n}.json", lines({"id": n, "ts": "2026-11-01T10:00:00Z"})),
+            env.put(f"clicks/{n}.ndjson", lines({"u": str(n), "country": "fr"})),
+        ]
+        job.run([env.manifest(f"m{n}", entries)], n)
+        waited.append(sum(slept) - before)
+    # Then the first batch waited out the hold; the next ones set clicks aside at its first failure
+    assert waited[0] >= 120 and waited[1:] == [0, 0, 0]
+    assert len(job.deferred) == 4 and sorted(r["id"] for r in rows_of(env, "orders")) == ["0", "1", "2", "3"]
+    # And when the table is back, its shares go in, oldest first, each once
+    failing.on = False
+    force_due(job)
+    job.run([env.manifest("m9", [env.put("audit/9.json", lines({"n": 9}))])], 9)
+    assert sorted(r["u"] for r in rows_of(env, "clicks")) == ["0", "1", "2", "3"] and len(job.deferred) == 0
+    assert sorted(snapshots_of(env, "clicks")) == ["0", "1", "2", "3"]
+
+
+@pytest.mark.spark
+def test_a_table_out_of_reach_at_start_up_does_not_stop_the_others(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = routed_env(tmp_path)
+    env.job(spark).start()  # the three tables exist
+    real = SqlCatalog.load_table
+
+    def load_table(catalog: Any, identifier: Any) -> Any:
+        if tuple(identifier)[-1] == "clicks":
+            raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "GetTable")
+        return real(catalog, identifier)
+
+    monkeypatch.setattr(SqlCatalog, "load_table", load_table)
+    job = env.job(spark)
+    job.sleep = lambda s: None
+    job.start()  # Then the job starts
+    job.run([env.manifest("m0", [env.put("orders/a.json", lines({"id": 1, "ts": "2026-11-01T10:00:00Z"}))])], 0)
+    assert [r["id"] for r in rows_of(env, "orders")] == ["1"]
+
+
+@pytest.mark.spark
+def test_a_share_abandoned_while_its_batch_is_replayed_is_forgotten(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from glue_processor import faults
+
+    env = routed_env(tmp_path)
+    job = env.job(spark)
+    c = env.put("clicks/c.ndjson", lines({"u": "x", "country": "fr"}))
+
+    def die(name: str) -> None:
+        if name == "after-commit-record":
+            raise SystemExit(name)
+
+    monkeypatch.setattr(faults, "hit", die)  # the run dies right after the commit record
+    with pytest.raises(SystemExit):
+        job.run([env.manifest("m0", [c])], 0)
+    monkeypatch.setattr(faults, "hit", lambda name: None)
+    restarted = env.job(spark)
+    restarted.sleep = lambda s: None
+    failing = CommitsFail(monkeypatch, "clicks", "ValidationException")
+    restarted.run([env.manifest("m0", [c])], 0)  # the replay: the catalog refuses the share, abandoned
+    failing.on = False
+    record = restarted.run([env.manifest("m1", [c])], 1)  # requeued once the cause is fixed
+    assert [s.status for s in record.sources] == ["ingested"] and [r["u"] for r in rows_of(env, "clicks")] == ["x"]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("with_data", [False, True])
+def test_a_share_of_a_table_the_routing_no_longer_names_is_published_to_the_table_as_it_is(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_data: bool
+) -> None:
+    env = routed_env(tmp_path, publish_hold_seconds="0")
+    job = env.job(spark)
+    job.sleep = lambda s: None
+    job.start()
+    if with_data:  # the table holds a batch already, partitioned by day(ts)
+        job.run([env.manifest("p0", [env.put("orders/z.json", lines({"id": 0, "ts": "2026-10-01T10:00:00Z"}))])], 100)
+    failing = CommitsFail(monkeypatch, "orders", "AccessDeniedException")
+    job.run([env.manifest("m0", [env.put("orders/a.json", lines({"id": 1, "ts": "2026-11-01T10:00:00Z"}))])], 0)
+    assert len(job.deferred) == 1
+    failing.on = False
+    # Given the operator dropped orders from the routing file, and the job restarted with it
+    routing = {
+        "tables": {k: v for k, v in ROUTING["tables"].items() if k != "orders"},
+        "routes": [r for r in ROUTING["routes"] if r["table"] != "orders"],
+        "unmatched": "ignore",
+    }
+    (tmp_path / "routes.json").write_text(json.dumps(routing))
+    restarted = env.job(spark)
+    restarted.sleep = lambda s: None
+    force_due(restarted)
+    restarted.run([env.manifest("m1", [env.put("audit/1.json", lines({"n": 1}))])], 1)
+    # Then the share set aside is published to orders, whose partitioning is left as it was
+    orders = open_catalog(env.settings.catalog_uri).load_table(("ingest", "orders"))
+    assert [f.name for f in orders.spec().fields] == ["ts_day"] and len(restarted.deferred) == 0
+    assert sorted(r["id"] for r in rows_of(env, "orders")) == (["0", "1"] if with_data else ["1"])
+    # And the next batches go on
+    restarted.run([env.manifest("m2", [env.put("audit/2.json", lines({"n": 2}))])], 2)
+    assert len(rows_of(env, "audit")) == 2
