@@ -19,3 +19,7 @@ class StorageError(IngestError):
 
 class FencedOut(IngestError):
     """Another run of the job committed this batch first: this run must stop without publishing."""
+
+
+class RowsLost(IngestError):
+    """A batch's data files hold fewer (or more) rows than its tasks parsed: it is not committed."""

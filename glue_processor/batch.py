@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from contracts.exceptions import FencedOut
+from contracts.exceptions import FencedOut, RowsLost
 from contracts.ledger import CommitRecord
 from glue_processor import faults
 from glue_processor.commit.deferred import Deferred
@@ -51,6 +51,7 @@ from glue_processor.plan.tasks import Where, plan_tasks
 from glue_processor.read.outcome import Outcome, gather
 from glue_processor.read.task import FileOutcome, TaskResult, TaskSpec, run_task
 from glue_processor.settings import JobSettings
+from glue_processor.table.footer import metadata_of
 from glue_processor.table.sink import Sink, Tables
 from glue_processor.write.stage import Destination, write_files, write_rejections
 
@@ -230,6 +231,8 @@ class ManifestBatchJob:
                     spark_map=self._spark_map,
                     cores=self.spark.sparkContext.defaultParallelism,
                 )
+        for s in shares:
+            check_rows(s)
         results = [self._result(s, attempt) for s in shares]
         # a schema change a table would refuse: that share is quarantined here, before the record
         footers = {f.uri: f.footer for s in shares for f in s.outcome.data_files if f.footer}
@@ -407,6 +410,21 @@ class ManifestBatchJob:
         if not items:
             return []
         return list(self.spark.sparkContext.parallelize(list(items), len(items)).map(fn).collect())
+
+
+def check_rows(share: Share) -> None:
+    """The rows in a share's data files (their footers say) are the rows its tasks parsed: any
+    difference fails the batch before its commit record (retried, then its manifests quarantined),
+    never a silent loss. Files without a footer in hand (staged, then moved) are not counted."""
+    files = share.outcome.data_files
+    if not all(f.footer for f in files):
+        return
+    written = sum(metadata_of(f.footer).num_rows for f in files)
+    if written != share.outcome.records_out:
+        raise RowsLost(
+            f"table {share.config.name}: the batch's data files hold {written} rows, its tasks parsed "
+            f"{share.outcome.records_out}; nothing is committed"
+        )
 
 
 class Stages:

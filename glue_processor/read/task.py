@@ -527,8 +527,13 @@ class _ParquetFiles:
         return min(self.spec.row_group_bytes, max(1, self.spec.target_bytes // self.spec.row_groups_per_file))
 
     def _flush(self, *, final: bool = False) -> None:
-        if not self._pending:
-            return
+        if self._pending:
+            self._write_pending(final=final)
+        if final:  # the rows partitions still hold go too, whether or not rows were pending
+            for label in list(self._held):
+                self._release(label, final=True)
+
+    def _write_pending(self, *, final: bool) -> None:
         keys = self._pending_keys
         merged = pa.concat_tables(self._pending, promote_options="default")
         self._pending = []
@@ -564,9 +569,6 @@ class _ParquetFiles:
                     if count:
                         self._hold(names[code], table.take(pa.array(order[start : start + count])), keys)
                         start += count
-        if final:
-            for label in list(self._held):
-                self._release(label, final=True)
 
     def _hold(self, label: str, table: pa.Table, keys: tuple[str, ...]) -> None:
         """Rows of one partition, held until they make a row group of about the step: a batch over

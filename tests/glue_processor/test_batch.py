@@ -359,3 +359,28 @@ def test_two_versions_of_one_key_in_a_batch_each_get_their_own_record(spark: Any
     by_etag = {s.etag: (s.status, s.records) for s in record.sources}
     assert by_etag == {first.etag: ("superseded", 0), second.etag: ("ingested", 2)}
     assert sorted(r["v"] for r in read_rows(tmp_path / "output")) == ["2", "3"]
+
+
+def test_a_batch_whose_files_hold_fewer_rows_than_were_parsed_is_not_committed(spark: Any, tmp_path: Path) -> None:
+    import dataclasses
+
+    from contracts.exceptions import RowsLost
+    from glue_processor import batch as batch_module
+
+    env = Env(tmp_path, target_file_mb="8")  # parts of 1 MB: a task stages several
+    job = env.job(spark)
+    real = job._spark_map
+
+    def lose_a_part(fn: Any, items: Any) -> Any:
+        results = real(fn, items)
+        if fn is batch_module.run_task:  # a defect that drops a part on the floor
+            results = [dataclasses.replace(r, data=r.data[1:]) for r in results]
+        return results
+
+    job._spark_map = lose_a_part  # type: ignore[method-assign]
+    body = "".join(json.dumps({"a": i, "pad": "x" * 4000}) + "\n" for i in range(8000)).encode()
+    manifest = env.manifest("m1", [env.put("in/x.json", body)])
+    # When the batch runs, Then it fails before its commit record, saying how many rows are missing
+    with pytest.raises(RowsLost, match=r"hold \d+ rows, its tasks parsed 8000"):
+        job.run([manifest], 0)
+    assert not list((tmp_path / "output" / "_commits").rglob("*.json"))
