@@ -130,8 +130,8 @@ conversion: setup ## what declared types cost: parse only vs parse + conversion,
 commit-cost: setup ## publication cost per table format, and the Iceberg commit as snapshots accumulate
 	$(BIN)/python -m bench.commit_cost
 
-reliability: setup ## fault injection: 20 SIGKILLs at random moments and fail points, then an exactly-once check of the table: make reliability [TABLE_FORMAT=hive-parquet]
-	$(BIN)/python -m glue_processor.local.chaos --kills 20 --json reliability.json --table-format "$(TABLE_FORMAT)"
+reliability: setup ## fault injection: 20 SIGKILLs at random moments and fail points, then an exactly-once check of the table: make reliability [TABLE_FORMAT=hive-parquet] [ROUTED=1: three datasets to three tables]
+	$(BIN)/python -m glue_processor.local.chaos --kills 20 --json reliability.json --table-format "$(TABLE_FORMAT)" $(if $(ROUTED),--routed)
 
 lint: setup template ## ruff, mypy --strict, cfn-lint and checkov
 	$(BIN)/ruff check contracts glue_processor lambdas infra bench tests

@@ -55,10 +55,21 @@ class ChaosReport:
         )
 
 
-def _write_files(data: Path, rng: random.Random, start: int, count: int, records: int) -> dict[str, int]:
+# with --routes: three datasets under three prefixes, each to a table of its own
+ROUTED = ("alpha", "beta", "gamma")
+ROUTES = {
+    "tables": {t: {} for t in ROUTED},
+    "routes": [{"prefix": f"round/{t}/", "table": t} for t in ROUTED],
+    "unmatched": "ignore",
+}
+
+
+def _write_files(
+    data: Path, rng: random.Random, start: int, count: int, records: int, *, routed: bool = False
+) -> dict[str, int]:
     written = {}
     for i in range(start, start + count):
-        rel = f"round/{i:04d} file ü+%.json"
+        rel = f"round/{ROUTED[i % 3]}/{i:04d} file ü+%.json" if routed else f"round/{i:04d} file ü+%.json"
         lines = [json.dumps({"file": i, "n": n, "pad": rng.randbytes(40).hex()}) for n in range(records)]
         path = data / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,8 +112,10 @@ def run_chaos(
     records: int = 40,
     seed: int = 11,
     table_format: str = "iceberg",
+    routed: bool = False,
 ) -> ChaosReport:
-    """Kill until ``kills`` kills happened, then drain cleanly and check the output by lineage."""
+    """Kill until ``kills`` kills happened, then drain cleanly and check the output by lineage
+    (``routed``: three datasets to three tables, each row in its own table exactly once)."""
     import pyarrow.parquet as pq
 
     from glue_processor.table.read import published_files
@@ -114,11 +127,16 @@ def run_chaos(
     started = time.monotonic()
     args = ["--data", str(data), "--workdir", str(work), "--sqs-batch-size", "1", "--max-files-per-trigger", "1"]
     args += ["--table-format", table_format]
+    if routed:
+        routes = workdir / "routes.json"
+        routes.parent.mkdir(parents=True, exist_ok=True)
+        routes.write_text(json.dumps(ROUTES), encoding="utf-8")
+        args += ["--routes", str(routes)]
     n = 0
     rounds = 0
     while report.kills < kills and rounds < kills * 4:
         rounds += 1
-        expected.update(_write_files(data, rng, n, files_per_round, records))
+        expected.update(_write_files(data, rng, n, files_per_round, records, routed=routed))
         n += files_per_round
         if rng.random() < 0.5:
             moment, fault, after = "random-time", None, rng.uniform(1.0, 14.0)
@@ -139,11 +157,19 @@ def run_chaos(
     report.clean_runs += 1
 
     seen: dict[tuple[str, int], int] = {}
-    published = published_files(work / "output")
-    for path in published:
-        for row in pq.ParquetFile(path).read(columns=["_source_uri", "_line"]).to_pylist():
-            key = (row["_source_uri"], row["_line"])
-            seen[key] = seen.get(key, 0) + 1
+    published = []
+    for table in ROUTED if routed else ("events",):
+        files = published_files(work / "output", table_name=table)
+        published += files
+        for path in files:
+            for row in pq.ParquetFile(path).read(columns=["_source_uri", "_line"]).to_pylist():
+                # routed: a row counts only in the table its key is routed to
+                key = (
+                    (row["_source_uri"], row["_line"])
+                    if not routed or f"/round/{table}/" in row["_source_uri"]
+                    else ("", 0)
+                )
+                seen[key] = seen.get(key, 0) + 1
     want = {(f"s3://local-landing/{rel}", line) for rel, count in expected.items() for line in range(1, count + 1)}
     report.files = len(expected)
     report.records_in = len(want)
@@ -163,11 +189,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--json", type=Path, help="also write the figures here")
     p.add_argument("--table-format", choices=["iceberg", "hive-parquet"], default="iceberg")
+    p.add_argument("--routed", action="store_true", help="three datasets routed to three tables")
     args = p.parse_args(argv)
     import shutil
 
     shutil.rmtree(args.workdir, ignore_errors=True)
-    report = run_chaos(args.workdir, kills=args.kills, seed=args.seed, table_format=args.table_format)
+    report = run_chaos(
+        args.workdir, kills=args.kills, seed=args.seed, table_format=args.table_format, routed=args.routed
+    )
     print(report.text())
     if args.json:
         args.json.write_text(json.dumps({**asdict(report), "ok": report.ok}, indent=1))
