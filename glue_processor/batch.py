@@ -98,13 +98,11 @@ class ManifestBatchJob:
         self.tables = Tables(settings, self.fs, self.routes)
         self.memory = Memory(settings, self.routes)
         # shares whose publication kept failing, tried again every batch, so one table never holds the
-        # others: with several tables only (one table's batches would only pile up behind it and land
-        # out of order), and none when --max_deferred_publications is 0
-        self.deferred = (
-            Deferred(self.fs, settings.output_uri, limit=settings.max_deferred_publications)
-            if settings.max_deferred_publications and len(self.routes.tables) > 1
-            else None
-        )
+        # others. New ones are set aside with several tables only (one table's batches would only
+        # pile up behind it and land out of order), and none when --max_deferred_publications is 0;
+        # those set aside before (another routing, another setting) are always tried and reported.
+        self.deferred = Deferred(self.fs, settings.output_uri, limit=settings.max_deferred_publications)
+        self.set_aside_new = settings.max_deferred_publications > 0 and len(self.routes.tables) > 1
         self.metrics = metrics
         self.last_snapshot_id: int | None = None
         self.last_commit_ms = 0.0
@@ -362,9 +360,6 @@ class ManifestBatchJob:
         abandoned = {s.table for s in settlements if s.settled == "abandoned"}
         if fresh:
             self.memory.published(record, abandoned=abandoned)
-            for share in record.tables:  # a table's columns grow with what it takes (set aside: will take)
-                if share.refused is None and share.table not in abandoned:
-                    self.memory.learn(share.table, share.keys)
         report(
             self.metrics,
             record,
@@ -372,7 +367,7 @@ class ManifestBatchJob:
             settlements=settlements,
             tables=self.tables.stats(),
             table_of=self.routes.name,
-            deferred=len(self.deferred) if self.deferred is not None else 0,
+            deferred=self._deferred_count(),
             max_partitions=self.settings.max_partitions_per_batch,
         )
         if record.stats.partitions > self.settings.max_partitions_per_batch:
@@ -386,6 +381,13 @@ class ManifestBatchJob:
             logger.info("batch done", extra={"batch_id": record.batch_id, **record.stats.model_dump()})
         return record
 
+    def _deferred_count(self) -> int:
+        try:
+            return len(self.deferred)
+        except Exception:  # noqa: BLE001 - a metric: the list is read again next batch
+            logger.warning("could not read the list of shares set aside")
+            return 0
+
     def publisher(self) -> Publisher:
         return Publisher(
             self.fs,
@@ -394,9 +396,11 @@ class ManifestBatchJob:
             max_refusals=self.settings.max_batch_attempts,
             hold_s=self.settings.publish_hold_seconds,
             deferred=self.deferred,
+            set_aside_new=self.set_aside_new,
             metrics=self.metrics,
             sleep=self.sleep,
             forget=self.memory.forget,
+            learn=self.memory.learn,
         )
 
     def _maybe_rotate(self, batch_id: int) -> None:

@@ -60,22 +60,28 @@ class Deferred:
         self._lock = threading.RLock()  # one writer of the list at a time
 
     def _load(self) -> None:
+        """Read the list once; a read that fails (S3 throttles, a timeout) raises and leaves it
+        unread, so nothing overwrites the list with less than it holds."""
         with self._lock:
             if self._loaded:
                 return
-            self._loaded = True
-            if not self.fs.exists(self.uri):
-                return
-            try:
-                for raw in json.loads(self.fs.read_bytes(self.uri)):
-                    item = SetAside(**raw)
-                    self._items[item.ident] = item
-            except (ValueError, TypeError) as exc:
-                logger.error(
-                    "the list of shares set aside is unreadable; rebuilt from the markers", extra={"error": str(exc)}
-                )
-                self._items = {i.ident: i for i in self._from_markers()}
-                self._save()
+            items: dict[tuple[str, int, str], SetAside] = {}
+            if self.fs.exists(self.uri):
+                body = self.fs.read_bytes(self.uri)
+                try:
+                    for raw in json.loads(body):
+                        item = SetAside(**raw)
+                        items[item.ident] = item
+                except (ValueError, TypeError) as exc:
+                    logger.error(
+                        "the list of shares set aside is unreadable; rebuilt from the markers",
+                        extra={"error": str(exc)},
+                    )
+                    items = {i.ident: i for i in self._from_markers()}
+                    self._items, self._loaded = items, True
+                    self._save()
+                    return
+            self._items, self._loaded = items, True
 
     def _from_markers(self) -> list[SetAside]:
         """Every share marked set aside and not yet published or abandoned, in every generation."""
@@ -129,12 +135,16 @@ class Deferred:
                 self._save()
 
     def due(self, now: datetime | None = None) -> list[SetAside]:
-        """The shares to try now, oldest first (by when they were set aside, then batch)."""
+        """The shares to try now, per table in the order they were set aside (then batch): a table
+        is due when its oldest share is, so its shares are tried, and published, in order."""
         self._load()
         t = (now or datetime.now(UTC)).timestamp()
         with self._lock:
-            due = [i for i in self._items.values() if i.next_at <= t]
-        return sorted(due, key=lambda i: (i.since, i.batch_id, i.table))
+            items = sorted(self._items.values(), key=lambda i: (i.since, i.query_id, i.batch_id))
+        first: dict[str, SetAside] = {}
+        for i in items:
+            first.setdefault(i.table, i)
+        return [i for i in items if first[i.table].next_at <= t]
 
     def failed(self, item: SetAside, now: datetime | None = None) -> None:
         """One more failed try: the next after a longer wait."""

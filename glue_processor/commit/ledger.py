@@ -215,6 +215,27 @@ class BatchCommitter:
             out.append(record.without(abandoned_shares(record, batch, abandoned, self.fs.read_bytes)))
         return list(reversed(out))
 
+    def abandoned_all(self, *, since: datetime) -> list[tuple[CommitRecord, TableShare]]:
+        """The shares abandoned in every generation, of batches committed since ``since`` (a few:
+        one read per abandoned share), for the dedupe index to forget their objects on a restart
+        whatever its snapshot remembers."""
+        out: list[tuple[CommitRecord, TableShare]] = []
+        for query in self.fs.list(f"{self.output_uri}/{COMMITS_DIR}"):
+            if not query.is_dir:
+                continue
+            for info in self.fs.list(query.uri):
+                if not info.name.endswith(".abandoned") or info.name.count(".") < 2:
+                    continue  # <batch>.<table>.abandoned (a whole batch's, from before routing, is skipped whole)
+                batch, _, table = info.name.removesuffix(".abandoned").partition(".")
+                uri = f"{query.uri}/{batch}.json"
+                if not self.fs.exists(uri):
+                    continue
+                record = CommitRecord.model_validate_json(self.fs.read_bytes(uri))
+                share = record.share(table)
+                if share is not None and record.committed_at >= since:
+                    out.append((record, share))
+        return out
+
     def recent_records_all(self, *, since: datetime) -> list[CommitRecord]:
         """Recent commit records of every query (checkpoint generation), oldest first."""
         out: list[CommitRecord] = []

@@ -66,15 +66,18 @@ class Publisher:
         max_refusals: int,
         hold_s: float | None,
         deferred: Deferred | None = None,
+        set_aside_new: bool = True,
         metrics: JobMetrics | None = None,
         sleep: Callable[[float], None] | None = None,
         forget: Callable[[CommitRecord, TableShare], None] | None = None,
+        learn: Callable[[str, tuple[str, ...]], None] | None = None,
     ) -> None:
         self.fs, self.tables = fs, tables
         self.quarantine_uri, self.max_refusals, self.hold_s = quarantine_uri, max_refusals, hold_s
-        self.deferred, self.metrics, self.sleep = deferred, metrics, sleep
-        # the dedupe index forgets an abandoned share's objects (a requeue must load them)
-        self.forget = forget
+        self.deferred, self.set_aside_new, self.metrics, self.sleep = deferred, set_aside_new, metrics, sleep
+        # the dedupe index forgets an abandoned share's objects (a requeue must load them); a table
+        # learns a share's keys once the share is published (never those of one abandoned)
+        self.forget, self.learn = forget, learn
 
     def publish(
         self,
@@ -90,8 +93,8 @@ class Publisher:
         shares = [s for s in record.tables if s.refused is None]
         # a table with a share set aside already is failing: its new share is set aside at its first
         # failure, rather than holding every batch for the whole hold again (a circuit breaker)
-        failing = self.deferred.tables() if self.deferred is not None else set()
-        room = self.deferred is not None and self.deferred.room
+        failing = self.deferred.tables() if self.deferred is not None and self.set_aside_new else set()
+        room = self.deferred is not None and self.set_aside_new and self.deferred.room
 
         def one(share: TableShare) -> Settlement:
             if not fresh and committer.share_abandoned(record, share):
@@ -119,6 +122,9 @@ class Publisher:
         abandoned = {s.table: s.reason or "abandoned" for s in settlements if s.settled == "abandoned"}
         for table in abandoned:
             self._forget(record, table)
+        for s in settlements:
+            if s.settled == "published":
+                self._learn(record, s.table)
         set_aside = {s.table for s in settlements if s.settled == "deferred"}
         if not fresh:  # a share set aside before: its rows are appended with its own publication
             set_aside |= {s.table for s in shares if s.table not in set_aside and committer.is_set_aside(record, s)}
@@ -188,6 +194,8 @@ class Publisher:
         if settled == "abandoned":
             self._forget(record, share.table)
             shown = record.without({share.table: why or "abandoned"})
+        else:
+            self._learn(record, share.table)
         # its rows join the history before the share leaves the list: a failure keeps it there
         if self.tables.history is not None and not self.tables.history.publish(shown, {name: snapshot}, part=name):
             self.deferred.failed(item)
@@ -195,6 +203,11 @@ class Publisher:
         self.deferred.remove(item)
         logger.info("a share set aside is settled", extra={"table": name, "batch_id": item.batch_id, "how": settled})
         return True
+
+    def _learn(self, record: CommitRecord, table: str) -> None:
+        share = record.share(table)
+        if share is not None and self.learn is not None:
+            self.learn(share.table, share.keys)
 
     def _forget(self, record: CommitRecord, table: str) -> None:
         share = record.share(table)

@@ -67,6 +67,10 @@ class Memory:
             since = max(since, taken_at + timedelta(microseconds=1))
         # every generation's records: an object ingested before a checkpoint rotation is still known
         records = committer.recent_records_all(since=since)
+        # a share abandoned after the snapshot remembered its objects: forgotten again (its marker is
+        # the durable truth; the snapshot may predate it)
+        for record, share in committer.abandoned_all(since=self._window_start()):
+            self.forget(record, share)
         for record in records:
             self.remember(record)
             # a key that cannot name a column (recorded before names were checked) is not one any more;
@@ -77,7 +81,7 @@ class Memory:
         return records[-1] if records else None
 
     def learn(self, table: str, keys: Collection[str]) -> None:
-        """A table's share was published (or set aside to be): its keys are the table's columns."""
+        """A table's share was published: its keys are the table's columns."""
         self.keys_of(table).update(k for k in keys if nameable(k))
 
     def forget(self, record: CommitRecord, share: TableShare) -> None:

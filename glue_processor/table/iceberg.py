@@ -32,6 +32,7 @@ from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.table.update import AssertRefSnapshotId, TableRequirement, TableUpdate
 
+from contracts.exceptions import ConfigError
 from contracts.ledger import CommitRecord, TableShare
 from glue_processor import faults
 from glue_processor.commit.publication import PublishRefused, refuse_columns
@@ -154,6 +155,8 @@ class IcebergSink:
         still writes its files, and publishes them once the table is back)."""
         try:
             return str(self._table().location())
+        except ConfigError:  # the table cannot be what its routing says: that stops the job
+            raise
         except Exception:
             if self.location is None:
                 raise
@@ -199,9 +202,11 @@ class IcebergSink:
         self, record: CommitRecord, share: TableShare, footers: Mapping[str, bytes] | None = None
     ) -> int | None:
         """Append the share's data files unless the table has them; the snapshot id, or None when
-        the share wrote no data file."""
+        the share wrote no data file. The share's schema change is checked again first (a share
+        committed while its table was out of reach was not): a refusal is the share's content."""
         if not share.data_files:
             return None
+        self.check(share, footers)
         table = self._table()
         table.refresh()
         done = find_snapshot(table.metadata, record.query_id, record.batch_id)

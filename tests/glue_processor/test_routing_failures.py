@@ -305,3 +305,125 @@ def test_a_share_of_a_table_the_routing_no_longer_names_is_published_to_the_tabl
     # And the next batches go on
     restarted.run([env.manifest("m2", [env.put("audit/2.json", lines({"n": 2}))])], 2)
     assert len(rows_of(env, "audit")) == 2
+
+
+# -- a second review, of the fixes above -----------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_an_object_forgotten_after_the_dedupe_snapshot_stays_forgotten_across_a_restart(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import glue_processor.plan.memory as memory
+
+    env = routed_env(tmp_path, publish_hold_seconds="0")
+    job = env.job(spark)
+    job.sleep = lambda s: None
+    job.start()
+    failing = CommitsFail(monkeypatch, "clicks", "AccessDeniedException")
+    c = env.put("clicks/c.ndjson", lines({"u": "x", "country": "fr"}))
+    job.run([env.manifest("m0", [c])], 0)  # set aside: its object is remembered as loaded
+    # Given the dedupe snapshot taken while the share waits (it remembers the object)
+    monkeypatch.setattr(memory, "DEDUPE_SNAPSHOT_BATCHES", 1)
+    job.run([env.manifest("m1", [env.put("audit/1.json", lines({"n": 1}))])], 1)
+    monkeypatch.setattr(memory, "DEDUPE_SNAPSHOT_BATCHES", 60)
+    job.memory._since_snapshot = 0
+    failing.code = "ValidationException"  # then the share is abandoned on its retries
+    for n in (2, 3, 4):
+        force_due(job)
+        job.run([env.manifest(f"m{n}", [env.put(f"audit/{n}.json", lines({"n": n}))])], n)
+    assert len(job.deferred) == 0
+    # When the job restarts before the next snapshot, and the object is requeued (the cause fixed)
+    failing.on = False
+    record = env.job(spark).run([env.manifest("m9", [c])], 9)
+    # Then it loads: the abandoned marker is the truth, whatever the snapshot remembered
+    assert [s.status for s in record.sources] == ["ingested"] and [r["u"] for r in rows_of(env, "clicks")] == ["x"]
+
+
+@pytest.mark.spark
+def test_shares_set_aside_are_published_even_once_the_routing_has_one_table(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = routed_env(tmp_path, publish_hold_seconds="0")
+    job = env.job(spark)
+    job.sleep = lambda s: None
+    job.start()
+    failing = CommitsFail(monkeypatch, "clicks", "AccessDeniedException")
+    job.run([env.manifest("m0", [env.put("clicks/c.ndjson", lines({"u": "x", "country": "fr"}))])], 0)
+    failing.on = False
+    # Given clicks and audit moved to another job: this job's routing names orders alone
+    one = {"tables": {"orders": ROUTING["tables"]["orders"]}, "routes": [{"prefix": "orders/", "table": "orders"}]}
+    (tmp_path / "routes.json").write_text(json.dumps(one))
+    restarted = env.job(spark)
+    restarted.sleep = lambda s: None
+    force_due(restarted)
+    restarted.run([env.manifest("m1", [env.put("orders/1.json", lines({"id": 1, "ts": "2026-11-01T10:00:00Z"}))])], 1)
+    # Then the share set aside before is published, and the list is empty
+    assert [r["u"] for r in rows_of(env, "clicks")] == ["x"] and len(restarted.deferred) == 0
+
+
+def test_a_list_that_could_not_be_read_is_read_again_not_overwritten() -> None:
+    class FlakyFS:
+        def __init__(self) -> None:
+            self.objects: dict[str, bytes] = {}
+            self.fail_reads = 0
+
+        def exists(self, uri: str) -> bool:
+            return uri in self.objects
+
+        def read_bytes(self, uri: str) -> bytes:
+            if self.fail_reads:
+                self.fail_reads -= 1
+                raise OSError("SlowDown (503)")
+            return self.objects[uri]
+
+        def write_bytes(self, uri: str, body: bytes) -> None:
+            self.objects[uri] = body
+
+    fs = FlakyFS()
+    first = Deferred(fs, "s3://out", limit=100)  # type: ignore[arg-type]
+    for b in range(5):
+        first.add("q", b, "clicks")
+    restarted = Deferred(fs, "s3://out", limit=100)  # type: ignore[arg-type]
+    fs.fail_reads = 1
+    with pytest.raises(OSError, match="SlowDown"):
+        restarted.due()  # S3 throttled the read: the list stays unread
+    restarted.add("q", 9, "orders")  # Then the next use reads it, and keeps every entry
+    assert sorted(i.batch_id for i in Deferred(fs, "s3://out", limit=100)._items_after_load()) == [0, 1, 2, 3, 4, 9]  # type: ignore[arg-type, attr-defined]
+
+
+@pytest.mark.spark
+def test_a_share_committed_while_its_table_was_out_of_reach_is_checked_at_publication_and_abandoned(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyiceberg.types import LongType
+
+    env = routed_env(tmp_path, publish_hold_seconds="0")
+    env.job(spark).start()
+    audit = open_catalog(env.settings.catalog_uri).load_table(("ingest", "audit"))
+    with audit.update_schema() as update:  # another writer made `n` a long
+        update.add_column("n", LongType())
+    real = SqlCatalog.load_table
+    state = {"down": True}
+
+    def load_table(catalog: Any, identifier: Any) -> Any:
+        if tuple(identifier)[-1] == "audit" and state["down"]:
+            raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "GetTable")
+        return real(catalog, identifier)
+
+    monkeypatch.setattr(SqlCatalog, "load_table", load_table)
+    job = env.job(spark)
+    job.sleep = lambda s: None
+    job.start()  # audit out of reach: the job starts, and the batch's check of it cannot run
+    job.run([env.manifest("m0", [env.put("audit/a.json", lines({"n": "not a number", "z": "new"}))])], 0)
+    assert len(job.deferred) == 1
+    state["down"] = False
+    for n in range(1, 5):
+        force_due(job)
+        job.run(
+            [env.manifest(f"m{n}", [env.put(f"orders/{n}.json", lines({"id": n, "ts": "2026-11-01T10:00:00Z"}))])], n
+        )
+    # Then its schema change, checked at publication, counts as its content: abandoned after 3 refusals
+    assert len(job.deferred) == 0
+    assert list((tmp_path / "output" / "_commits").glob("*/*.audit.abandoned"))
+    assert next(r for r in history(env) if r["key"] == "audit/a.json")["status"] == "rejected"
