@@ -26,8 +26,13 @@ from glue_processor.write import thrift
 from glue_processor.write.thrift import (
     CC_COLUMN_INDEX,
     CC_CRYPTO,
+    CC_FILE_OFFSET,
+    CC_META,
     CC_OFFSET_INDEX,
     CMD_BLOOM,
+    CMD_DATA_PAGE,
+    CMD_DICT_PAGE,
+    CMD_INDEX_PAGE,
     FMD_ENCRYPTION,
     FMD_NUM_ROWS,
     FMD_ROW_GROUPS,
@@ -51,6 +56,10 @@ def decode_footer(footer: bytes) -> Struct:
         raise ConcatError(str(exc)) from exc
 
 
+_UNSUPPORTED = frozenset((CC_OFFSET_INDEX, CC_COLUMN_INDEX, CC_CRYPTO))
+_PAGES = frozenset((CMD_DATA_PAGE, CMD_INDEX_PAGE, CMD_DICT_PAGE))
+
+
 def _shift(row_group: Struct, by: int, ordinal: int) -> None:
     for f in row_group:
         if f.id == RG_FILE_OFFSET:
@@ -59,11 +68,28 @@ def _shift(row_group: Struct, by: int, ordinal: int) -> None:
             f.value = ordinal
         elif f.id == RG_COLUMNS:
             for chunk in f.value[1]:
-                if any(c.id in (CC_OFFSET_INDEX, CC_COLUMN_INDEX, CC_CRYPTO) for c in chunk):
-                    raise ConcatError("page indexes and encryption are not supported")
-                if any(m.id == CMD_BLOOM for m in thrift.chunk_meta(chunk)):
-                    raise ConcatError("bloom filters are not supported")
-                thrift.move_chunk(chunk, by)
+                _move_chunk(chunk, by)
+
+
+def _move_chunk(chunk: Struct, by: int) -> None:
+    """Shift the file positions a column chunk records (its pages moved ``by`` bytes), refusing what
+    this module cannot move; one pass over its fields (a batch over many partitions concatenates a
+    file per partition, each column chunk of each part through here)."""
+    meta: Struct | None = None
+    for c in chunk:
+        if c.id in _UNSUPPORTED:
+            raise ConcatError("page indexes and encryption are not supported")
+        if c.id == CC_META:
+            meta = c.value
+        elif c.id == CC_FILE_OFFSET and c.value:  # deprecated; older writers set it
+            c.value += by
+    if meta is None:
+        raise ConcatError("a column chunk without its metadata")
+    for m in meta:
+        if m.id in _PAGES:
+            m.value += by
+        elif m.id == CMD_BLOOM:
+            raise ConcatError("bloom filters are not supported")
 
 
 def concat(sources: Iterable[Path], target: Path, *, chunk: int = 8 * 1024 * 1024) -> int:

@@ -18,6 +18,7 @@ Sizes are exact here (the parts exist), so the output sizes do not depend on an 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import tempfile
 from collections.abc import Callable, Sequence
@@ -33,7 +34,7 @@ from glue_processor.read.ndjson import LINEAGE_COLUMNS, STRING, column_names
 from glue_processor.read.objects import ObjectStore, local_path, store_for
 from glue_processor.read.task import Staged, _output_table
 from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema
-from glue_processor.table.footer import footer_of
+from glue_processor.table.footer import footer_of, metadata_of
 from glue_processor.write import parquet as parquet_writer
 from glue_processor.write.concat import concat
 
@@ -122,22 +123,26 @@ def merge_parts(spec: MergeSpec, stores: Callable[[str], ObjectStore] = store_fo
 
 
 def _concatenate(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
-    with tempfile.TemporaryDirectory(prefix="parts-") as tmp:
+    with contextlib.ExitStack() as stack:
         local = []
-        for n, part in enumerate(spec.parts):
+        tmp: Path | None = None  # made for the first remote part only: a batch over many partitions
+        for n, part in enumerate(spec.parts):  # has a merge per partition, each a few ms
             if part.uri.startswith("file:"):
                 local.append(local_path(part.uri))  # already a file: no copy
                 continue
-            path = Path(tmp) / f"{n:05d}.parquet"
+            if tmp is None:
+                tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="parts-")))
+            path = tmp / f"{n:05d}.parquet"
             path.write_bytes(stores(part.uri).read(part.uri).data)
             local.append(path)
         with stores(spec.uri).writer(spec.uri) as path:
             rows = concat(local, path)
-            # the footer was written here: read it back before the file can be published
-            if pq.read_metadata(path).num_rows != rows:
+            # the footer was written here: read it back (once, from the file) before the file can
+            # be published
+            footer = footer_of(path)
+            if metadata_of(footer).num_rows != rows:
                 raise ValueError(f"{spec.uri}: concatenated file does not read back {rows} rows")
             size = path.stat().st_size
-            footer = footer_of(path)
     return Staged(spec.uri, size, spec.keys, footer, spec.partition)
 
 

@@ -3,8 +3,7 @@
 A struct is a list of :class:`Field` (id, type, value), so fields a caller does not know are
 carried through unchanged. The codec is native (:mod:`ndjson_arrow._thrift`): a wide file's footer
 has tens of thousands of fields, which cost ~0.1 s per footer in Python. Used to concatenate files by bytes
-(:mod:`glue_processor.write.concat`) and to write the pages the job encodes itself
-(:mod:`glue_processor.write.parquet`).
+(:mod:`glue_processor.write.concat`).
 """
 
 from __future__ import annotations
@@ -16,12 +15,9 @@ __all__ = [
     "Field",
     "Struct",
     "ThriftError",
-    "chunk_meta",
-    "chunk_start",
     "decode",
     "encode",
     "get",
-    "move_chunk",
 ]
 
 
@@ -71,26 +67,3 @@ FMD_VERSION, FMD_SCHEMA, FMD_NUM_ROWS, FMD_ROW_GROUPS, FMD_CREATED_BY, FMD_COLUM
 RG_COLUMNS, RG_TOTAL_BYTE_SIZE, RG_NUM_ROWS, RG_FILE_OFFSET, RG_COMPRESSED_SIZE, RG_ORDINAL = 1, 2, 3, 5, 6, 7
 CC_FILE_OFFSET, CC_META, CC_OFFSET_INDEX, CC_COLUMN_INDEX, CC_CRYPTO = 2, 3, 4, 6, 8
 CMD_RAW_SIZE, CMD_SIZE, CMD_DATA_PAGE, CMD_INDEX_PAGE, CMD_DICT_PAGE, CMD_BLOOM = 6, 7, 9, 10, 11, 14
-
-
-def chunk_meta(chunk: Struct) -> Struct:
-    """A column chunk's ColumnMetaData."""
-    meta = get(chunk, CC_META)
-    if meta is None:
-        raise ThriftError("a column chunk without its metadata")
-    return meta.value  # type: ignore[no-any-return]
-
-
-def chunk_start(chunk: Struct) -> int:
-    """Where a column chunk's first page (dictionary or data) is in its file."""
-    return int(min(f.value for f in chunk_meta(chunk) if f.id in (CMD_DATA_PAGE, CMD_DICT_PAGE)))
-
-
-def move_chunk(chunk: Struct, by: int) -> None:
-    """Shift the file positions a column chunk records (its pages moved ``by`` bytes)."""
-    for f in chunk_meta(chunk):
-        if f.id in (CMD_DATA_PAGE, CMD_INDEX_PAGE, CMD_DICT_PAGE):
-            f.value += by
-    offset = get(chunk, CC_FILE_OFFSET)  # deprecated; older writers set it
-    if offset is not None and offset.value:
-        offset.value += by

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -73,3 +74,96 @@ def test_different_schemas_are_refused(tmp_path: Path) -> None:
     pq.write_table(pa.table({"a": ["x"]}), tmp_path / "b.parquet", **OPTIONS)
     with pytest.raises(ConcatError, match="schema differs"):
         concat([tmp_path / "a.parquet", tmp_path / "b.parquet"], tmp_path / "out.parquet")
+
+
+def _with_footer(path: Path, edit: Callable[[thrift.Struct], None]) -> None:
+    """Rewrite ``path``'s footer after ``edit`` (what a writer this job never uses would record)."""
+    data = path.read_bytes()
+    length = int.from_bytes(data[-8:-4], "little")
+    meta = decode_footer(data[-8 - length : -8])
+    edit(meta)
+    footer = thrift.encode(meta)
+    path.write_bytes(data[: -8 - length] + footer + len(footer).to_bytes(4, "little") + b"PAR1")
+
+
+def _chunks(meta: thrift.Struct) -> list[thrift.Struct]:
+    groups = thrift.get(meta, thrift.FMD_ROW_GROUPS)
+    assert groups is not None
+    out = []
+    for group in groups.value[1]:
+        columns = thrift.get(group, thrift.RG_COLUMNS)
+        assert columns is not None
+        out.extend(columns.value[1])
+    return out
+
+
+def test_page_indexes_are_refused(tmp_path: Path) -> None:
+    # Given a part written with page indexes (their offsets would be stale once its bytes move)
+    table = part(tmp_path / "b.parquet", 1, 10, 10)
+    pq.write_table(table, tmp_path / "a.parquet", write_page_index=True, **OPTIONS)
+    # Then concatenating it is refused, not written with wrong offsets
+    with pytest.raises(ConcatError, match="page indexes"):
+        concat([tmp_path / "b.parquet", tmp_path / "a.parquet"], tmp_path / "out.parquet")
+
+
+def test_bloom_filters_are_refused(tmp_path: Path) -> None:
+    # Given a part whose column chunk records a bloom filter's offset (pyarrow writes none)
+    part(tmp_path / "a.parquet", 1, 10, 10)
+
+    def bloom(meta: thrift.Struct) -> None:
+        chunk_meta = thrift.get(_chunks(meta)[0], thrift.CC_META)
+        assert chunk_meta is not None
+        chunk_meta.value.append(thrift.Field(thrift.CMD_BLOOM, thrift.I64, 4))
+
+    _with_footer(tmp_path / "a.parquet", bloom)
+    with pytest.raises(ConcatError, match="bloom filters"):
+        concat([tmp_path / "a.parquet"], tmp_path / "out.parquet")
+
+
+def test_a_column_chunk_without_its_metadata_is_refused(tmp_path: Path) -> None:
+    part(tmp_path / "a.parquet", 1, 10, 10)
+
+    def strip(meta: thrift.Struct) -> None:
+        chunk = _chunks(meta)[1]
+        chunk[:] = [f for f in chunk if f.id != thrift.CC_META]
+
+    _with_footer(tmp_path / "a.parquet", strip)
+    with pytest.raises(ConcatError, match="without its metadata"):
+        concat([tmp_path / "a.parquet"], tmp_path / "out.parquet")
+
+
+def _first_page(chunk: thrift.Struct) -> int:
+    meta = thrift.get(chunk, thrift.CC_META)
+    assert meta is not None
+    return int(min(f.value for f in meta.value if f.id in (thrift.CMD_DATA_PAGE, thrift.CMD_DICT_PAGE)))
+
+
+def _footer(path: Path) -> thrift.Struct:
+    data = path.read_bytes()
+    length = int.from_bytes(data[-8:-4], "little")
+    return decode_footer(data[-8 - length : -8])
+
+
+def test_the_deprecated_chunk_file_offset_moves_with_the_pages(tmp_path: Path) -> None:
+    # Given parts whose column chunks record the deprecated file_offset, as older writers set it
+    # (pyarrow writes 0, which means unset and stays 0)
+    tables = [part(tmp_path / f"p{i}.parquet", i, 50, 20) for i in range(2)]
+
+    def set_offsets(meta: thrift.Struct) -> None:
+        for chunk in _chunks(meta):
+            offset = thrift.get(chunk, thrift.CC_FILE_OFFSET)
+            assert offset is not None
+            offset.value = _first_page(chunk)
+
+    for i in range(2):
+        _with_footer(tmp_path / f"p{i}.parquet", set_offsets)
+    # When concatenated
+    concat([tmp_path / f"p{i}.parquet" for i in range(2)], tmp_path / "out.parquet")
+    # Then the rows read back, and each chunk's file_offset still names its first page
+    got = pq.read_table(tmp_path / "out.parquet")
+    assert got.cast(tables[0].schema).equals(pa.concat_tables(tables))
+    chunks = _chunks(_footer(tmp_path / "out.parquet"))
+    assert len(chunks) == 2 * 3 * 4
+    for chunk in chunks:
+        offset = thrift.get(chunk, thrift.CC_FILE_OFFSET)
+        assert offset is not None and offset.value == _first_page(chunk)
