@@ -45,7 +45,7 @@ from contracts.validation import describe
 MAX_TABLES = 100
 MAX_ROUTES = 1000
 IGNORE = "ignore"
-# Glue table names as Athena can query them unquoted (the job's --table_name takes the same)
+# Glue table names as Athena can query them unquoted (the job's --table_name is one)
 TableName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]{1,255}$")]
 
 
@@ -155,3 +155,16 @@ def parse_routing(text: str | bytes, *, source: str = "routing file") -> Routing
         return Routing.model_validate(doc)
     except ValidationError as exc:
         raise ConfigError(f"{source}: {describe(exc, root='routing')}") from exc
+
+
+def read_routing(s3: Any, uri: str) -> Routing:
+    """The routing file at ``s3://bucket/key`` (a deployed ``RoutesUri``), read with a boto3 S3 client
+    and validated; a :class:`ConfigError` when it cannot be read or is not a routing."""
+    from botocore.exceptions import BotoCoreError, ClientError  # where an S3 client is, botocore is
+
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    try:
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except (ClientError, BotoCoreError) as exc:
+        raise ConfigError(f"{uri}: could not be read ({exc})") from exc
+    return parse_routing(body, source=uri)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from contracts.column_names import MAX_DATA_COLUMNS
 from contracts.exceptions import ConfigError
 from contracts.metrics import DEFAULT_NAMESPACE
+from contracts.routing import TableName
 from contracts.validation import describe
 from glue_processor.defaults import DEFAULT_MAX_COLUMNS
 
@@ -65,9 +66,8 @@ class JobSettings(BaseModel):
         le=24 * 30,
         description="the job expires Iceberg snapshots older than this (a commit's cost grows with the snapshots kept)",
     )
-    table_name: str = Field(
+    table_name: TableName = Field(
         default="events",
-        pattern=r"^[a-z0-9_]{1,255}$",
         description="Iceberg/Glue table (with --routes, the routing file names the tables instead)",
     )
     routes_uri: str = Field(

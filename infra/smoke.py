@@ -41,7 +41,7 @@ from pyiceberg.expressions.literals import literal
 from pyiceberg.table import Table
 
 from contracts.exceptions import ConfigError
-from contracts.routing import parse_routing
+from contracts.routing import read_routing
 from infra import stack as cfn_stack
 from infra.exceptions import DeployError, StackNotFound
 
@@ -160,11 +160,10 @@ def routed(res: Resources, s3: Any) -> Resources:
     """With a routing file, the table the smoke's objects go to (the file names it by their key)."""
     if not res.routes_uri:
         return res
-    bucket, _, key = res.routes_uri.removeprefix("s3://").partition("/")
     try:
-        routing = parse_routing(s3.get_object(Bucket=bucket, Key=key)["Body"].read(), source=res.routes_uri)
-    except (ClientError, ConfigError) as exc:
-        raise DeployError(f"reading the stack's routing file {res.routes_uri}: {exc}") from exc
+        routing = read_routing(s3, res.routes_uri)
+    except ConfigError as exc:
+        raise DeployError(f"reading the stack's routing file: {exc}") from exc
     sample = f"{res.landing_prefix}smoke/{new_run_id(datetime.now(UTC))}/part-00000.json"
     table = routing.table_of(sample)
     if table is None:

@@ -169,13 +169,12 @@ def routed_tables(s3: Any, uri: str) -> list[str]:
     if not uri:
         return []
     from contracts.exceptions import ConfigError
-    from contracts.routing import parse_routing
+    from contracts.routing import read_routing
 
-    bucket, _, key = uri.removeprefix("s3://").partition("/")
     try:
-        return list(parse_routing(s3.get_object(Bucket=bucket, Key=key)["Body"].read(), source=uri).tables)
-    except (ClientError, ConfigError) as exc:
-        raise DeployError(f"reading the routing file {uri} (its tables are to be dropped): {exc}") from exc
+        return list(read_routing(s3, uri).tables)
+    except ConfigError as exc:
+        raise DeployError(f"reading the routing file (its tables are to be dropped): {exc}") from exc
 
 
 def drop_catalog(glue: Any, database: str, table: str, *, also: Sequence[str] = ()) -> None:

@@ -7,10 +7,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from contracts.exceptions import ConfigError
-from contracts.routing import parse_routing
+from contracts.routing import read_routing
 from lambdas.control_plane.exceptions import ControlPlaneError
 from lambdas.control_plane.settings import ControlSettings
 
@@ -29,12 +27,7 @@ def routed_tables(s3: Any, uri: str) -> list[str]:
 
 @lru_cache(maxsize=4)
 def _routed(s3: Any, uri: str) -> tuple[str, ...]:
-    bucket, _, key = uri.removeprefix("s3://").partition("/")
     try:
-        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-    except (ClientError, BotoCoreError) as exc:
-        raise ControlPlaneError(f"reading the routing file {uri}: {exc}") from exc
-    try:
-        return tuple(parse_routing(body, source=uri).tables)
-    except ConfigError as exc:  # make deploy validates it: a hand-edited object
-        raise ControlPlaneError(str(exc)) from exc
+        return tuple(read_routing(s3, uri).tables)
+    except ConfigError as exc:  # unreadable, or (make deploy validates it) a hand-edited object
+        raise ControlPlaneError(f"reading the routing file: {exc}") from exc

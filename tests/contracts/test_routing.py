@@ -108,3 +108,24 @@ def test_routes_leave_the_one_table_settings_alone() -> None:
         load_routes(settings(routes="file:///tmp/r/routes.json", partition_by="day(_event_time)"), read=lambda u: b"")
     with pytest.raises(ConfigError, match="routes needs table_format iceberg"):
         settings(routes="file:///tmp/r/routes.json", table_format="hive-parquet")
+
+
+def test_a_deployed_routing_file_is_read_from_s3_and_every_failure_is_a_config_error() -> None:
+    import boto3
+    from moto import mock_aws
+
+    from contracts.routing import read_routing
+
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="deploy")
+        routing = parse_routing(YAML, source="routes.yaml")
+        s3.put_object(Bucket="deploy", Key="routes/ok.json", Body=routing.to_json())
+        s3.put_object(Bucket="deploy", Key="routes/bad.json", Body=b"{not json")
+        # a routing file deploy shipped reads back as the same routing
+        assert read_routing(s3, "s3://deploy/routes/ok.json") == routing
+        # one that is gone, or that is not a routing, is a ConfigError naming it
+        with pytest.raises(ConfigError, match=r"s3://deploy/routes/gone\.json: could not be read \(.*NoSuchKey"):
+            read_routing(s3, "s3://deploy/routes/gone.json")
+        with pytest.raises(ConfigError, match=r"s3://deploy/routes/bad\.json: not valid JSON"):
+            read_routing(s3, "s3://deploy/routes/bad.json")
