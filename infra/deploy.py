@@ -8,7 +8,6 @@ permissions are missing. CloudFormation lives in :mod:`infra.stack`, the concurr
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -24,7 +23,7 @@ from infra import concurrency, teardown
 from infra import stack as cfn_stack
 from infra.build import render
 from infra.exceptions import DeployError, StackNotFound
-from infra.package import ROOT, build, content_key, wheelhouse
+from infra.package import ROOT, build, content_digest, content_key, wheelhouse
 
 # The Glue job's code: when one of these changes, the running job must restart to pick it up.
 # a change of any restarts the running job (its code, or the routing file it reads at start-up)
@@ -128,7 +127,7 @@ def deploy(
     for path in wheels:
         clients.s3.upload_file(str(path), bucket, f"{prefix}/{path.name}")
     if routing is not None:
-        key = f"routes/{hashlib.sha256(routing).hexdigest()[:16]}.json"
+        key = f"routes/{content_digest(routing)}.json"
         print(f"  upload {routes} (validated, as JSON) -> s3://{bucket}/{key}")
         clients.s3.put_object(Bucket=bucket, Key=key, Body=routing, ContentType="application/json")
         params = {**params, "RoutesUri": f"s3://{bucket}/{key}"}

@@ -139,10 +139,15 @@ def wheelhouse(out: Path) -> tuple[str, list[Path]]:
     return f"wheelhouse/{lock_digest(entries)}", fetch(out / "wheelhouse", entries)
 
 
+def content_digest(data: bytes) -> str:
+    """What names an uploaded artifact's content in its S3 key."""
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
 def content_key(path: Path, prefix: str = "artifacts") -> str:
     """An S3 key that changes when the content does, so CloudFormation sees code updates. A wheel
     keeps its file name (pip reads its tags from it): the digest is a folder."""
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    digest = content_digest(path.read_bytes())
     if path.suffix == ".whl":
         return f"{prefix}/{digest}/{path.name}"
     return f"{prefix}/{path.stem}-{digest}{path.suffix}"

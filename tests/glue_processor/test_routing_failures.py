@@ -23,6 +23,14 @@ from tests.glue_processor.test_batch import BUCKET, Env
 from tests.glue_processor.test_routing import ROUTING, history, lines, routed_env, rows_of, snapshots_of
 
 
+def started(env: Env, spark: Any) -> Any:
+    """The job as the stream starts it, its retries' back-off not waited for."""
+    job = env.job(spark)
+    job.sleep = lambda s: None
+    job.start()
+    return job
+
+
 def force_due(job: Any) -> None:
     job.deferred._load()
     job.deferred._items = {k: dataclasses.replace(v, next_at=0.0) for k, v in job.deferred._items.items()}
@@ -147,9 +155,7 @@ def test_a_share_abandoned_after_the_record_is_rejected_in_the_history_and_reque
     from glue_processor.reconcile import LandedObject, history_loads, loads_of, local_records, reconcile
 
     env = routed_env(tmp_path)
-    job = env.job(spark)
-    job.sleep = lambda s: None
-    job.start()
+    job = started(env, spark)
     # Given a catalog that refuses the clicks share for its content (only the catalog knows why)
     failing = CommitsFail(monkeypatch, "clicks", "ValidationException")
     c = env.put("clicks/c.ndjson", lines({"u": "x", "country": "fr"}))
@@ -174,9 +180,7 @@ def test_a_share_set_aside_then_abandoned_on_a_retry_is_forgotten_and_rejected_i
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = routed_env(tmp_path, publish_hold_seconds="0")
-    job = env.job(spark)
-    job.sleep = lambda s: None
-    job.start()
+    job = started(env, spark)
     failing = CommitsFail(monkeypatch, "clicks", "AccessDeniedException")  # passes with time: set aside
     c = env.put("clicks/c.ndjson", lines({"u": "x", "country": "fr"}))
     job.run([env.manifest("m0", [c])], 0)
@@ -238,9 +242,7 @@ def test_a_table_out_of_reach_at_start_up_does_not_stop_the_others(
         return real(catalog, identifier)
 
     monkeypatch.setattr(SqlCatalog, "load_table", load_table)
-    job = env.job(spark)
-    job.sleep = lambda s: None
-    job.start()  # Then the job starts
+    job = started(env, spark)  # Then the job starts
     job.run([env.manifest("m0", [env.put("orders/a.json", lines({"id": 1, "ts": "2026-11-01T10:00:00Z"}))])], 0)
     assert [r["id"] for r in rows_of(env, "orders")] == ["1"]
 
@@ -278,9 +280,7 @@ def test_a_share_of_a_table_the_routing_no_longer_names_is_published_to_the_tabl
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_data: bool
 ) -> None:
     env = routed_env(tmp_path, publish_hold_seconds="0")
-    job = env.job(spark)
-    job.sleep = lambda s: None
-    job.start()
+    job = started(env, spark)
     if with_data:  # the table holds a batch already, partitioned by day(ts)
         job.run([env.manifest("p0", [env.put("orders/z.json", lines({"id": 0, "ts": "2026-10-01T10:00:00Z"}))])], 100)
     failing = CommitsFail(monkeypatch, "orders", "AccessDeniedException")
@@ -317,9 +317,7 @@ def test_an_object_forgotten_after_the_dedupe_snapshot_stays_forgotten_across_a_
     import glue_processor.plan.memory as memory
 
     env = routed_env(tmp_path, publish_hold_seconds="0")
-    job = env.job(spark)
-    job.sleep = lambda s: None
-    job.start()
+    job = started(env, spark)
     failing = CommitsFail(monkeypatch, "clicks", "AccessDeniedException")
     c = env.put("clicks/c.ndjson", lines({"u": "x", "country": "fr"}))
     job.run([env.manifest("m0", [c])], 0)  # set aside: its object is remembered as loaded
@@ -345,9 +343,7 @@ def test_shares_set_aside_are_published_even_once_the_routing_has_one_table(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = routed_env(tmp_path, publish_hold_seconds="0")
-    job = env.job(spark)
-    job.sleep = lambda s: None
-    job.start()
+    job = started(env, spark)
     failing = CommitsFail(monkeypatch, "clicks", "AccessDeniedException")
     job.run([env.manifest("m0", [env.put("clicks/c.ndjson", lines({"u": "x", "country": "fr"}))])], 0)
     failing.on = False
@@ -412,9 +408,7 @@ def test_a_share_committed_while_its_table_was_out_of_reach_is_checked_at_public
         return real(catalog, identifier)
 
     monkeypatch.setattr(SqlCatalog, "load_table", load_table)
-    job = env.job(spark)
-    job.sleep = lambda s: None
-    job.start()  # audit out of reach: the job starts, and the batch's check of it cannot run
+    job = started(env, spark)  # audit out of reach: the job starts, and the batch's check of it cannot run
     job.run([env.manifest("m0", [env.put("audit/a.json", lines({"n": "not a number", "z": "new"}))])], 0)
     assert len(job.deferred) == 1
     state["down"] = False
