@@ -40,3 +40,11 @@ def retrying(
         sleep=sleep,
         reraise=True,
     )
+
+
+def backoff_s(tries: int, *, first_s: float = 1.0, max_s: float = 300.0) -> float:
+    """The policy's wait after ``tries`` failed tries (0: before the first retry), for a caller that
+    schedules its own retries (across batches, say) rather than looping in :func:`retrying`."""
+    state = RetryCallState(None, None, (), {})  # type: ignore[arg-type]  # the wait reads attempt_number only
+    state.attempt_number = tries + 1
+    return float(wait_random_exponential(multiplier=first_s, max=max_s)(state))

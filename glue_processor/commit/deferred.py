@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import threading
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 
 from contracts.layout import COMMITS_DIR
+from contracts.retry import backoff_s
 from glue_processor.hadoop_fs import HadoopFS
 
 logger = logging.getLogger(__name__)
@@ -161,5 +161,5 @@ class Deferred:
 
 
 def _wait(tries: int) -> float:
-    """Full jitter below a cap that doubles from 1 s (AWS's exponential back-off and jitter)."""
-    return random.uniform(0, min(MAX_WAIT_S, 2.0**tries))  # noqa: S311 - spreading retries, not security
+    """The project's retry policy (full jitter below a cap that doubles from 1 s), one try at a time."""
+    return backoff_s(tries, max_s=MAX_WAIT_S)
