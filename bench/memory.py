@@ -49,28 +49,42 @@ def _distinct_keys(path: Path, mb: int) -> tuple[int, ...]:
     return (0,)
 
 
+def _many_partitions(path: Path, mb: int) -> tuple[int, ...]:
+    """Tiny rows over 10,000 partitions (``identity(p)``): every spill sorts and shares them all."""
+    line = 0
+    with path.open("wb") as out:
+        while out.tell() < mb * MIB:
+            out.write(b"".join(b'{"p":"v%05d","a":%d}\n' % ((line + i) % 10_000, i) for i in range(10_000)))
+            line += 10_000
+    return (0, 1)
+
+
 SHAPES: dict[str, Callable[[Path, int], tuple[int, ...]]] = {
     "1000 known columns x empty rows": _known_empty,
     "1000 keys on line 1, then empty rows": _keys_then_empty,
     "one huge line (8x the size)": _huge_line,
     "many tiny lines": _tiny_lines,
     "a new key per line": _distinct_keys,
+    "tiny rows over 10,000 partitions": _many_partitions,
 }
 
 
 def measure(shape: str, mb: int, workdir: Path) -> dict[str, float]:
     """Run one task over the shape in a fresh interpreter; its rows and peak RSS (MiB)."""
     data = workdir / "data.json"
-    (known,) = SHAPES[shape](data, mb)
+    known, *partitioned = SHAPES[shape](data, mb)
+    partitions = "parse_partition_by('p', None)" if partitioned else "None"
     code = f"""
 import json, resource
 from datetime import UTC, datetime
 from glue_processor.read.task import FileTask, TaskSpec, run_task
+from glue_processor.table.partitioning import parse_partition_by
 start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 spec = TaskSpec(index=0, files=(FileTask({data.as_uri()!r}, "s3://b/k", "e", datetime.now(UTC), "s3://m/x"),),
     known=tuple(f"key_{{i:04d}}" for i in range({known})), data_dir={(workdir / "out").as_uri()!r},
     quarantine_dir={(workdir / "q").as_uri()!r}, batch_id=0, ingest_time=datetime.now(UTC),
-    target_bytes=128 * 1024 * 1024, row_group_bytes=16 * 1024 * 1024, row_groups_per_file=1)
+    target_bytes=128 * 1024 * 1024, row_group_bytes=16 * 1024 * 1024, row_groups_per_file=1,
+    partitions={partitions})
 result = run_task(spec)
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({{"rows": sum(f.good for f in result.files), "bad": sum(f.bad for f in result.files),
@@ -83,11 +97,12 @@ print(json.dumps({{"rows": sum(f.good for f in result.files), "bad": sum(f.bad f
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=8, help="MiB of text per shape (the huge line: 8x)")
+    parser.add_argument("--only", action="append", default=[], help="a shape to run (repeatable; default all)")
     args = parser.parse_args(argv)
     from glue_processor.read.task import memory_bound
 
     print(f"{'shape':40} {'rows':>10} {'peak MiB':>9} {'above start':>12} {'bound':>7}")
-    for shape in SHAPES:
+    for shape in args.only or SHAPES:
         with tempfile.TemporaryDirectory() as tmp:
             got = measure(shape, args.mb, Path(tmp))
         line = 8 * args.mb * MIB if "huge" in shape else 0

@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=2, help="runs per partitioning; the best is shown (default 2)")
     p.add_argument("--cores", default="2")
     p.add_argument("--out", type=Path, default=ROOT / ".bench" / "partitions")
-    p.add_argument("--only", default="", help="comma-separated names of SPECS to run (default all)")
+    p.add_argument("--only", action="append", default=[], help="a name of SPECS to run (repeatable; default all)")
     args = p.parse_args(argv)
     from bench.jobs import session
 
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = session(args.cores)
     rows, base = [], None
     for name, spec in SPECS.items():
-        if args.only and name not in args.only.split(","):
+        if args.only and name not in args.only:
             continue
         r = run(
             spark,

@@ -15,10 +15,11 @@ line up to ``Limits.max_line_bytes``, copied at most three times); a chunk is pa
 at most ``MAX_CELLS`` cells (rows x columns, each an offset and a validity bit: :data:`CELL_BYTES`),
 and rows wait to be written until they weigh a row group or hold ``MAX_CELLS`` cells, so at most
 about four pieces' cells are held at once (the piece being parsed, those waiting, the row group
-being written); plus the Parquet writer's buffers, and the rows of partitions held until they make
-a row group (at most ``HELD_BYTES`` and ``MAX_CELLS`` cells, when a table is partitioned from the
-record). ``bench/memory.py`` measures the worst shapes
-(many known columns x empty rows, one huge line, many tiny lines, a new key per line) against it.
+being written); plus the Parquet writer's buffers, and, when a table is partitioned from the
+record, the rows waiting for a spill (at most half of ``HELD_BYTES`` and of ``MAX_CELLS`` cells) and
+their copy sorted by partition (the other half; see :mod:`glue_processor.write.shared`).
+``bench/memory.py`` measures the worst shapes (many known columns x empty rows, one huge line, many
+tiny lines, a new key per line) against it.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ from glue_processor.read.text import (
 from glue_processor.table.declared import RESCUED, DeclaredSchema, conform
 from glue_processor.table.partitioning import PartitionPlan
 from glue_processor.write import parquet as parquet_writer
+from glue_processor.write.shared import SHARED_ROW_GROUP_BYTES, sort_spill
 
 logger = logging.getLogger(__name__)
 
@@ -146,14 +148,24 @@ class FileOutcome:
 
 
 @dataclass(frozen=True)
+class SharedRows:
+    """One partition's rows in a task's shared file (see :mod:`glue_processor.write.shared`)."""
+
+    first: int  # the first row, counted from the start of the file
+    rows: int
+    file_bytes: int  # the size of the whole shared file (a ranged reader needs it)
+
+
+@dataclass(frozen=True)
 class Staged:
     uri: str
-    bytes: int
+    bytes: int  # of a shared range: its share of the shared file's bytes, by rows
     keys: tuple[str, ...] = ()
     # the Parquet footer of an output file, for the table's statistics (no read-back on the driver)
     footer: builtins.bytes = field(default=b"", repr=False)
     partition: str = ""  # the partition path of its rows ("" when the sink does not partition by row)
     folded: int = 0  # values the write stage moved to _extra (keys past the batch's column bound)
+    shared: SharedRows | None = None  # a range of rows of a shared file, not a file of its own
 
 
 @dataclass(frozen=True)
@@ -457,18 +469,22 @@ class _OpenFile:
     full: bool = False  # about the target: the next rows start a new file
 
 
-@dataclass
-class _Held:
-    """A partition's rows waiting to be written as one row group."""
-
-    keys: tuple[str, ...]
-    tables: list[pa.Table] = field(default_factory=list)
-    weight: int = 0
-    cells: int = 0
-
-
-# The most a task holds (by weight, see _weight) of partitions' rows not yet written.
+# The most a task holds (by weight, see _weight) of partitions' rows not yet written: rows wait in
+# runs of at most half of it, then a spill sorts them (one copy, the other half).
 HELD_BYTES = 128 * 1024 * 1024
+
+
+@dataclass
+class _SharedFile:
+    """A task's one file for the rows of its small partitions (:mod:`glue_processor.write.shared`)."""
+
+    uri: str
+    keys: tuple[str, ...]
+    file: contextlib.ExitStack
+    path: Path
+    writer: Any
+    rows: int = 0
+    ranges: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -484,9 +500,12 @@ class _ParquetFiles:
     _pending_weight: int = 0
     _pending_cells: int = 0  # rows x columns held (each an offset at least, whatever its weight)
     _open: dict[str, _OpenFile] = field(default_factory=dict)
-    _held: dict[str, _Held] = field(default_factory=dict)
-    _held_weight: int = 0
-    _held_cells: int = 0
+    # rows of a partitioned table waiting for a spill (each a table and its rows' partitions)
+    _runs: list[tuple[pa.Table, pa.DictionaryArray]] = field(default_factory=list)
+    _runs_keys: tuple[str, ...] = ()
+    _runs_weight: int = 0
+    _runs_cells: int = 0
+    _shared: _SharedFile | None = None
     rescued: int = 0
     null_partitions: int = 0
     extra_values: int = 0
@@ -501,10 +520,13 @@ class _ParquetFiles:
             self._flush(final=True)
             for label in list(self._open):
                 self._close(label)
+            self._close_shared()
         else:
             # The task failed: the files being written are discarded, never put in place.
             for open_file in self._open.values():
                 open_file.file.__exit__(exc_type, exc, tb)
+            if self._shared is not None:
+                self._shared.file.__exit__(exc_type, exc, tb)
 
     def add(self, table: pa.Table, keys: tuple[str, ...]) -> None:
         """Rows to write; a row group is written when they weigh a step, or hold MAX_CELLS cells."""
@@ -529,9 +551,8 @@ class _ParquetFiles:
     def _flush(self, *, final: bool = False) -> None:
         if self._pending:
             self._write_pending(final=final)
-        if final:  # the rows partitions still hold go too, whether or not rows were pending
-            for label in list(self._held):
-                self._release(label, final=True)
+        if final:  # the rows waiting for a spill go too, whether or not rows were pending
+            self._spill(final=True)
 
     def _write_pending(self, *, final: bool) -> None:
         keys = self._pending_keys
@@ -551,56 +572,75 @@ class _ParquetFiles:
         table = _output_table(data, keys, lineage, rescued, merged.column(EXTRA))
         if self.spec.partitions is None:
             self._write("", table, keys, final=final)
-        else:
-            labels, nulls = self.spec.partitions.labels(table)
-            self.null_partitions += nulls
-            names = labels.dictionary.to_pylist()
-            if len(names) == 1:  # the usual case (a day's partition): no copy of the rows
-                self._hold(names[0], table, keys)
-            else:
-                # one stable sort by partition, then each partition's rows taken (its own copy, so
-                # what is held does not keep the whole chunk alive): linear in the rows whatever the
-                # partition count (a filter per partition would pass over every row each time)
-                codes = labels.indices.to_numpy(zero_copy_only=False)
-                order = np.argsort(codes, kind="stable")
-                table = table.combine_chunks()  # a take from chunked columns would pass over them all
-                start = 0
-                for code, count in enumerate(np.bincount(codes, minlength=len(names)).tolist()):
-                    if count:
-                        self._hold(names[code], table.take(pa.array(order[start : start + count])), keys)
-                        start += count
+            return
+        labels, nulls = self.spec.partitions.labels(table)
+        self.null_partitions += nulls
+        self._keep(table, labels, keys)
 
-    def _hold(self, label: str, table: pa.Table, keys: tuple[str, ...]) -> None:
-        """Rows of one partition, held until they make a row group of about the step: a batch over
-        many partitions would otherwise write a row group per partition per chunk (each costs the
-        writer ~0.4 ms here whatever its size, and makes the files slow to read). What is held in
-        all is bounded (``HELD_BYTES`` by weight, ``MAX_CELLS`` by cells): past it, the partitions
-        holding the most are written."""
-        held = self._held.get(label)
-        if held is not None and held.keys != keys:
-            self._release(label)  # a file has one key set
-            held = None
-        if held is None:
-            held = self._held[label] = _Held(keys)
-        weight, cells = _weight(table), len(table) * table.num_columns
-        held.tables.append(table)
-        held.weight += weight
-        held.cells += cells
-        self._held_weight += weight
-        self._held_cells += cells
-        if held.weight >= self._step or held.cells >= MAX_CELLS:
-            self._release(label)
-        while self._held_weight > HELD_BYTES:
-            self._release(max(self._held, key=lambda name: self._held[name].weight))
-        while self._held_cells > MAX_CELLS:
-            self._release(max(self._held, key=lambda name: self._held[name].cells))
+    def _keep(self, table: pa.Table, labels: pa.DictionaryArray, keys: tuple[str, ...]) -> None:
+        """Rows of a partitioned table wait, as they came, for a spill that sorts them by partition
+        once (a take per partition per piece would cost each partition ~0.5 ms a piece). A spill
+        comes when they weigh half of ``HELD_BYTES`` or hold half of ``MAX_CELLS`` cells (its sorted
+        copy is the other half), when the key set changes (a file has one), and at the end."""
+        if self._runs and self._runs_keys != keys:
+            self._spill()
+        self._runs.append((table, labels))
+        self._runs_keys = keys
+        self._runs_weight += _weight(table)
+        self._runs_cells += len(table) * table.num_columns
+        if self._runs_weight >= HELD_BYTES // 2 or self._runs_cells >= MAX_CELLS // 2:
+            self._spill()
 
-    def _release(self, label: str, *, final: bool = False) -> None:
-        held = self._held.pop(label)
-        self._held_weight -= held.weight
-        self._held_cells -= held.cells
-        table = held.tables[0] if len(held.tables) == 1 else pa.concat_tables(held.tables)
-        self._write(label, table, held.keys, final=final)
+    def _spill(self, *, final: bool = False) -> None:
+        """The waiting rows sorted by partition: a partition with enough rows is written to its own
+        part, in row groups of about the step; the small ones to the task's shared file."""
+        if not self._runs:
+            return
+        tables, labels = zip(*self._runs, strict=True)
+        keys, weight = self._runs_keys, self._runs_weight
+        self._runs, self._runs_weight, self._runs_cells = [], 0, 0
+        spill = sort_spill(tables, labels, weight=weight)
+        del tables, labels
+        if spill.shared:
+            self._share(spill.table.slice(0, spill.shared_rows), spill.shared, keys)
+        # rows per row group of about the step (and at most MAX_CELLS cells), by the spill's mean row
+        step = max(1, min(self._step * len(spill.table) // max(1, weight), MAX_CELLS // spill.table.num_columns))
+        for label, first, count in spill.own:
+            for offset in range(first, first + count, step):
+                self._write(label, spill.table.slice(offset, min(step, first + count - offset)), keys, final=final)
+
+    def _share(self, table: pa.Table, ranges: list[tuple[str, int, int]], keys: tuple[str, ...]) -> None:
+        """Small partitions' rows (sorted by partition) to the end of the task's shared file."""
+        if self._shared is not None and self._shared.keys != keys:
+            self._close_shared()  # a file has one key set
+        if self._shared is None:
+            n = len(self.staged) + len(self._open)
+            uri = f"{self.spec.data_dir}/shared-{self.spec.index:05d}-{n:03d}.parquet"
+            stack = contextlib.ExitStack()
+            path = stack.enter_context(self.stores(uri).writer(uri))
+            self._shared = _SharedFile(uri, keys, stack, path, parquet_writer.writer(path, table))
+        rows = max(1, len(table) * SHARED_ROW_GROUP_BYTES // max(1, _weight(table)))
+        self._shared.writer.write_table(table, row_group_size=min(rows, max(1, MAX_CELLS // table.num_columns)))
+        self._shared.ranges.extend((label, self._shared.rows + first, count) for label, first, count in ranges)
+        self._shared.rows += len(table)
+
+    def _close_shared(self) -> None:
+        shared, self._shared = self._shared, None
+        if shared is None:
+            return
+        shared.writer.close()
+        size = shared.path.stat().st_size
+        shared.file.close()
+        for label, first, count in shared.ranges:
+            self.staged.append(
+                Staged(
+                    shared.uri,
+                    max(1, size * count // max(1, shared.rows)),
+                    shared.keys,
+                    partition=label,
+                    shared=SharedRows(first, count, size),
+                )
+            )
 
     def _write(self, label: str, table: pa.Table, keys: tuple[str, ...], *, final: bool = False) -> None:
         """A row group into the partition's open file; a full file is closed when more rows come,

@@ -19,6 +19,7 @@ Sizes are exact here (the parts exist), so the output sizes do not depend on an 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import tempfile
 from collections.abc import Callable, Sequence
@@ -36,7 +37,8 @@ from glue_processor.read.task import Staged, _output_table
 from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema
 from glue_processor.table.footer import footer_of, metadata_of
 from glue_processor.write import parquet as parquet_writer
-from glue_processor.write.concat import concat
+from glue_processor.write.concat import ConcatError, concat
+from glue_processor.write.shared import SharedReader
 
 # A part within this fraction of the target is a file of its own already.
 FULL = 0.85
@@ -73,7 +75,11 @@ def plan_merge(
     """Keep full parts with the final columns (when the sink may publish a staged part); pack the
     rest, partition by partition (a file never mixes two), into about ``total / target`` files named
     ``<out_dir>/[<partition path>/]<prefix>-<n>.parquet``."""
-    keep = [p for p in parts if keep_parts and p.bytes >= FULL * target_bytes and set(p.keys) == set(keys)]
+    keep = [
+        p
+        for p in parts
+        if keep_parts and p.shared is None and p.bytes >= FULL * target_bytes and set(p.keys) == set(keys)
+    ]
     kept = {p.uri for p in keep}
     by_partition: dict[str, list[Staged]] = {}
     for p in parts:
@@ -109,20 +115,67 @@ def _packing(sizes: list[int], target_bytes: int) -> list[list[int]]:
 
 
 def concatenable(spec: MergeSpec) -> bool:
-    """Every part has the final columns: the file is their bytes, concatenated."""
-    return all(set(p.keys) == set(spec.keys) for p in spec.parts)
+    """Every part is a file with the final columns: the file is their bytes, concatenated."""
+    return all(p.shared is None and set(p.keys) == set(spec.keys) for p in spec.parts)
 
 
-def merge_parts(spec: MergeSpec, stores: Callable[[str], ObjectStore] = store_for) -> Staged:
+def merge_parts(
+    spec: MergeSpec, stores: Callable[[str], ObjectStore] = store_for, shared: SharedReader | None = None
+) -> Staged:
     """Make one Parquet file of a group of parts, then delete the parts: by concatenating their
-    bytes when they all have the final columns, else by rewriting them with those columns."""
-    staged = _concatenate(spec, stores) if concatenable(spec) else _rewrite(spec, stores)
-    for part in spec.parts:
+    bytes when they all have the final columns, else by rewriting them with those columns. Rows in
+    shared files (small partitions' rows, read through ``shared``) are written once more, and the
+    shared files are left to the write stage (other merges read them too)."""
+    files = tuple(p for p in spec.parts if p.shared is None)
+    if len(files) == len(spec.parts):
+        staged = _concatenate(spec, stores) if concatenable(spec) else _rewrite(spec, stores)
+    else:
+        reader = shared or SharedReader(stores)
+        try:
+            staged = _with_shared(spec, files, reader, stores)
+        finally:
+            if shared is None:
+                reader.close()
+    for part in files:
         stores(part.uri).delete(part.uri)
     return staged
 
 
-def _concatenate(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
+def _with_shared(
+    spec: MergeSpec, files: tuple[Staged, ...], reader: SharedReader, stores: Callable[[str], ObjectStore]
+) -> Staged:
+    """A file of the partition's rows in shared files, and of its own parts: those are copied by
+    bytes when they have the final columns (the shared rows joining as one more row group), else
+    rewritten."""
+    folded = 0
+    tables = []
+    for part in spec.parts:
+        if part.shared is not None:
+            rows = reader.rows(part.uri, part.shared.first, part.shared.rows, part.shared.file_bytes)
+            table, n = _conformed(rows, part.keys, spec)
+            tables.append(table)
+            folded += n
+    rows = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    if not files:
+        with stores(spec.uri).writer(spec.uri) as path:
+            parquet_writer.write(rows, path, use_dictionary=reader.dictionary_columns(rows))
+            footer = footer_of(path)
+            size = path.stat().st_size
+        return Staged(spec.uri, size, spec.keys, footer, spec.partition, folded)
+    own = dataclasses.replace(spec, parts=files)
+    if concatenable(own):
+        with tempfile.TemporaryDirectory(prefix="shared-") as tmp:
+            extra = Path(tmp) / "shared.parquet"
+            parquet_writer.write(rows, extra)
+            try:
+                return dataclasses.replace(_concatenate(own, stores, extra=extra), folded=folded)
+            except ConcatError:  # the parts' Parquet schema differs from the shared rows': rewrite
+                pass
+    staged = _rewrite(own, stores, extra=rows)
+    return dataclasses.replace(staged, folded=staged.folded + folded)
+
+
+def _concatenate(spec: MergeSpec, stores: Callable[[str], ObjectStore], *, extra: Path | None = None) -> Staged:
     with contextlib.ExitStack() as stack:
         local = []
         tmp: Path | None = None  # made for the first remote part only: a batch over many partitions
@@ -135,6 +188,8 @@ def _concatenate(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Stage
             path = tmp / f"{n:05d}.parquet"
             path.write_bytes(stores(part.uri).read(part.uri).data)
             local.append(path)
+        if extra is not None:
+            local.append(extra)
         with stores(spec.uri).writer(spec.uri) as path:
             rows = concat(local, path)
             # the footer was written here: read it back (once, from the file) before the file can
@@ -146,43 +201,52 @@ def _concatenate(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Stage
     return Staged(spec.uri, size, spec.keys, footer, spec.partition)
 
 
-def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore]) -> Staged:
-    """Rewrite parts with the final columns, one row group at a time (memory: one part's bytes and
-    one row group)."""
-    out = stores(spec.uri)
+def _conformed(table: pa.Table, keys: tuple[str, ...], spec: MergeSpec) -> tuple[pa.Table, int]:
+    """Rows written with ``keys`` as the final columns of ``spec`` (absent ones NULL, declared ones
+    of their type, keys past the column bound folded into ``_extra``), and the values folded."""
+    if set(keys) == set(spec.keys):
+        return table, 0  # written with the final columns already (column_names orders by the key set)
     final_names = column_names(spec.keys)
     final = set(spec.keys)
+    names = dict(column_names(keys))
+    spilled = [key for key in keys if key not in final]  # past the bound: to _extra
+    types = {key: _type_of(key, spec.declared) for key, _ in final_names}
+    data = {
+        key: table.column(names[key]).cast(types[key]) if key in names else pa.nulls(len(table), types[key])
+        for key, _ in final_names
+    }
+    rescued = None
+    if spec.declared is not None:
+        rescued = table.column(RESCUED) if RESCUED in table.column_names else pa.nulls(len(table), RESCUED_TYPE)
+    lineage = {c: table.column(c) for c in LINEAGE_COLUMNS}
+    extra = table.column(EXTRA).combine_chunks()
     folded = 0
-    with out.writer(spec.uri) as path:
+    if spilled:
+        columns = [table.column(names[key]).combine_chunks() for key in spilled]
+        folded = values_in(columns)
+        extra = to_map(spilled, columns, len(table), base=extra)
+    return _output_table(data, spec.keys, lineage, rescued, extra), folded
+
+
+def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore], *, extra: pa.Table | None = None) -> Staged:
+    """Rewrite parts with the final columns, one row group at a time (memory: one part's bytes and
+    one row group), and ``extra`` rows (final columns already) after them."""
+    folded = 0
+    with stores(spec.uri).writer(spec.uri) as path:
         writer: pq.ParquetWriter | None = None
         try:
             for part in spec.parts:
                 source = pq.ParquetFile(pa.BufferReader(stores(part.uri).read(part.uri).data))
-                names = dict(column_names(part.keys))
-                spilled = [key for key in part.keys if key not in final]  # past the bound: to _extra
                 for group in range(source.num_row_groups):
-                    table = source.read_row_group(group)
-                    types = {key: _type_of(key, spec.declared) for key, _ in final_names}
-                    data = {
-                        key: table.column(names[key]).cast(types[key])
-                        if key in names
-                        else pa.nulls(len(table), types[key])
-                        for key, _ in final_names
-                    }
-                    rescued = None
-                    if spec.declared is not None:
-                        present = RESCUED in table.column_names
-                        rescued = table.column(RESCUED) if present else pa.nulls(len(table), RESCUED_TYPE)
-                    lineage = {c: table.column(c) for c in LINEAGE_COLUMNS}
-                    extra = table.column(EXTRA).combine_chunks()
-                    if spilled:
-                        columns = [table.column(names[key]).combine_chunks() for key in spilled]
-                        folded += values_in(columns)
-                        extra = to_map(spilled, columns, len(table), base=extra)
-                    conformed = _output_table(data, spec.keys, lineage, rescued, extra)
+                    conformed, n = _conformed(source.read_row_group(group), part.keys, spec)
+                    folded += n
                     if writer is None:
                         writer = parquet_writer.writer(path, conformed)
                     writer.write_table(conformed, row_group_size=max(1, len(conformed)))
+            if extra is not None and len(extra):
+                if writer is None:
+                    writer = parquet_writer.writer(path, extra)
+                writer.write_table(extra, row_group_size=max(1, len(extra)))
         finally:
             if writer is not None:
                 writer.close()

@@ -40,13 +40,14 @@ def dictionary_columns(table: pa.Table) -> list[str]:
     return chosen
 
 
-def writer(path: str | Path, first: pa.Table) -> pq.ParquetWriter:
-    """A writer for tables of ``first``'s schema, its dictionary columns chosen from ``first``;
-    ``write_table(t, row_group_size=len(t))`` writes ``t`` as one row group."""
-    return pq.ParquetWriter(str(path), first.schema, use_dictionary=dictionary_columns(first), **OPTIONS)
+def writer(path: str | Path, first: pa.Table, use_dictionary: list[str] | None = None) -> pq.ParquetWriter:
+    """A writer for tables of ``first``'s schema, its dictionary columns chosen from ``first`` unless
+    given; ``write_table(t, row_group_size=len(t))`` writes ``t`` as one row group."""
+    chosen = dictionary_columns(first) if use_dictionary is None else use_dictionary
+    return pq.ParquetWriter(str(path), first.schema, use_dictionary=chosen, **OPTIONS)
 
 
-def write(table: pa.Table, path: str | Path) -> None:
+def write(table: pa.Table, path: str | Path, use_dictionary: list[str] | None = None) -> None:
     """``table`` as one row group."""
-    with writer(path, table) as out:
+    with writer(path, table, use_dictionary) as out:
         out.write_table(table, row_group_size=max(1, len(table)))

@@ -11,6 +11,7 @@ work (a few ms) rather than a task's scheduling (~40 ms here).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -21,13 +22,17 @@ from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.plan.manifests import Rejection
 from glue_processor.plan.sizing import plan_groups
 from glue_processor.plan.tasks import SparkMap
+from glue_processor.read.objects import store_for
 from glue_processor.read.outcome import Outcome
 from glue_processor.read.task import Staged
 from glue_processor.table.declared import DeclaredSchema
 from glue_processor.write.merge import MergeSpec, concatenable, merge_parts, plan_merge
+from glue_processor.write.shared import SharedReader, contiguous_groups
 
 # A batch writing at most this many files by concatenation does it on the driver.
 DRIVER_CONCATS = 4
+# ... as long as each re-encodes at most this much of the rows of shared files.
+DRIVER_SHARED_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -64,25 +69,43 @@ def write_files(
         for d in destinations
     ]
     merges = [(i, m) for i, plan in enumerate(plans) for m in plan.merges]
-    on_driver = [x for x in merges if concatenable(x[1])] if len(merges) <= DRIVER_CONCATS else []
+    on_driver = [x for x in merges if _driver_merge(x[1])] if len(merges) <= DRIVER_CONCATS else []
     tasks = [x for x in merges if x not in on_driver]
     written: list[list[Staged]] = [list(plan.keep) for plan in plans]
     with ThreadPoolExecutor(max_workers=DRIVER_CONCATS) as pool:
         for (i, _), staged in zip(on_driver, pool.map(lambda x: merge_parts(x[1]), on_driver), strict=True):
             written[i].append(staged)
-    groups = [[tasks[j] for j in g] for g in plan_groups([sum(p.bytes for p in m.parts) for _, m in tasks], cores)]
+    sizes = [sum(p.bytes for p in m.parts) for _, m in tasks]
+    # merges reading shared files run in label order, a contiguous run per task: a task then decodes
+    # only its share of each shared file's row groups
+    shared = any(p.shared is not None for _, m in tasks for p in m.parts)
+    groups = [[tasks[j] for j in g] for g in (contiguous_groups if shared else plan_groups)(sizes, cores)]
     results = spark_map(merge_all, [[m for _, m in group] for group in groups])
     for group, staged_group in zip(groups, results, strict=True):
         for (i, _), staged in zip(group, staged_group, strict=True):
             written[i].append(staged)
+    shared_files = {p.uri for d in destinations for p in d.outcome.data_files if p.shared is not None}
+    with ThreadPoolExecutor(max_workers=DRIVER_CONCATS) as pool:  # every merge has read them
+        list(pool.map(lambda uri: store_for(uri).delete(uri), sorted(shared_files)))
     for d, files in zip(destinations, written, strict=True):
         d.outcome.data_files = files
         d.outcome.extra_values += sum(f.folded for f in files)
 
 
+def _driver_merge(spec: MergeSpec) -> bool:
+    """A merge cheap enough for the driver: a copy of bytes, and at most a little re-encoding."""
+    own = tuple(p for p in spec.parts if p.shared is None)
+    shared = sum(p.bytes for p in spec.parts if p.shared is not None)
+    return shared <= DRIVER_SHARED_BYTES and concatenable(dataclasses.replace(spec, parts=own))
+
+
 def merge_all(specs: list[MergeSpec]) -> list[Staged]:
-    """One Spark task's share of the merges, one after the other."""
-    return [merge_parts(spec) for spec in specs]
+    """One Spark task's share of the merges, one after the other (shared files read once)."""
+    reader = SharedReader(store_for)
+    try:
+        return [merge_parts(spec, shared=reader) for spec in specs]
+    finally:
+        reader.close()
 
 
 def write_rejections(fs: HadoopFS, outcome: Outcome, target: str, batch_id: int) -> None:

@@ -114,6 +114,7 @@ def test_a_task_s_peak_memory_stays_under_its_stated_bound_whatever_the_shape(sh
         "one huge line (8x the size)": 2,
         "many tiny lines": 2 * 1024 * 1024 // 8,
         "a new key per line": 140_000,
+        "tiny rows over 10,000 partitions": 90_000,
     }[shape]
     assert (got["rows"], got["bad"]) == (expected, 0)
     # And the task's peak stays under the bound tasks.memory_bound states

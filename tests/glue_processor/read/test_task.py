@@ -324,8 +324,25 @@ def test_rows_partitions_hold_are_written_when_nothing_else_is_pending_at_the_en
             [file_task(f"file://{root}/p.json")], out, known=("a", "kind"), partitions=parse_partition_by("kind", None)
         )
     )
-    # Then every row is in a staged part of its partition
-    staged = [r for s in result.data for r in pq.read_table(local_path(s.uri), partitioning=None).to_pylist()]
+    # Then every row is in a staged part of its partition (or its range of the task's shared file)
+    from glue_processor.write.shared import SharedReader
+
+    reader = SharedReader(store_for)
+    staged = [
+        r
+        for s in result.data
+        for r in (
+            reader.rows(s.uri, s.shared.first, s.shared.rows, s.shared.file_bytes)
+            if s.shared
+            else pq.read_table(local_path(s.uri), partitioning=None)
+        ).to_pylist()
+    ]
+    assert all(
+        r["kind"] in s.partition
+        for s in result.data
+        if s.shared
+        for r in reader.rows(s.uri, s.shared.first, s.shared.rows, s.shared.file_bytes).to_pylist()
+    )
     assert sorted(int(r["a"]) for r in staged) == list(range(300))
     assert {s.partition for s in result.data} == {"kind=x", "kind=y", "kind=z"}
     assert sum(f.good for f in result.files) == 300

@@ -26,9 +26,10 @@ KINDS = ("a", "b", "c")
 ROWS = 900
 
 
-def _body(batch: int) -> bytes:
-    # rows of every partition interleaved, so each of a task's row groups (128 KiB: a target of 1 MiB
-    # over 8 parts) spans all nine partitions, ~14 row groups in all
+def _body(batch: int, first: int = 0, rows: int = ROWS) -> bytes:
+    # rows of every partition interleaved; ~2 KB each, so 900 rows are ~200 KiB per partition (under
+    # glue_processor.write.shared.OWN_BYTES: the task's shared file) and 2,700 are ~600 KiB (a part of
+    # its own)
     lines = [
         {
             "ts": f"{DAYS[i % 3]}T0{i % 10}:00:00Z",
@@ -37,17 +38,18 @@ def _body(batch: int) -> bytes:
             "i": i,
             "pad": "x" * 2000,
         }
-        for i in range(ROWS)
+        for i in range(first, first + rows)
     ]
     return "".join(json.dumps(r) + "\n" for r in lines).encode()
 
 
-def test_many_partitions_past_the_open_file_cap_are_one_file_each_and_compact_to_one(
+def test_partitions_from_shared_files_and_own_parts_are_one_file_each_and_compact_to_one(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from glue_processor.write import stage
 
-    # Given tasks that may keep only two files open, and batches whose rows span nine partitions
+    # Given tasks that may keep only two files open, and batches of two objects whose rows span nine
+    # partitions: one task's share of each partition is small (its shared file), the other's is not
     plans = []
 
     def plan_merge(*args: Any, **kwargs: Any) -> Any:
@@ -67,9 +69,20 @@ def test_many_partitions_past_the_open_file_cap_are_one_file_each_and_compact_to
         max_open_files_per_task="2",
     )
     job = env.job(spark)
-    records = [job.run([env.manifest(f"m{n}", [env.put(f"f{n}.json", _body(n))])], n) for n in range(3)]
-    # Then the tasks wrote several parts per partition (a file closed for another, then reopened)
-    assert max(len(m.parts) for plan in plans for m in plan.merges) >= 2
+    records = [
+        job.run(
+            [
+                env.manifest(
+                    f"m{n}", [env.put(f"f{n}a.json", _body(n)), env.put(f"f{n}b.json", _body(n, ROWS, 3 * ROWS))]
+                )
+            ],
+            n,
+        )
+        for n in range(3)
+    ]
+    # Then a partition's file was made of a range of a shared file and a part of its own
+    mixed = [m for plan in plans for m in plan.merges if {p.shared is None for p in m.parts} == {True, False}]
+    assert len(mixed) == 27, [[(p.uri, p.shared) for p in m.parts] for plan in plans for m in plan.merges]
     # And each batch published exactly one file per partition, and says it touched nine
     table = load(env.settings)
     per_partition = Counter(partition_dir(p) for p in current_files(table))
@@ -82,7 +95,7 @@ def test_many_partitions_past_the_open_file_cap_are_one_file_each_and_compact_to
     }
     assert got[M.PARTITIONS_WRITTEN.name] == 9 and got[M.PARTITIONS_PAST_BOUND.name] == 5
     rows = read_rows(tmp_path / "output")
-    assert sorted((int(r["batch"]), int(r["i"])) for r in rows) == [(b, i) for b in range(3) for i in range(ROWS)]
+    assert sorted((int(r["batch"]), int(r["i"])) for r in rows) == [(b, i) for b in range(3) for i in range(4 * ROWS)]
     # When the closed days are compacted
     report = compact(table, target_bytes=128 * 1024 * 1024, today=datetime.now(UTC).date() + timedelta(days=1))
     # Then every partition is one file, and every record is there once
@@ -90,4 +103,4 @@ def test_many_partitions_past_the_open_file_cap_are_one_file_each_and_compact_to
     assert (report.rewritten, report.written) == (27, 9)
     assert Counter(partition_dir(p) for p in current_files(table)) == dict.fromkeys(per_partition, 1)
     rows = read_rows(tmp_path / "output")
-    assert sorted((int(r["batch"]), int(r["i"])) for r in rows) == [(b, i) for b in range(3) for i in range(ROWS)]
+    assert sorted((int(r["batch"]), int(r["i"])) for r in rows) == [(b, i) for b in range(3) for i in range(4 * ROWS)]
