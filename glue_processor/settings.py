@@ -110,8 +110,9 @@ class JobSettings(BaseModel):
         default=64,
         ge=1,
         le=1000,
-        description="partition files a parse task keeps open at once; past it the least recently written is "
-        "finished and its partition's later rows start another part (merged into one file per partition)",
+        description="partition files a parse task keeps open at once (partitions with 256 KiB or more in a "
+        "spill; smaller ones share one file per task); past it the least recently written is finished and its "
+        "partition's later rows start another part (merged into one file per partition)",
     )
     max_batch_attempts: int = Field(
         default=3, ge=1, le=100, description="failed attempts after which a batch's manifests are quarantined"
