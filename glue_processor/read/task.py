@@ -468,6 +468,19 @@ class _OpenFile:
     arrow_bytes: int = 0
     full: bool = False  # about the target: the next rows start a new file
 
+    def finish(self) -> int:
+        """Close the writer and put the file in place; its size."""
+        self.writer.close()
+        size = self.path.stat().st_size
+        self.file.close()
+        return size
+
+
+def _rows_per_group(table: pa.Table, weight: int, group_weight: int, columns: int) -> int:
+    """Rows of ``table`` (weighing ``weight``) in a row group of about ``group_weight``, at most
+    ``MAX_CELLS`` cells of ``columns`` columns."""
+    return max(1, min(len(table) * group_weight // max(1, weight), MAX_CELLS // max(1, columns)))
+
 
 # The most a task holds (by weight, see _weight) of partitions' rows not yet written: rows wait in
 # runs of at most half of it, then a spill sorts them (one copy, the other half).
@@ -478,11 +491,7 @@ HELD_BYTES = 128 * 1024 * 1024
 class _SharedFile:
     """A task's one file for the rows of its small partitions (:mod:`glue_processor.write.shared`)."""
 
-    uri: str
-    keys: tuple[str, ...]
-    file: contextlib.ExitStack
-    path: Path
-    writer: Any
+    out: _OpenFile
     rows: int = 0
     ranges: list[tuple[str, int, int]] = field(default_factory=list)
 
@@ -526,13 +535,13 @@ class _ParquetFiles:
             for open_file in self._open.values():
                 open_file.file.__exit__(exc_type, exc, tb)
             if self._shared is not None:
-                self._shared.file.__exit__(exc_type, exc, tb)
+                self._shared.out.file.__exit__(exc_type, exc, tb)
 
     def add(self, table: pa.Table, keys: tuple[str, ...]) -> None:
         """Rows to write; a row group is written when they weigh a step, or hold MAX_CELLS cells."""
         weight = _weight(table)
         width = max(len(keys), table.num_columns)
-        rows = max(1, min(len(table) * self._step // max(1, weight), MAX_CELLS // width))
+        rows = _rows_per_group(table, weight, self._step, width)
         for offset in range(0, len(table), rows):
             piece = table.slice(offset, rows)
             self._pending.append(piece)
@@ -603,24 +612,20 @@ class _ParquetFiles:
         del tables, labels
         if spill.shared:
             self._share(spill.table.slice(0, spill.shared_rows), spill.shared, keys)
-        # rows per row group of about the step (and at most MAX_CELLS cells), by the spill's mean row
-        step = max(1, min(self._step * len(spill.table) // max(1, weight), MAX_CELLS // spill.table.num_columns))
+        # rows per row group of about the step, by the spill's mean row
+        step = _rows_per_group(spill.table, weight, self._step, spill.table.num_columns)
         for label, first, count in spill.own:
             for offset in range(first, first + count, step):
                 self._write(label, spill.table.slice(offset, min(step, first + count - offset)), keys, final=final)
 
     def _share(self, table: pa.Table, ranges: list[tuple[str, int, int]], keys: tuple[str, ...]) -> None:
         """Small partitions' rows (sorted by partition) to the end of the task's shared file."""
-        if self._shared is not None and self._shared.keys != keys:
+        if self._shared is not None and self._shared.out.keys != keys:
             self._close_shared()  # a file has one key set
         if self._shared is None:
-            n = len(self.staged) + len(self._open)
-            uri = f"{self.spec.data_dir}/shared-{self.spec.index:05d}-{n:03d}.parquet"
-            stack = contextlib.ExitStack()
-            path = stack.enter_context(self.stores(uri).writer(uri))
-            self._shared = _SharedFile(uri, keys, stack, path, parquet_writer.writer(path, table))
-        rows = max(1, len(table) * SHARED_ROW_GROUP_BYTES // max(1, _weight(table)))
-        self._shared.writer.write_table(table, row_group_size=min(rows, max(1, MAX_CELLS // table.num_columns)))
+            self._shared = _SharedFile(self._open_file("shared", table, keys))
+        rows = _rows_per_group(table, _weight(table), SHARED_ROW_GROUP_BYTES, table.num_columns)
+        self._shared.out.writer.write_table(table, row_group_size=rows)
         self._shared.ranges.extend((label, self._shared.rows + first, count) for label, first, count in ranges)
         self._shared.rows += len(table)
 
@@ -628,15 +633,13 @@ class _ParquetFiles:
         shared, self._shared = self._shared, None
         if shared is None:
             return
-        shared.writer.close()
-        size = shared.path.stat().st_size
-        shared.file.close()
+        size = shared.out.finish()
         for label, first, count in shared.ranges:
             self.staged.append(
                 Staged(
-                    shared.uri,
+                    shared.out.uri,
                     max(1, size * count // max(1, shared.rows)),
-                    shared.keys,
+                    shared.out.keys,
                     partition=label,
                     shared=SharedRows(first, count, size),
                 )
@@ -658,7 +661,7 @@ class _ParquetFiles:
                 # partitions its rows span: the least recently written file is finished; its
                 # partition's later rows start another part, which the write stage merges
                 self._close(next(iter(self._open)))
-            current = self._open[label] = self._start(label, table, keys)
+            current = self._open[label] = self._open_file("part", table, keys)
         else:
             self._open[label] = self._open.pop(label)  # most recently written last
         current.writer.write_table(table, row_group_size=max(1, len(table)))
@@ -667,8 +670,10 @@ class _ParquetFiles:
         next_group = self._step * written / max(1, current.arrow_bytes)
         current.full = written + next_group / 2 >= self.spec.target_bytes
 
-    def _start(self, label: str, first: pa.Table, keys: tuple[str, ...]) -> _OpenFile:
-        uri = f"{self.spec.data_dir}/part-{self.spec.index:05d}-{len(self.staged) + len(self._open):03d}.parquet"
+    def _open_file(self, kind: str, first: pa.Table, keys: tuple[str, ...]) -> _OpenFile:
+        """A new ``part`` (one partition) or ``shared`` file of the task, for tables like ``first``."""
+        n = len(self.staged) + len(self._open)
+        uri = f"{self.spec.data_dir}/{kind}-{self.spec.index:05d}-{n:03d}.parquet"
         stack = contextlib.ExitStack()
         path = stack.enter_context(self.stores(uri).writer(uri))
         return _OpenFile(uri, keys, stack, path, parquet_writer.writer(path, first))
@@ -677,9 +682,7 @@ class _ParquetFiles:
         current = self._open.pop(label, None)
         if current is None:
             return
-        current.writer.close()
-        size = current.path.stat().st_size
-        current.file.close()
+        size = current.finish()
         self.staged.append(Staged(current.uri, size, current.keys, partition=label))
 
 

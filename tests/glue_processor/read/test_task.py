@@ -328,21 +328,14 @@ def test_rows_partitions_hold_are_written_when_nothing_else_is_pending_at_the_en
     from glue_processor.write.shared import SharedReader
 
     reader = SharedReader(store_for)
-    staged = [
-        r
-        for s in result.data
-        for r in (
-            reader.rows(s.uri, s.shared.first, s.shared.rows, s.shared.file_bytes)
-            if s.shared
-            else pq.read_table(local_path(s.uri), partitioning=None)
-        ).to_pylist()
-    ]
-    assert all(
-        r["kind"] in s.partition
-        for s in result.data
+    tables = [
+        (s, reader.rows(s.uri, s.shared.first, s.shared.rows, s.shared.file_bytes))
         if s.shared
-        for r in reader.rows(s.uri, s.shared.first, s.shared.rows, s.shared.file_bytes).to_pylist()
-    )
+        else (s, pq.read_table(local_path(s.uri), partitioning=None))
+        for s in result.data
+    ]
+    staged = [r for _, t in tables for r in t.to_pylist()]
+    assert all(r["kind"] in s.partition for s, t in tables if s.shared for r in t.to_pylist())
     assert sorted(int(r["a"]) for r in staged) == list(range(300))
     assert {s.partition for s in result.data} == {"kind=x", "kind=y", "kind=z"}
     assert sum(f.good for f in result.files) == 300
