@@ -51,6 +51,7 @@ from glue_processor.plan.tasks import Where, plan_tasks
 from glue_processor.read.outcome import Outcome, gather
 from glue_processor.read.task import FileOutcome, TaskResult, TaskSpec, run_task
 from glue_processor.settings import JobSettings
+from glue_processor.table.datafiles import WrittenFile
 from glue_processor.table.footer import metadata_of
 from glue_processor.table.sink import Sink, Tables
 from glue_processor.write.stage import Destination, write_files, write_rejections
@@ -222,6 +223,7 @@ class ManifestBatchJob:
                             prefix=f"part-{attempt.stem}-{attempt.attempt}" if in_place_sink else "merged",
                             target_bytes=s.config.target_file_bytes,
                             declared=s.config.declared,
+                            stats=s.sink.stats_plan(s.outcome.final_keys, s.config.declared),
                         )
                         for s in shares
                     ],
@@ -233,8 +235,8 @@ class ManifestBatchJob:
             check_rows(s)
         results = [self._result(s, attempt) for s in shares]
         # a schema change a table would refuse: that share is quarantined here, before the record
-        footers = {f.uri: f.footer for s in shares for f in s.outcome.data_files if f.footer}
-        self._check(shares, results, driver, footers)
+        written = {f.uri: WrittenFile(f.footer, f.stats) for s in shares for f in s.outcome.data_files if f.footer}
+        self._check(shares, results, driver, written)
         with stages("write_quarantine"):
             for s in shares:
                 driver.rejections.extend(s.outcome.rejections)
@@ -254,7 +256,7 @@ class ManifestBatchJob:
         committing = time.monotonic()
         committer.commit(record)
         self.committed.append(record)
-        return self._finish(record, committer, footers, since=committing)
+        return self._finish(record, committer, written, since=committing)
 
     def _share(self, table: str, files: list[SourceFile], attempt: Attempt) -> Share:
         sink = self.tables.sink(table)
@@ -311,14 +313,14 @@ class ManifestBatchJob:
         return ShareResult(share.config.name, share.outcome, data_files)
 
     def _check(
-        self, shares: list[Share], results: list[ShareResult], driver: Outcome, footers: dict[str, bytes]
+        self, shares: list[Share], results: list[ShareResult], driver: Outcome, written: dict[str, WrittenFile]
     ) -> None:
         """Each share's schema change as its table would take it; a share it would refuse is
         quarantined (its objects whole, with the reason) and its files removed: nothing of it is
         committed, and the other tables go on."""
         for share, result in zip(shares, results, strict=True):
             try:
-                share.sink.check(result.share(), footers)
+                share.sink.check(result.share(), written)
             except PublishRefused as exc:
                 reason = f"table {share.config.name} would refuse the batch's schema change: {exc}"[:2000]
                 logger.error("table share refused", extra={"table": share.config.name, "reason": reason})
@@ -339,7 +341,7 @@ class ManifestBatchJob:
         self,
         record: CommitRecord,
         committer: BatchCommitter,
-        footers: dict[str, bytes] | None = None,
+        written: dict[str, WrittenFile] | None = None,
         *,
         since: float | None = None,
     ) -> CommitRecord:
@@ -352,7 +354,7 @@ class ManifestBatchJob:
         if not fresh:
             logger.info("batch already committed; finishing publication", extra={"batch_id": record.batch_id})
         publishing = time.monotonic() if since is None else since
-        settlements = self.publisher().publish(record, committer, footers, fresh=fresh)
+        settlements = self.publisher().publish(record, committer, written, fresh=fresh)
         self.last_commit_ms = (time.monotonic() - publishing) * 1000
         faults.hit("after-batch")
         snapshots = [s.snapshot for s in settlements if s.snapshot is not None]
@@ -419,11 +421,12 @@ class ManifestBatchJob:
 def check_rows(share: Share) -> None:
     """The rows in a share's data files (their footers say) are the rows its tasks parsed: any
     difference fails the batch before its commit record (retried, then its manifests quarantined),
-    never a silent loss. Files without a footer in hand (staged, then moved) are not counted."""
+    never a silent loss. Files without a footer in hand (staged, then moved) are not counted; a file
+    whose task worked out its statistics is counted by them (read from the same footer there)."""
     files = share.outcome.data_files
     if not all(f.footer for f in files):
         return
-    written = sum(metadata_of(f.footer).num_rows for f in files)
+    written = sum(f.stats.values["record_count"] if f.stats else metadata_of(f.footer).num_rows for f in files)
     if written != share.outcome.records_out:
         raise RowsLost(
             f"table {share.config.name}: the batch's data files hold {written} rows, its tasks parsed "

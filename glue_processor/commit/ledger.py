@@ -42,6 +42,7 @@ from glue_processor.read.objects import ObjectStore, store_for
 from glue_processor.table.hive import move_all
 
 if TYPE_CHECKING:
+    from glue_processor.table.datafiles import WrittenFile
     from glue_processor.table.sink import Tables
 
 logger = logging.getLogger(__name__)
@@ -116,7 +117,7 @@ class BatchCommitter:
         return False, None
 
     def publish_share(
-        self, record: CommitRecord, share: TableShare, footers: Mapping[str, bytes] | None = None
+        self, record: CommitRecord, share: TableShare, written_files: Mapping[str, WrittenFile] | None = None
     ) -> int | None:
         """Make the share's files visible; safe to repeat after a crash. Once its sink has published
         it, a marker says so: a replay, however late (after the table expired the batch's snapshot,
@@ -124,7 +125,7 @@ class BatchCommitter:
         done, snapshot = self.published(record, share)
         if done:
             return snapshot
-        snapshot = self._tables().sink(share.table).publish(record, share, footers)
+        snapshot = self._tables().sink(share.table).publish(record, share, written_files)
         self.fs.write_bytes(self.marker_uri(record.batch_id, share.table, "published"), str(snapshot or "").encode())
         return snapshot
 

@@ -35,6 +35,7 @@ from glue_processor.write.stage import rejection_lines
 
 if TYPE_CHECKING:
     from glue_processor.metrics.setup import JobMetrics
+    from glue_processor.table.datafiles import WrittenFile
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class Publisher:
         self,
         record: CommitRecord,
         committer: BatchCommitter,
-        footers: Mapping[str, bytes] | None = None,
+        written_files: Mapping[str, WrittenFile] | None = None,
         *,
         fresh: bool,
     ) -> list[Settlement]:
@@ -102,7 +103,9 @@ class Publisher:
             started = time.monotonic()
             hold = self._hold(share, room=room, failing=failing)
             reasons: list[str] = []
-            publication = self._publication(record, share, committer, failures, footers, hold=hold, reasons=reasons)
+            publication = self._publication(
+                record, share, committer, failures, written_files, hold=hold, reasons=reasons
+            )
             snapshot, settled = publication()
             elapsed = (time.monotonic() - started) * 1000
             return Settlement(share.table, snapshot, settled, elapsed, reasons[-1] if reasons else None)
@@ -220,13 +223,13 @@ class Publisher:
         share: TableShare,
         committer: BatchCommitter,
         failures: Failures,
-        footers: Mapping[str, bytes] | None,
+        written_files: Mapping[str, WrittenFile] | None,
         *,
         hold: float | None,
         reasons: list[str],
     ) -> Publication:
         return Publication(
-            publish=lambda: committer.publish_share(record, share, footers),
+            publish=lambda: committer.publish_share(record, share, written_files),
             failed=lambda exc, content: self._failed(record, share, failures, exc, content=content),
             abandon=lambda exc: reasons.append(self._abandon(record, share, committer, exc)),
             max_refusals=self.max_refusals,

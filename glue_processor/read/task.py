@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -69,6 +69,9 @@ from glue_processor.table.declared import RESCUED, DeclaredSchema, conform
 from glue_processor.table.partitioning import PartitionPlan
 from glue_processor.write import parquet as parquet_writer
 from glue_processor.write.shared import SHARED_ROW_GROUP_BYTES, sort_spill
+
+if TYPE_CHECKING:
+    from glue_processor.table.datafiles import FileStats
 
 logger = logging.getLogger(__name__)
 
@@ -166,6 +169,8 @@ class Staged:
     partition: str = ""  # the partition path of its rows ("" when the sink does not partition by row)
     folded: int = 0  # values the write stage moved to _extra (keys past the batch's column bound)
     shared: SharedRows | None = None  # a range of rows of a shared file, not a file of its own
+    # an output file's table statistics, worked out by the write task that wrote it (Iceberg tables)
+    stats: FileStats | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from pyiceberg.table import Table
 
 from glue_processor.plan.sizing import plan_groups
 from glue_processor.read.objects import store_for
-from glue_processor.table.datafiles import DataFiles
+from glue_processor.table.datafiles import DataFiles, WrittenFile
 from glue_processor.table.footer import footer_of
 from glue_processor.write import parquet as parquet_writer
 
@@ -96,7 +96,7 @@ def compact(
                     overwrite.delete_data_file(old)
             entries = DataFiles(table.io, metadata)
             for path, size, footer in written:
-                overwrite.append_data_file(entries.entry(path, size, footer))
+                overwrite.append_data_file(entries.entry(path, size, WrittenFile(footer)))
     report.rewritten = sum(len(g) for _, g in groups)
     report.written = len(written)
     report.files_after = len(files) - report.rewritten + report.written

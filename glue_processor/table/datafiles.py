@@ -1,6 +1,21 @@
-"""Iceberg data-file entries (path, size, partition, column statistics) from Parquet footers."""
+"""Iceberg data-file entries (path, size, partition, column statistics) from Parquet footers.
+
+A file's statistics depend on its footer and on the table as the append will find it: its schema
+(the field ids the columns map to), partition spec, metrics properties and format version, a
+:class:`StatsPlan`. The driver builds that plan before the write stage (the schema after the batch's
+new columns, staged on a transaction it never commits), so each write task works out its own files'
+statistics (:meth:`StatsPlan.of`) in parallel, and the driver's share of a file is assembling its
+entry. An entry whose plan is not the one the append ends with (another writer changed the table in
+between) is worked out again on the driver: the statistics are only ever those of the committed
+schema.
+"""
 
 from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -12,52 +27,118 @@ from pyiceberg.io.pyarrow import (
     parquet_path_to_id_mapping,
 )
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.typedef import Record, TableVersion
 
 from glue_processor.table.footer import metadata_of
 
 
-class DataFiles:
-    """Entries of Parquet files written for ``metadata``'s schema. What depends on the schema alone
-    (the statistics plan, the column mapping, the compatibility of a file's Arrow schema) is worked
-    out once, not once per file: a batch over many partitions has a file per partition, all with
-    the same columns."""
+@dataclass(frozen=True)
+class FileStats:
+    """A data file's partition and statistics (``DataFile`` fields), for the plan keyed ``plan``."""
 
-    def __init__(self, io: FileIO, metadata: TableMetadata) -> None:
-        self.io = io
-        self.metadata = metadata
-        self.schema = metadata.schema()
-        self.spec = metadata.spec()
-        self.stats_columns = compute_statistics_plan(self.schema, metadata.properties)
-        self.mapping = parquet_path_to_id_mapping(self.schema)
+    plan: str
+    partition: Record
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """What the task that wrote a data file returned about it: its footer, and its statistics when
+    the task had the table's plan."""
+
+    footer: bytes
+    stats: FileStats | None = None
+
+
+class StatsPlan:
+    """What a file's statistics depend on besides the file, worked out once for every file of a
+    batch (they all share the table's columns). It travels to the write tasks as JSON (the schema,
+    the spec) and is worked out again there: pyiceberg's own objects do not survive a pickle whole
+    (a partition then reads as all NULL)."""
+
+    def __init__(self, metadata: TableMetadata) -> None:
+        self._setup(metadata.schema(), metadata.spec(), dict(metadata.properties), metadata.format_version)
+
+    def _setup(
+        self, schema: Schema, spec: PartitionSpec, properties: dict[str, str], format_version: TableVersion
+    ) -> None:
+        self.schema, self.spec, self.properties, self.format_version = schema, spec, properties, format_version
+        self.spec_id = spec.spec_id
+        self.stats_columns = compute_statistics_plan(schema, properties)
+        self.mapping = parquet_path_to_id_mapping(schema)
+        self.key = hashlib.sha256(
+            json.dumps(
+                [
+                    schema.model_dump_json(exclude={"schema_id"}),
+                    spec.model_dump_json(),
+                    sorted(properties.items()),
+                    format_version,
+                ]
+            ).encode()
+        ).hexdigest()
         self._compatible: set[pa.Schema] = set()
 
-    def entry(self, path: str, size: int, footer: bytes | None = None) -> DataFile:
-        """``footer`` is what the file's write task returned; without it (a re-run after a crash)
-        the footer is read back from the file."""
-        if footer:
-            parquet = metadata_of(footer)
-        else:
-            with self.io.new_input(path).open() as stream:
-                parquet = pq.read_metadata(stream)
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema.model_dump_json(),
+            "spec": self.spec.model_dump_json(),
+            "properties": self.properties,
+            "format_version": self.format_version,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._setup(
+            Schema.model_validate_json(state["schema"]),
+            PartitionSpec.model_validate_json(state["spec"]),
+            state["properties"],
+            state["format_version"],
+        )
+
+    def of(self, parquet: pq.FileMetaData) -> FileStats:
+        """The file's statistics; raises when a column of the file is not in the schema with a
+        compatible type."""
         arrow = parquet.schema.to_arrow_schema()
         if arrow not in self._compatible:
             # every column of the file is in the table's schema, with a compatible type
-            _check_pyarrow_schema_compatible(self.schema, arrow, format_version=self.metadata.format_version)
+            _check_pyarrow_schema_compatible(self.schema, arrow, format_version=self.format_version)
             self._compatible.add(arrow)
         statistics = data_file_statistics_from_parquet_metadata(
             parquet_metadata=parquet, stats_columns=self.stats_columns, parquet_column_mapping=self.mapping
         )
+        # the partition of a file comes from its statistics: a file holds one partition's rows
+        return FileStats(self.key, statistics.partition(self.spec, self.schema), statistics.to_serialized_dict())
+
+
+class DataFiles:
+    """Entries of Parquet files appended to a table of ``metadata``."""
+
+    def __init__(self, io: FileIO, metadata: TableMetadata) -> None:
+        self.io = io
+        self.plan = StatsPlan(metadata)
+
+    def entry(self, path: str, size: int, written: WrittenFile | None = None) -> DataFile:
+        """The file's entry: from the statistics its task worked out for this plan, else from its
+        footer (the task's, or read back from the file after a crash)."""
+        stats = written.stats if written is not None else None
+        if stats is None or stats.plan != self.plan.key:
+            if written is not None and written.footer:
+                parquet = metadata_of(written.footer)
+            else:
+                with self.io.new_input(path).open() as stream:
+                    parquet = pq.read_metadata(stream)
+            stats = self.plan.of(parquet)
         return DataFile.from_args(
             content=DataFileContent.DATA,
             file_path=path,
             file_format=FileFormat.PARQUET,
-            # the partition of a file comes from its statistics: a file holds one partition's rows
-            partition=statistics.partition(self.spec, self.schema),
+            partition=stats.partition,
             file_size_in_bytes=size,
             sort_order_id=None,
-            spec_id=self.metadata.default_spec_id,
+            spec_id=self.plan.spec_id,
             equality_ids=None,
             key_metadata=None,
-            **statistics.to_serialized_dict(),
+            **stats.values,
         )

@@ -11,12 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from contracts.exceptions import StorageError
 from contracts.ledger import CommitRecord, PublishedFile, TableShare
 from glue_processor import faults
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.table.hive_catalog import GlueColumns
+
+if TYPE_CHECKING:
+    from glue_processor.table.datafiles import StatsPlan, WrittenFile
+    from glue_processor.table.declared import DeclaredSchema
 
 # Moves in flight at once (each is an S3 copy of up to the target size).
 PARALLEL_MOVES = 16
@@ -41,12 +46,16 @@ class HiveSink:
     def output_dir(self, committed_at: datetime, *, query_id: str = "", batch_id: int = 0, attempt: str = "") -> str:
         return f"{self.output_uri}/{self.partition(committed_at)}"
 
-    def check(self, share: TableShare, footers: Mapping[str, bytes] | None = None) -> None:
+    def stats_plan(self, keys: tuple[str, ...], declared: DeclaredSchema | None) -> StatsPlan | None:
+        """None: a Hive table keeps no statistics of its files."""
+        return None
+
+    def check(self, share: TableShare, written_files: Mapping[str, WrittenFile] | None = None) -> None:
         if self.columns is not None and share.data_files:
             self.columns.check(share.keys)
 
     def publish(
-        self, record: CommitRecord, share: TableShare, footers: Mapping[str, bytes] | None = None
+        self, record: CommitRecord, share: TableShare, written_files: Mapping[str, WrittenFile] | None = None
     ) -> int | None:
         move_all(self.fs, share.data_files)
         if self.columns is not None and share.data_files:

@@ -11,8 +11,10 @@ commits in between (another run finishing the same batch, or a compaction: pyice
 the append on the new head, and the guard checks again). Files of killed attempts are never in a
 snapshot; the job removes them itself (:mod:`glue_processor.commit.ledger`).
 
-Each file's statistics come from the Parquet footer its task returned, so the driver makes no S3
-call per file (a re-run after a crash reads the footers back).
+Each file's statistics are worked out by the task that wrote it, for the table's schema after the
+batch's new columns (:meth:`IcebergSink.stats_plan`, :mod:`glue_processor.table.datafiles`), so the
+driver makes no S3 call and decodes no footer per file (a re-run after a crash reads the footers
+back).
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ from contracts.ledger import CommitRecord, TableShare
 from glue_processor import faults
 from glue_processor.commit.publication import PublishRefused, refuse_columns
 from glue_processor.hadoop_fs import HadoopFS
-from glue_processor.table.datafiles import DataFiles
+from glue_processor.table.datafiles import DataFiles, StatsPlan, WrittenFile
+from glue_processor.table.declared import DeclaredSchema
 from glue_processor.table.footer import metadata_of
-from glue_processor.table.schema import INGEST_DAY, data_columns, missing_columns
+from glue_processor.table.schema import INGEST_DAY, data_columns, missing_columns, typed_columns
 
 logger = logging.getLogger(__name__)
 
@@ -181,14 +184,33 @@ class IcebergSink:
             out["data_files"] = int(files)
         return out
 
-    def check(self, share: TableShare, footers: Mapping[str, bytes] | None = None) -> None:
+    def stats_plan(self, keys: tuple[str, ...], declared: DeclaredSchema | None) -> StatsPlan | None:
+        """What the write tasks need to work out their files' statistics: the table as the batch's
+        append will find it, its schema after the batch's new columns (typed as the write stage types
+        them), staged on a transaction that is never committed. None when the table is out of reach
+        or would refuse the columns: the driver then works the statistics out at the append."""
+        try:
+            table = self._table()
+            tx = table.transaction()
+            written = data_columns(keys, typed_columns(declared))
+            if missing_columns(table.schema(), keys, written):
+                with tx.update_schema() as update:
+                    update.union_by_name(written)
+            return StatsPlan(tx.table_metadata)
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an optimisation: the append works the statistics out
+            logger.warning("no statistics plan for the write tasks", extra={"error": f"{type(exc).__name__}: {exc}"})
+            return None
+
+    def check(self, share: TableShare, written_files: Mapping[str, WrittenFile] | None = None) -> None:
         """The share's schema change, as the catalog would take it: valid names, a width one Glue
         UpdateTable carries, types that merge (staged on a transaction that is never committed)."""
         if not share.data_files:
             return
         table = self._table()
         first = share.data_files[0].final
-        written = _arrow_schema(table, first, (footers or {}).get(first))
+        written = _arrow_schema(table, first, (written_files or {}).get(first))
         schema = table.schema()
         new = missing_columns(schema, share.keys, written)
         refuse_columns([f.name for f in schema.fields] + new)
@@ -199,21 +221,21 @@ class IcebergSink:
                 raise PublishRefused(f"the batch's columns do not merge into the table's schema: {exc}") from exc
 
     def publish(
-        self, record: CommitRecord, share: TableShare, footers: Mapping[str, bytes] | None = None
+        self, record: CommitRecord, share: TableShare, written_files: Mapping[str, WrittenFile] | None = None
     ) -> int | None:
         """Append the share's data files unless the table has them; the snapshot id, or None when
         the share wrote no data file. The share's schema change is checked again first (a share
         committed while its table was out of reach was not): a refusal is the share's content."""
         if not share.data_files:
             return None
-        self.check(share, footers)
+        self.check(share, written_files)
         table = self._table()
         table.refresh()
         done = find_snapshot(table.metadata, record.query_id, record.batch_id)
         if done is not None:
             return done.snapshot_id
         try:
-            snapshot_id = self._append(table, record, share, footers or {})
+            snapshot_id = self._append(table, record, share, written_files or {})
         except BatchAppended:  # another run appended it between the refresh and the commit
             table.refresh()
             done = find_snapshot(table.metadata, record.query_id, record.batch_id)
@@ -227,11 +249,13 @@ class IcebergSink:
         if self.snapshot_retention is not None:
             expire_now_and_then(table, batch_id, self.snapshot_retention)
 
-    def _append(self, table: Table, record: CommitRecord, share: TableShare, footers: Mapping[str, bytes]) -> int:
+    def _append(
+        self, table: Table, record: CommitRecord, share: TableShare, written_files: Mapping[str, WrittenFile]
+    ) -> int:
         properties = {QUERY_ID: record.query_id, BATCH_ID: str(record.batch_id), ATTEMPT: record.attempt}
         # the files' own column types (declared columns are typed): the first file's footer tells
         first = share.data_files[0].final
-        written = _arrow_schema(table, first, footers.get(first))
+        written = _arrow_schema(table, first, written_files.get(first))
         with guarded(table, record.query_id, record.batch_id).transaction() as tx:
             new = missing_columns(tx.table_metadata.schema(), share.keys, written)
             if new:
@@ -239,7 +263,8 @@ class IcebergSink:
                     update.union_by_name(data_columns(share.keys, written))
             metadata = tx.table_metadata
             entries = DataFiles(table.io, metadata)
-            files = [entries.entry(f.final, f.bytes, footers.get(f.final)) for f in share.data_files]
+            files = [entries.entry(f.final, f.bytes, written_files.get(f.final)) for f in share.data_files]
+            precomputed = sum(1 for f in share.data_files if _planned(written_files.get(f.final), entries.plan))
             with tx.update_snapshot(snapshot_properties=properties).fast_append() as append:
                 for entry in files:
                     append.append_data_file(entry)
@@ -256,13 +281,18 @@ class IcebergSink:
                 "snapshot_id": snapshot.snapshot_id,
                 "files": len(files),
                 "new_columns": new,
+                "statistics_from_tasks": precomputed,
             },
         )
         return snapshot.snapshot_id
 
 
-def _arrow_schema(table: Table, path: str, footer: bytes | None) -> pa.Schema:
-    if footer:
-        return metadata_of(footer).schema.to_arrow_schema()
+def _planned(written: WrittenFile | None, plan: StatsPlan) -> bool:
+    return written is not None and written.stats is not None and written.stats.plan == plan.key
+
+
+def _arrow_schema(table: Table, path: str, written: WrittenFile | None) -> pa.Schema:
+    if written is not None and written.footer:
+        return metadata_of(written.footer).schema.to_arrow_schema()
     with table.io.new_input(path).open() as stream:
         return pq.read_schema(stream)

@@ -84,9 +84,9 @@ def missing_columns(schema: Schema, keys: Iterable[str], declared: pa.Schema | N
     return [name for name in names if name not in have]
 
 
-def typed_columns(declared: DeclaredSchema | None, plan: PartitionPlan) -> pa.Schema:
+def typed_columns(declared: DeclaredSchema | None, plan: PartitionPlan | None = None) -> pa.Schema:
     """Columns the table needs before any data: ``_extra``, the declared ones (typed) with ``_rescued``,
-    and the string columns an identity partition reads (a partition's source must exist)."""
+    and the string columns an identity partition of ``plan`` reads (a partition's source must exist)."""
     fields: dict[str, pa.DataType] = {EXTRA: EXTRA_TYPE}
     if declared is not None:
         for key, name in column_names(declared.keys):
@@ -94,7 +94,7 @@ def typed_columns(declared: DeclaredSchema | None, plan: PartitionPlan) -> pa.Sc
             assert column is not None
             fields[name] = column.arrow_type
         fields[RESCUED] = RESCUED_TYPE
-    for f in plan.fields:
+    for f in plan.fields if plan is not None else ():
         if f.column not in fields and f.column not in LINEAGE_TYPES:
             fields[f.column] = STRING
     return pa.schema([pa.field(n, t) for n, t in fields.items()])

@@ -20,6 +20,8 @@ from glue_processor.settings import JobSettings
 from glue_processor.table.partitioning import parse_partition_by
 
 if TYPE_CHECKING:
+    from glue_processor.table.datafiles import StatsPlan, WrittenFile
+    from glue_processor.table.declared import DeclaredSchema
     from glue_processor.table.history import LoadHistory
 
 logger = logging.getLogger(__name__)
@@ -42,13 +44,17 @@ class Sink(Protocol):
         """Where the batch attempt's data files go (or will be moved to)."""
         ...
 
-    def check(self, share: TableShare, footers: Mapping[str, bytes] | None = None) -> None:
+    def stats_plan(self, keys: tuple[str, ...], declared: DeclaredSchema | None) -> StatsPlan | None:
+        """What the write tasks need to work out their files' table statistics (None: nothing to work out)."""
+        ...
+
+    def check(self, share: TableShare, written_files: Mapping[str, WrittenFile] | None = None) -> None:
         """Before the commit record: raise :class:`~glue_processor.commit.publication.PublishRefused` when
         the table's catalog would refuse the share's schema change (names, width, types)."""
         ...
 
     def publish(
-        self, record: CommitRecord, share: TableShare, footers: Mapping[str, bytes] | None = None
+        self, record: CommitRecord, share: TableShare, written_files: Mapping[str, WrittenFile] | None = None
     ) -> int | None:
         """Make the committed share's data files visible, idempotently; the snapshot id if any."""
         ...

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import math
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -40,6 +42,11 @@ from glue_processor.write import parquet as parquet_writer
 from glue_processor.write.concat import ConcatError, concat
 from glue_processor.write.shared import SharedReader
 
+if TYPE_CHECKING:
+    from glue_processor.table.datafiles import StatsPlan
+
+logger = logging.getLogger(__name__)
+
 # A part within this fraction of the target is a file of its own already.
 FULL = 0.85
 # Output files within this fraction of the target count as on target.
@@ -54,6 +61,7 @@ class MergeSpec:
     uri: str
     declared: DeclaredSchema | None = None
     partition: str = ""
+    stats: StatsPlan | None = None  # the table's, when the file's statistics are worked out here
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,7 @@ def plan_merge(
     prefix: str = "merged",
     keep_parts: bool = True,
     declared: DeclaredSchema | None = None,
+    stats: StatsPlan | None = None,
 ) -> MergePlan:
     """Keep full parts with the final columns (when the sink may publish a staged part); pack the
     rest, partition by partition (a file never mixes two), into about ``total / target`` files named
@@ -92,7 +101,7 @@ def plan_merge(
         for group in _packing([p.bytes for p in rest], target_bytes):
             i = len(merges)
             uri = f"{where}/{prefix}-{i:05d}.parquet"
-            merges.append(MergeSpec(i, tuple(rest[j] for j in group), keys, uri, declared, label))
+            merges.append(MergeSpec(i, tuple(rest[j] for j in group), keys, uri, declared, label, stats))
     return MergePlan(tuple(keep), tuple(merges))
 
 
@@ -138,7 +147,20 @@ def merge_parts(
                 reader.close()
     for part in files:
         stores(part.uri).delete(part.uri)
-    return staged
+    return _with_stats(spec, staged)
+
+
+def _with_stats(spec: MergeSpec, staged: Staged) -> Staged:
+    """The file's table statistics, worked out here (in parallel with the other merges) rather than
+    on the driver. A file the plan does not fit is left without: the driver works its statistics out
+    at the append, and reports what is wrong with it there."""
+    if spec.stats is None or not staged.footer:
+        return staged
+    try:
+        return dataclasses.replace(staged, stats=spec.stats.of(metadata_of(staged.footer)))
+    except Exception as exc:  # noqa: BLE001 - the append works them out (and raises) on the driver
+        logger.warning("statistics left to the driver", extra={"uri": spec.uri, "error": f"{exc}"[:500]})
+        return staged
 
 
 def _with_shared(

@@ -16,7 +16,7 @@ import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.plan.manifests import Rejection
@@ -28,6 +28,9 @@ from glue_processor.read.task import Staged
 from glue_processor.table.declared import DeclaredSchema
 from glue_processor.write.merge import MergeSpec, concatenable, merge_parts, plan_merge
 from glue_processor.write.shared import SharedReader, contiguous_groups
+
+if TYPE_CHECKING:
+    from glue_processor.table.datafiles import StatsPlan
 
 # A batch writing at most this many files by concatenation does it on the driver.
 DRIVER_CONCATS = 4
@@ -44,6 +47,7 @@ class Destination:
     prefix: str
     target_bytes: int
     declared: DeclaredSchema | None = None
+    stats: StatsPlan | None = None  # the table's: each merge works out its file's statistics
 
 
 def write_files(
@@ -65,6 +69,7 @@ def write_files(
             prefix=d.prefix,
             keep_parts=keep_parts,
             declared=d.declared,
+            stats=d.stats,
         )
         for d in destinations
     ]

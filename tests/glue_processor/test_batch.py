@@ -162,7 +162,7 @@ def test_crash_between_commit_and_publish_is_finished_by_the_rerun(
     committer = job.committer()
     published: list[Any] = []
     # Given an attempt that wrote its commit record and then died before moving any file
-    committer.publish_share = lambda record, share, footers=None: published.append(record)  # type: ignore[method-assign]
+    committer.publish_share = lambda record, share, written_files=None: published.append(record)  # type: ignore[method-assign]
     committer.settle = lambda record: None  # type: ignore[method-assign]
     job.committer = lambda query_id=None: committer  # type: ignore[method-assign]
     job.run([manifest], 9)

@@ -163,7 +163,7 @@ def test_a_batch_committed_but_not_appended_keeps_its_files_through_orphan_delet
     job = env.job(spark)
     # Given a batch whose commit record is written, and whose append is not (the job went down)
     monkeypatch.setattr(
-        IcebergSink, "publish", lambda self, record, share, footers=None: (_ for _ in ()).throw(SystemExit(1))
+        IcebergSink, "publish", lambda self, record, share, written_files=None: (_ for _ in ()).throw(SystemExit(1))
     )
     with pytest.raises(SystemExit):
         job.run([env.manifest("m0", [env.put("a.json", _lines({"a": 1}, {"a": 2}))])], 0)
