@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -69,6 +70,10 @@ class ObjectStore(Protocol):
         """A local path to write; on a clean exit it becomes the object ``uri`` as a whole."""
         ...
 
+    def upload(self, uri: str, path: Path) -> None:
+        """The local file ``path`` becomes the object ``uri`` as a whole (the file is left as it is)."""
+        ...
+
     def delete(self, uri: str) -> None: ...
 
     def create_exclusive(self, uri: str, body: bytes) -> bool:
@@ -117,6 +122,10 @@ class LocalStore:
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
+
+    def upload(self, uri: str, path: Path) -> None:
+        with self.writer(uri) as tmp:
+            shutil.copyfile(path, tmp)
 
     def delete(self, uri: str) -> None:
         local_path(uri).unlink(missing_ok=True)
@@ -196,15 +205,18 @@ class S3Store:
 
     @contextlib.contextmanager
     def writer(self, uri: str) -> Iterator[Path]:
-        bucket, key = split_s3(uri)
-        fd, name = tempfile.mkstemp(prefix="ingest-", suffix=Path(key).suffix)
+        fd, name = tempfile.mkstemp(prefix="ingest-", suffix=Path(uri).suffix)
         os.close(fd)
         tmp = Path(name)
         try:
             yield tmp
-            self.client.upload_file(str(tmp), bucket, key)  # multipart above 8 MB, all or nothing
+            self.upload(uri, tmp)
         finally:
             tmp.unlink(missing_ok=True)
+
+    def upload(self, uri: str, path: Path) -> None:
+        bucket, key = split_s3(uri)
+        self.client.upload_file(str(path), bucket, key)  # multipart above 8 MB, all or nothing
 
     def delete(self, uri: str) -> None:
         bucket, key = split_s3(uri)

@@ -28,6 +28,7 @@ from glue_processor.read.task import Staged
 from glue_processor.table.declared import DeclaredSchema
 from glue_processor.write.merge import MergeSpec, concatenable, merge_parts, plan_merge
 from glue_processor.write.shared import SharedReader, contiguous_groups
+from glue_processor.write.uploads import BackgroundUploads
 
 if TYPE_CHECKING:
     from glue_processor.table.datafiles import StatsPlan
@@ -105,12 +106,14 @@ def _driver_merge(spec: MergeSpec) -> bool:
 
 
 def merge_all(specs: list[MergeSpec]) -> list[Staged]:
-    """One Spark task's share of the merges, one after the other (shared files read once)."""
+    """One Spark task's share of the merges, one after the other (shared files read once), each
+    file uploaded while the next is made; returns once every file is in place."""
     reader = SharedReader(store_for)
-    try:
-        return [merge_parts(spec, shared=reader) for spec in specs]
-    finally:
-        reader.close()
+    with BackgroundUploads(store_for) as uploads:
+        try:
+            return [merge_parts(spec, uploads.store, shared=reader) for spec in specs]
+        finally:
+            reader.close()
 
 
 def write_rejections(fs: HadoopFS, outcome: Outcome, target: str, batch_id: int) -> None:

@@ -20,6 +20,7 @@ from glue_processor.table.partitioning import parse_partition_by
 from glue_processor.write.merge import merge_parts, plan_merge
 from glue_processor.write.shared import SharedReader, contiguous_groups, sort_spill
 from glue_processor.write.stage import merge_all
+from glue_processor.write.uploads import BackgroundUploads
 
 NOW = datetime.now(UTC)
 
@@ -125,9 +126,11 @@ def test_shared_ranges_are_read_from_s3_by_ranged_gets(tmp_path: Path) -> None:
     s3.meta.events.register("provide-client-params.s3.GetObject", count)
     plan = plan_merge(staged, ("a", "kind"), target_bytes=128 * 1024 * 1024, out_dir="s3://stage/final")
     reader = SharedReader(stores)
-    written = [merge_parts(m, stores, shared=reader) for m in plan.merges]
+    with BackgroundUploads(stores) as uploads:  # as merge_all writes: each file PUT while the next is made
+        written = [merge_parts(m, uploads.store, shared=reader) for m in plan.merges]
     reader.close()
     reads = dict(gets)
+    assert len(written) == 300 and len({f.uri for f in written}) == 300
     # Then every row is in its partition's file once
     rows = []
     for f in written:
