@@ -12,6 +12,7 @@ schema.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -19,11 +20,15 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pyiceberg
 from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import (
+    MetricModeTypes,
+    StatisticsCollector,
     _check_pyarrow_schema_compatible,
     compute_statistics_plan,
     data_file_statistics_from_parquet_metadata,
+    match_metrics_mode,
     parquet_path_to_id_mapping,
 )
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
@@ -31,13 +36,18 @@ from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Record, TableVersion
+from pyiceberg.types import BinaryType, StringType
 
 from glue_processor.table.footer import metadata_of
+
+# the metrics of a string partition source column whose table's configuration keeps no bounds for it
+SOURCE_METRICS = "truncate(16)"
 
 
 @dataclass(frozen=True)
 class FileStats:
-    """A data file's partition and statistics (``DataFile`` fields), for the plan keyed ``plan``."""
+    """A data file's partition and statistics (``DataFile`` fields, read-only), for the plan keyed
+    ``plan``."""
 
     plan: str
     partition: Record
@@ -67,11 +77,12 @@ class StatsPlan:
     ) -> None:
         self.schema, self.spec, self.properties, self.format_version = schema, spec, properties, format_version
         self.spec_id = spec.spec_id
-        self.stats_columns = compute_statistics_plan(schema, properties)
+        self.stats_columns = _bounded_sources(compute_statistics_plan(schema, properties), spec)
         self.mapping = parquet_path_to_id_mapping(schema)
         self.key = hashlib.sha256(
             json.dumps(
                 [
+                    pyiceberg.__version__,  # a task whose pyiceberg differs never matches the driver's plan
                     schema.model_dump_json(exclude={"schema_id"}),
                     spec.model_dump_json(),
                     sorted(properties.items()),
@@ -90,16 +101,21 @@ class StatsPlan:
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self._setup(
-            Schema.model_validate_json(state["schema"]),
-            PartitionSpec.model_validate_json(state["spec"]),
-            state["properties"],
-            state["format_version"],
-        )
+        try:
+            self._setup(
+                Schema.model_validate_json(state["schema"]),
+                PartitionSpec.model_validate_json(state["spec"]),
+                state["properties"],
+                state["format_version"],
+            )
+        except Exception as exc:  # noqa: BLE001 - e.g. another pyiceberg on the executor: the driver works it out
+            self.key, self._broken = "", f"{type(exc).__name__}: {exc}"[:500]
 
     def of(self, parquet: pq.FileMetaData) -> FileStats:
         """The file's statistics; raises when a column of the file is not in the schema with a
         compatible type."""
+        if not self.key:
+            raise ValueError(f"the table's statistics plan did not reach this task whole: {self._broken}")
         arrow = parquet.schema.to_arrow_schema()
         if arrow not in self._compatible:
             # every column of the file is in the table's schema, with a compatible type
@@ -112,12 +128,26 @@ class StatsPlan:
         return FileStats(self.key, statistics.partition(self.spec, self.schema), statistics.to_serialized_dict())
 
 
+def _bounded_sources(columns: dict[int, StatisticsCollector], spec: PartitionSpec) -> dict[int, StatisticsCollector]:
+    """The statistics plan, with bounds kept for every partition source column: a file's partition
+    is read from its source column's bounds, so a metrics mode that keeps none there (``none`` or
+    ``counts`` in ``write.metadata.metrics.*``) would append every file to the NULL partition."""
+    for source in {f.source_id for f in spec.fields} & columns.keys():
+        column = columns[source]
+        if column.mode.type in (MetricModeTypes.NONE, MetricModeTypes.COUNTS):
+            # Iceberg's default for the type: strings and binaries truncated, other types whole
+            text = isinstance(column.iceberg_type, StringType | BinaryType)
+            columns[source] = dataclasses.replace(column, mode=match_metrics_mode(SOURCE_METRICS if text else "full"))
+    return columns
+
+
 class DataFiles:
     """Entries of Parquet files appended to a table of ``metadata``."""
 
     def __init__(self, io: FileIO, metadata: TableMetadata) -> None:
         self.io = io
         self.plan = StatsPlan(metadata)
+        self.from_tasks = 0  # entries whose statistics the write tasks worked out
 
     def entry(self, path: str, size: int, written: WrittenFile | None = None) -> DataFile:
         """The file's entry: from the statistics its task worked out for this plan, else from its
@@ -130,15 +160,18 @@ class DataFiles:
                 with self.io.new_input(path).open() as stream:
                     parquet = pq.read_metadata(stream)
             stats = self.plan.of(parquet)
-        return DataFile.from_args(
+        else:
+            self.from_tasks += 1
+        entry = DataFile.from_args(
             content=DataFileContent.DATA,
             file_path=path,
             file_format=FileFormat.PARQUET,
             partition=stats.partition,
             file_size_in_bytes=size,
             sort_order_id=None,
-            spec_id=self.plan.spec_id,
             equality_ids=None,
             key_metadata=None,
             **stats.values,
         )
+        entry.spec_id = self.plan.spec_id
+        return entry

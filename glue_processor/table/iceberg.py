@@ -13,8 +13,8 @@ snapshot; the job removes them itself (:mod:`glue_processor.commit.ledger`).
 
 Each file's statistics are worked out by the task that wrote it, for the table's schema after the
 batch's new columns (:meth:`IcebergSink.stats_plan`, :mod:`glue_processor.table.datafiles`), so the
-driver makes no S3 call and decodes no footer per file (a re-run after a crash reads the footers
-back).
+driver makes no S3 call and works out no statistics per file; it does when the table changed in
+between (another writer's columns), and a re-run after a crash reads the footers back.
 """
 
 from __future__ import annotations
@@ -264,7 +264,6 @@ class IcebergSink:
             metadata = tx.table_metadata
             entries = DataFiles(table.io, metadata)
             files = [entries.entry(f.final, f.bytes, written_files.get(f.final)) for f in share.data_files]
-            precomputed = sum(1 for f in share.data_files if _planned(written_files.get(f.final), entries.plan))
             with tx.update_snapshot(snapshot_properties=properties).fast_append() as append:
                 for entry in files:
                     append.append_data_file(entry)
@@ -273,6 +272,12 @@ class IcebergSink:
         snapshot = find_snapshot(table.metadata, record.query_id, record.batch_id)
         if snapshot is None:
             raise CommitFailedException(f"batch {record.batch_id}: the append is not in the table after its commit")
+        if written_files and entries.from_tasks < len(files):
+            logger.warning(
+                "the driver worked out statistics the write tasks had not (the table changed in between, or a "
+                "task could not: see its log)",
+                extra={"batch_id": record.batch_id, "files": len(files), "from_tasks": entries.from_tasks},
+            )
         logger.info(
             "batch appended to the table",
             extra={
@@ -281,14 +286,10 @@ class IcebergSink:
                 "snapshot_id": snapshot.snapshot_id,
                 "files": len(files),
                 "new_columns": new,
-                "statistics_from_tasks": precomputed,
+                "statistics_from_tasks": entries.from_tasks,
             },
         )
         return snapshot.snapshot_id
-
-
-def _planned(written: WrittenFile | None, plan: StatsPlan) -> bool:
-    return written is not None and written.stats is not None and written.stats.plan == plan.key
 
 
 def _arrow_schema(table: Table, path: str, written: WrittenFile | None) -> pa.Schema:

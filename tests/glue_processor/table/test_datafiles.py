@@ -4,6 +4,7 @@ plan the tasks had is not the table's any more."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import pickle
@@ -132,9 +133,42 @@ def test_an_entry_whose_plan_is_not_the_table_s_is_worked_out_again(tmp_path: Pa
     fresh = DataFiles(None, after).entry(path, 100, WrittenFile(footer))  # type: ignore[arg-type]
     assert _facts(entry) == _facts(fresh)
     # And statistics of the table's own plan are taken as they are
-    doctored = WrittenFile(footer, StatsPlan(after).of(metadata_of(footer)))
-    doctored.stats.values["record_count"] = 41  # type: ignore[union-attr]
+    own = StatsPlan(after).of(metadata_of(footer))
+    doctored = WrittenFile(footer, dataclasses.replace(own, values={**own.values, "record_count": 41}))
     assert entries.entry(path, 100, doctored).record_count == 41
+    assert entries.from_tasks == 1
+
+
+def test_partition_sources_keep_their_bounds_whatever_the_metrics_configuration(tmp_path: Path) -> None:
+    # Given a table whose metrics configuration keeps no bounds (Iceberg's write.metadata.metrics.*)
+    for properties in (
+        {"write.metadata.metrics.default": "none"},
+        {"write.metadata.metrics.default": "counts"},
+        {"write.metadata.metrics.column.kind": "none", "write.metadata.metrics.column.ts": "counts"},
+    ):
+        metadata = new_table_metadata(SCHEMA, SPEC, UNSORTED_SORT_ORDER, str(tmp_path), properties)
+        _, footer = _day_file(tmp_path, note=True)
+        stats = StatsPlan(metadata).of(metadata_of(footer))
+        # Then a file's partition is still read from its source columns (else every file would be
+        # appended to the NULL partition), and the other columns keep the configuration's metrics
+        assert tuple(stats.partition) == (20759, "a"), properties
+        assert 3 not in stats.values["lower_bounds"] or properties.get("write.metadata.metrics.default") is None
+
+
+def test_a_plan_that_does_not_reach_a_task_whole_leaves_the_statistics_to_the_driver(tmp_path: Path) -> None:
+    from glue_processor.read.task import Staged
+    from glue_processor.write.merge import MergeSpec, _with_stats
+
+    # Given a plan whose schema the task cannot read back (another pyiceberg on the executor, say)
+    plan = StatsPlan(new_table_metadata(SCHEMA, SPEC, UNSORTED_SORT_ORDER, str(tmp_path), {}))
+    state = plan.__getstate__() | {"schema": '{"type": "struct", "fields": [{"id": "x"}]}'}
+    broken = StatsPlan.__new__(StatsPlan)
+    broken.__setstate__(state)  # no error here: Spark unpickles before the merge runs
+    path, footer = _day_file(tmp_path)
+    staged = Staged(path, 100, ("kind", "ts"), footer)
+    # Then the merge keeps its file and leaves its statistics to the driver
+    assert _with_stats(MergeSpec(0, (), ("kind", "ts"), path, stats=broken), staged) == staged
+    assert _with_stats(MergeSpec(0, (), ("kind", "ts"), path, stats=plan), staged).stats is not None
 
 
 def test_no_plan_when_the_table_is_out_of_reach() -> None:
