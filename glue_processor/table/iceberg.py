@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, ValidationError, ValidationException
-from pyiceberg.table import CommitTableResponse, Table
+from pyiceberg.table import CommitTableResponse, Table, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import Snapshot
@@ -190,12 +190,8 @@ class IcebergSink:
         them), staged on a transaction that is never committed. None when the table is out of reach
         or would refuse the columns: the driver then works the statistics out at the append."""
         try:
-            table = self._table()
-            tx = table.transaction()
-            written = data_columns(keys, typed_columns(declared))
-            if missing_columns(table.schema(), keys, written):
-                with tx.update_schema() as update:
-                    update.union_by_name(written)
+            tx = self._table().transaction()
+            _add_columns(tx, keys, typed_columns(declared))
             return StatsPlan(tx.table_metadata)
         except ConfigError:
             raise
@@ -257,10 +253,7 @@ class IcebergSink:
         first = share.data_files[0].final
         written = _arrow_schema(table, first, written_files.get(first))
         with guarded(table, record.query_id, record.batch_id).transaction() as tx:
-            new = missing_columns(tx.table_metadata.schema(), share.keys, written)
-            if new:
-                with tx.update_schema() as update:
-                    update.union_by_name(data_columns(share.keys, written))
+            new = _add_columns(tx, share.keys, written)
             metadata = tx.table_metadata
             entries = DataFiles(table.io, metadata)
             files = [entries.entry(f.final, f.bytes, written_files.get(f.final)) for f in share.data_files]
@@ -290,6 +283,16 @@ class IcebergSink:
             },
         )
         return snapshot.snapshot_id
+
+
+def _add_columns(tx: Transaction, keys: tuple[str, ...], types: pa.Schema) -> list[str]:
+    """Stage on ``tx`` the columns of ``keys`` its table does not have yet, typed by ``types`` (a
+    file's schema, or the declared columns); their names."""
+    new = missing_columns(tx.table_metadata.schema(), keys, types)
+    if new:
+        with tx.update_schema() as update:
+            update.union_by_name(data_columns(keys, types))
+    return new
 
 
 def _arrow_schema(table: Table, path: str, written: WrittenFile | None) -> pa.Schema:
