@@ -36,6 +36,17 @@ def force_due(job: Any) -> None:
     job.deferred._items = {k: dataclasses.replace(v, next_at=0.0) for k, v in job.deferred._items.items()}
 
 
+def refused_until_abandoned(job: Any, env: Env, failing: CommitsFail, batches: range, prefix: str, field: str) -> None:
+    """The table refuses the share's retries for its content (one a batch, each batch one new object
+    under ``prefix``, its record ``{field: n}``): after them the share is abandoned, nothing set aside
+    any more."""
+    failing.code = "ValidationException"
+    for n in batches:
+        force_due(job)
+        job.run([env.manifest(f"m{n}", [env.put(f"{prefix}/{n}.json", lines({field: n}))])], n)
+    assert len(job.deferred) == 0
+
+
 class CommitsFail:
     """The catalog's commits to one table raise a ClientError with ``code`` while ``on``."""
 
@@ -185,11 +196,7 @@ def test_a_share_set_aside_then_abandoned_on_a_retry_is_forgotten_and_rejected_i
     c = env.put("clicks/c.ndjson", lines({"u": "x", "country": "fr"}))
     job.run([env.manifest("m0", [c])], 0)
     assert len(job.deferred) == 1
-    failing.code = "ValidationException"  # its retries are refused for its content: abandoned
-    for n in (1, 2, 3):
-        force_due(job)
-        job.run([env.manifest(f"m{n}", [env.put(f"orders/{n}.json", lines({"id": n}))])], n)
-    assert len(job.deferred) == 0
+    refused_until_abandoned(job, env, failing, range(1, 4), "orders", "id")
     row = next(r for r in history(env) if r["key"] == "clicks/c.ndjson")
     assert row["status"] == "rejected" and "refused" in row["reason"]
     # Then a requeue, the cause fixed, loads it: in this run and in a restarted one alike
@@ -326,11 +333,7 @@ def test_an_object_forgotten_after_the_dedupe_snapshot_stays_forgotten_across_a_
     job.run([env.manifest("m1", [env.put("audit/1.json", lines({"n": 1}))])], 1)
     monkeypatch.setattr(memory, "DEDUPE_SNAPSHOT_BATCHES", 60)
     job.memory._since_snapshot = 0
-    failing.code = "ValidationException"  # then the share is abandoned on its retries
-    for n in (2, 3, 4):
-        force_due(job)
-        job.run([env.manifest(f"m{n}", [env.put(f"audit/{n}.json", lines({"n": n}))])], n)
-    assert len(job.deferred) == 0
+    refused_until_abandoned(job, env, failing, range(2, 5), "audit", "n")  # then the share is abandoned
     # When the job restarts before the next snapshot, and the object is requeued (the cause fixed)
     failing.on = False
     record = env.job(spark).run([env.manifest("m9", [c])], 9)
