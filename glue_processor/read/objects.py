@@ -21,6 +21,8 @@ from typing import Any, BinaryIO, Protocol
 from contracts.exceptions import StorageError
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
+# A file this large or larger is uploaded in parts (boto3's default multipart threshold).
+SINGLE_PUT_BYTES = 8 * 1024 * 1024
 
 
 class ObjectMissing(StorageError):
@@ -215,8 +217,19 @@ class S3Store:
             tmp.unlink(missing_ok=True)
 
     def upload(self, uri: str, path: Path) -> None:
+        """One PutObject below ``SINGLE_PUT_BYTES``; boto3's managed multipart upload above (parts in
+        parallel). Either is all or nothing. A small file skips the transfer manager: ``upload_file``
+        builds one (and its threads) per call: ~1.3 ms more CPU per 20 KB file than a plain PUT,
+        measured against moto in-process here (3.0-3.2 against 1.8 ms): about what writing a small
+        partition's file costs."""
         bucket, key = split_s3(uri)
-        self.client.upload_file(str(path), bucket, key)  # multipart above 8 MB, all or nothing
+        if path.stat().st_size < SINGLE_PUT_BYTES:
+            with path.open("rb") as body:  # seekable: botocore rewinds it to retry
+                self.client.put_object(Bucket=bucket, Key=key, Body=body)
+            return
+        from boto3.s3.transfer import TransferConfig  # boto3 only where S3 is used
+
+        self.client.upload_file(str(path), bucket, key, Config=TransferConfig(multipart_threshold=SINGLE_PUT_BYTES))
 
     def delete(self, uri: str) -> None:
         bucket, key = split_s3(uri)

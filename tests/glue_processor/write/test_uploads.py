@@ -127,3 +127,28 @@ def test_files_reach_s3_whole() -> None:
     keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket="stage")["Contents"])
     assert keys == sorted(f"p{i}/f.parquet" for i in range(12))
     assert s3.get_object(Bucket="stage", Key="p7/f.parquet")["Body"].read() == b"\x07" * 1000
+
+
+@pytest.mark.usefixtures("aws")
+def test_a_small_file_is_one_put_and_a_large_one_a_multipart_upload(tmp_path: Path) -> None:
+    from glue_processor.read import objects
+
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="stage")
+    calls: list[str] = []
+    s3.meta.events.register("before-call.s3.*", lambda model, **_: calls.append(model.name))
+    store = objects.S3Store(s3)
+    small, large = tmp_path / "small", tmp_path / "large"
+    small.write_bytes(b"s" * 1000)
+    large.write_bytes(bytes(range(256)) * (objects.SINGLE_PUT_BYTES // 256 + 1024))  # the bound + 256 KB
+    # When a partition's small file is uploaded, Then it is a single PutObject, without the transfer
+    # manager (whose setup cost as much CPU as writing the file)
+    store.upload("s3://stage/p/small.parquet", small)
+    assert calls == ["PutObject"]
+    # And a file above the bound goes as a multipart upload
+    calls.clear()
+    store.upload("s3://stage/p/large.parquet", large)
+    assert calls[0] == "CreateMultipartUpload" and calls[-1] == "CompleteMultipartUpload" and "PutObject" not in calls
+    # And both are in S3 whole
+    assert s3.get_object(Bucket="stage", Key="p/small.parquet")["Body"].read() == small.read_bytes()
+    assert s3.get_object(Bucket="stage", Key="p/large.parquet")["Body"].read() == large.read_bytes()
