@@ -587,6 +587,7 @@ class _ParquetFiles:
         if self.spec.partitions is None:
             self._write("", table, keys, final=final)
             return
+        table, _ = self.spec.partitions.bound_values(table)  # counted below, as null partitions
         labels, nulls = self.spec.partitions.labels(table)
         self.null_partitions += nulls
         self._keep(table, labels, keys)

@@ -10,14 +10,17 @@ convert goes to the null partition, counted, never dropped.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
+from urllib.parse import quote_plus
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from contracts.exceptions import ConfigError
+from glue_processor.read.extra import EXTRA, to_map
 from glue_processor.read.ndjson import LINEAGE_COLUMNS, column_names, nameable
 from glue_processor.table.declared import DeclaredSchema
 
@@ -27,6 +30,14 @@ _UNITS = {"year": "year", "month": "month", "day": "day", "hour": "hour"}
 TIME_COLUMNS = ("_event_time", "_ingest_time")
 _FIELD = re.compile(r"^\s*(?:(year|month|day|hour|identity)\(\s*([^()]+?)\s*\)|([^(),]+?))\s*$")
 NULL = "null"
+# An identity value longer than this once encoded is cut to PATH_VALUE_HEAD and a hash: a segment of
+# at most 64 + 17 characters, so a table with several identity fields still fits S3's 1,024-byte key.
+PATH_VALUE_CHARS = 96
+PATH_VALUE_HEAD = 64
+# The longest identity value a file's partition can be read from: Arrow keeps no min/max for a value
+# longer than this (parquet-cpp's max_statistics_size), and pyiceberg reads a file's partition from
+# them, so a longer one would put its file in the null partition while its rows hold the value.
+MAX_PARTITION_VALUE_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,28 @@ class Field:
 @dataclass(frozen=True)
 class PartitionPlan:
     fields: tuple[Field, ...]
+
+    def bound_values(self, table: pa.Table) -> tuple[pa.Table, int]:
+        """``table`` with every identity value longer than MAX_PARTITION_VALUE_BYTES moved to
+        ``_extra`` (under its key, as it was) and its column NULL there, and how many were moved:
+        such a row is in the null partition, which its columns then agree with, and nothing is lost."""
+        moved = 0
+        for f in self.fields:
+            values = table.column(f.column)
+            if f.transform != "identity" or not (
+                pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
+            ):
+                continue
+            long = pc.fill_null(pc.greater(pc.binary_length(values), MAX_PARTITION_VALUE_BYTES), False)
+            count = pc.sum(long).as_py() or 0
+            if not count:
+                continue
+            moved += count
+            kept = pc.if_else(long, values, pa.nulls(len(table), values.type))
+            extra = to_map([f.key], [kept.combine_chunks()], len(table), base=table.column(EXTRA).combine_chunks())
+            table = table.set_column(table.column_names.index(f.column), f.column, pc.if_else(long, None, values))
+            table = table.set_column(table.column_names.index(EXTRA), EXTRA, extra)
+        return table, moved
 
     def labels(self, table: pa.Table) -> tuple[pa.DictionaryArray, int]:
         """Each row's partition path (``name=value/...``) as a dictionary array (a batch has few
@@ -55,7 +88,11 @@ class PartitionPlan:
             encoded = pc.dictionary_encode(values)
             encoded = encoded.combine_chunks() if isinstance(encoded, pa.ChunkedArray) else encoded
             distinct = encoded.dictionary
-            text = distinct.cast(pa.string()) if f.transform == "identity" else _format(distinct, f.transform)
+            text = (
+                _path_values(distinct.cast(pa.string()))
+                if f.transform == "identity"
+                else _format(distinct, f.transform)
+            )
             named = pc.binary_join_element_wise(f"{f.name}=", text, "")
             # a null value (or one that did not convert) is the null partition: one more label
             named = pa.concat_arrays([named, pa.array([f"{f.name}={NULL}"])])
@@ -65,6 +102,33 @@ class PartitionPlan:
         label = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "/")
         count = pc.sum(nulls).as_py() or 0
         return pc.dictionary_encode(label), int(count)
+
+
+def path_value(text: str) -> str:
+    """An identity partition's value as one segment of its files' path, the way Iceberg writes one
+    (``PartitionSpec.partition_to_path``: ``quote_plus``, nothing kept but letters, digits and
+    ``_.-~``), so that a value from a record can never add a directory (``a/b``), climb out of the
+    table (``../..``), or exceed what a key or a file name may hold. The text ``null`` is written
+    ``%6Eull`` (the unescaped ``null`` is the null partition's), ``.`` and ``..`` as ``%2E``s, and a value longer than
+    PATH_VALUE_CHARS once encoded is cut and ends with ``!`` and 16 hex digits of its SHA-256 (``!``
+    is never left unescaped otherwise). Different values never share a path: a file never mixes
+    two partitions, whatever the records hold."""
+    encoded = quote_plus(text, safe="")
+    if encoded == NULL:
+        return "%6E" + encoded[1:]
+    if encoded in (".", ".."):  # a segment of its own too, even without the field's name before it
+        return "%2E" * len(encoded)
+    if len(encoded) <= PATH_VALUE_CHARS:
+        return encoded
+    head = encoded[:PATH_VALUE_HEAD]
+    cut = head.rfind("%", len(head) - 2)  # never half an escape
+    head = head[:cut] if cut >= 0 else head
+    return f"{head}!{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def _path_values(values: pa.Array) -> pa.Array:
+    """:func:`path_value` of each distinct value (a batch has few)."""
+    return pa.array([None if v is None else path_value(v) for v in values.to_pylist()], pa.string())
 
 
 def _format(values: pa.Array, transform: str) -> pa.Array:

@@ -1,0 +1,96 @@
+"""An identity partition takes its values from the records, so a producer chooses them: none may
+climb out of the table, wedge the batch, or put two partitions in one file (issue 27).
+
+Before: ``a/b`` and ``../../x`` became directories (the second outside its batch's directory), a
+300-character value failed every attempt of its batch (``File name too long``: a wedged stream),
+and the text ``null`` shared the null partition's path, so one file held both and Iceberg recorded
+it as ``kind = 'null'``: the rows without a ``kind`` were invisible to ``kind IS NULL``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.expressions import EqualTo, IsNull
+
+from glue_processor.table.partitioning import PATH_VALUE_CHARS, path_value
+from glue_processor.table.read import load
+from tests.glue_processor.test_batch import Env
+
+HOSTILE = [
+    "ok",
+    "a/b",
+    "../../../escaped",
+    "..",
+    ".",
+    "",
+    "null",
+    "NULL",
+    "x" * 300,
+    "y" * 4000,
+    "z" * 5000,
+    "per%cent",
+    "new\nline",
+    "sp ace",
+    "a+b",
+    "é",
+    "a=b",
+    "C:\\win",
+    "?#!",
+]
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_a_value_is_one_bounded_path_segment_of_safe_characters(value: str) -> None:
+    segment = path_value(value)
+    assert "/" not in segment and segment not in (".", "..", "null")
+    assert len(segment) <= PATH_VALUE_CHARS
+    assert set(segment) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~%+!")
+
+
+def test_different_values_never_share_a_segment() -> None:
+    values = [*HOSTILE, *(f"{'z' * 200}{i}" for i in range(50)), "%6Eull", "n", "nul"]
+    assert len({path_value(v) for v in values}) == len(values)
+
+
+def test_hostile_identity_values_stay_in_their_batch_each_in_its_own_partition(spark: Any, tmp_path: Path) -> None:
+    # Given records whose partition values are paths, escapes, long text and the word "null", and
+    # records without one
+    env = Env(tmp_path, partition_by="kind")
+    records: list[dict[str, Any]] = [{"kind": v, "i": i} for i, v in enumerate(HOSTILE)]
+    records += [{"i": 100}, {"kind": None, "i": 101}]
+    body = "".join(json.dumps(r) + "\n" for r in records).encode()
+    # When one batch takes them
+    record = env.job(spark).run([env.manifest("m0", [env.put("f.json", body)])], 0)
+    # Then it succeeded, and every file is one level under its batch's directory
+    batch_dir = tmp_path / "output" / "events" / "ingest"
+    files = [Path(f.final.removeprefix("file://")) for f in record.data_files]
+    assert len(files) == len(HOSTILE)  # one partition per value, the longest's row in the null partition
+    assert {f.resolve().parent.parent for f in files} == {p.resolve() for p in batch_dir.glob("*/*/*") if p.is_dir()}
+    assert not list((tmp_path / "output" / "events").glob("*/*/escaped"))
+    # And in the table each file's partition is the value of each of its rows
+    table = load(env.settings)
+    for task in table.scan().plan_files():
+        kinds = pq.ParquetFile(task.file.file_path.removeprefix("file://")).read(columns=["kind"]).column("kind")
+        assert set(kinds.to_pylist()) == {task.file.partition[0]}, task.file.file_path
+
+    # And a filter on the partition finds exactly its rows: the missing ones with IS NULL, the text
+    # "null" with = 'null', every row once
+    def found(expr: Any) -> list[int]:
+        return sorted(int(r["i"]) for r in table.scan(row_filter=expr).to_arrow().to_pylist())
+
+    assert found(IsNull("kind")) == [HOSTILE.index("z" * 5000), 100, 101]
+    assert found(EqualTo("kind", "null")) == [HOSTILE.index("null")]
+    assert found(EqualTo("kind", "../../../escaped")) == [HOSTILE.index("../../../escaped")]
+    assert found(EqualTo("kind", "y" * 4000)) == [HOSTILE.index("y" * 4000)]
+    # And a value past what Parquet keeps statistics of is no partition value: its row is in the
+    # null partition, with its value in _extra, as it was
+    assert found(EqualTo("kind", "z" * 5000)) == []
+    (long,) = [r for r in table.scan(row_filter=IsNull("kind")).to_arrow().to_pylist() if r["_extra"]]
+    assert long["i"] == str(HOSTILE.index("z" * 5000)) and dict(long["_extra"]) == {"kind": "z" * 5000}
+    assert record.stats.null_partition_records == 3
+    assert sorted(int(r["i"]) for r in table.scan().to_arrow().to_pylist()) == [*range(len(HOSTILE)), 100, 101]
