@@ -13,11 +13,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.expressions import EqualTo, IsNull
 
-from glue_processor.table.partitioning import PATH_VALUE_CHARS, path_value
+from glue_processor.table.partitioning import PATH_VALUE_CHARS, _path_values, path_value
 from glue_processor.table.read import load
 from tests.glue_processor.test_batch import Env
 
@@ -55,6 +56,11 @@ def test_a_value_is_one_bounded_path_segment_of_safe_characters(value: str) -> N
 def test_different_values_never_share_a_segment() -> None:
     values = [*HOSTILE, *(f"{'z' * 200}{i}" for i in range(50)), "%6Eull", "n", "nul"]
     assert len({path_value(v) for v in values}) == len(values)
+
+
+def test_a_batch_s_values_are_encoded_as_each_alone_plain_ones_without_a_python_call() -> None:
+    values = [*HOSTILE, "tenant-0001", "A-b_c.d~e", "y" * PATH_VALUE_CHARS, "y" * (PATH_VALUE_CHARS + 1)]
+    assert _path_values(pa.array(values, pa.string())).to_pylist() == [path_value(v) for v in values]
 
 
 def test_hostile_identity_values_stay_in_their_batch_each_in_its_own_partition(spark: Any, tmp_path: Path) -> None:
