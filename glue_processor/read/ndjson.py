@@ -101,14 +101,17 @@ def parse_ndjson(
     room: int | None = None,
     first_line: int = 1,
     max_cells: int = 0,
+    taken: frozenset[str] = frozenset(),
 ) -> ParsedText:
     """Parse whole lines of ``data`` (one object per line, LF or CRLF) into string columns, from its
     start: all of it, or up to where ``max_cells`` (0: no bound) or the scanner's key bounds stop
     the scan (``consumed``; at least one line).
 
     ``keys`` of the result are ``known`` (in its order), then the keys first seen here, in the
-    order seen, while there is ``room`` for them (default: no limit) and they are valid column
-    names; the values of any other key are in ``extra``. Values: strings as text, nested objects
+    order seen, while there is ``room`` for them (default: no limit), they are valid column names
+    and they are not another case of a column the table has (``taken``: its keys, lower-cased;
+    engines resolve names case-insensitively, so ``Kind`` next to a known ``kind`` would rename
+    ``kind``'s column); the values of any other key are in ``extra``. Values: strings as text, nested objects
     and arrays as compact JSON (literals as written), numbers and booleans as their literal,
     ``null`` as NULL. Lines are numbered from ``first_line``.
     """
@@ -119,8 +122,8 @@ def parse_ndjson(
     arrays = [_column(c, rows) for c in columns]
     extra_array = None if extra is None else _extra(extra, rows)
     keys = [*known, *new]
-    unnamed = [i for i in range(len(known), len(keys)) if not nameable(keys[i])]
-    if unnamed:  # their values go to extra under their own key: nothing is lost, no name is refused
+    unnamed = [i for i in range(len(known), len(keys)) if not nameable(keys[i]) or keys[i].lower() in taken]
+    if unnamed:  # their values go to extra under their own key: nothing is lost, no name is refused or moved
         extra_array = to_map([keys[i] for i in unnamed], [arrays[i] for i in unnamed], rows, base=extra_array)
         drop = set(unnamed)
         keys = [k for i, k in enumerate(keys) if i not in drop]
@@ -138,14 +141,22 @@ def parse_ndjson(
 
 
 def parse_pieces(
-    data: bytes | memoryview, keys: list[str], *, max_columns: int, first_line: int = 1, max_cells: int = MAX_CELLS
+    data: bytes | memoryview,
+    keys: list[str],
+    *,
+    max_columns: int,
+    first_line: int = 1,
+    max_cells: int = MAX_CELLS,
+    taken: frozenset[str] = frozenset(),
 ) -> Iterator[ParsedText]:
     """All of ``data`` in scans of at most ``max_cells`` cells each; ``keys`` grows with the new
-    columns each piece admits (while fewer than ``max_columns``)."""
+    columns each piece admits (while fewer than ``max_columns``; never another case of ``taken``)."""
     view = memoryview(data)
     at, line = 0, first_line
     while at < len(view):
-        parsed = parse_ndjson(view[at:], keys, room=max_columns - len(keys), first_line=line, max_cells=max_cells)
+        parsed = parse_ndjson(
+            view[at:], keys, room=max_columns - len(keys), first_line=line, max_cells=max_cells, taken=taken
+        )
         keys.extend(parsed.keys[len(keys) :])
         at += parsed.consumed
         line = parsed.next_line

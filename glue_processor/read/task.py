@@ -27,6 +27,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
@@ -134,6 +135,11 @@ class TaskSpec:
     partitions: PartitionPlan | None = None
     # The most data columns (known keys included); values of keys past it go to the _extra map.
     max_columns: int = DEFAULT_MAX_COLUMNS
+
+    @functools.cached_property
+    def taken(self) -> frozenset[str]:
+        """The table's columns, lower-cased: a new key that is another case of one goes to _extra."""
+        return frozenset(k.lower() for k in self.known)
 
 
 @dataclass(frozen=True)
@@ -357,7 +363,9 @@ def _parsed(piece: Chunk, keys: list[str], spec: TaskSpec) -> Iterator[ParsedTex
     while True:
         try:
             if pieces is None:
-                pieces = parse_pieces(piece.text, keys, max_columns=spec.max_columns, first_line=piece.first_line)
+                pieces = parse_pieces(
+                    piece.text, keys, max_columns=spec.max_columns, first_line=piece.first_line, taken=spec.taken
+                )
             parsed = next(pieces, None)
         except Exception as exc:
             raise _ParseFailed(str(exc)) from exc

@@ -106,6 +106,15 @@ def test_new_keys_widen_the_columns_and_keep_line_order() -> None:
     assert rows_of(parsed) == {1: {"a": "1"}, 2: {"a": "2", "b": "1"}, 3: {"a": "3"}, 4: {}, 6: {"b": "y"}}
 
 
+def test_another_case_of_a_column_the_table_has_goes_to_extra() -> None:
+    # Given a table with a column "kind", and lines with "Kind" (and a key new to both)
+    parsed = T.parse_ndjson(b'{"kind":"a"}\n{"Kind":"B","New":1}\n', ["kind"], taken=frozenset({"kind"}))
+    # Then "Kind" is no column (it would rename kind's), its value is in _extra under its own key
+    assert parsed.keys == ("kind", "New")
+    assert rows_of(parsed) == {1: {"kind": "a"}, 2: {"New": "1", "Kind": "B"}}
+    assert parsed.extra is not None and parsed.extra.to_pylist() == [None, [("Kind", "B")]]
+
+
 def test_deep_nesting_within_the_limit_is_kept_as_text() -> None:
     deep = "{" + '"a":{' * 2000 + '"z":1' + "}" * 2001
     (row,) = rows_of(T.parse_ndjson(deep.encode())).values()

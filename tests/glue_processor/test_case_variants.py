@@ -1,0 +1,50 @@
+"""A key that differs from one of the table's columns only by case (``Kind`` after ``kind``) is no
+new column: engines and the Glue catalog resolve names case-insensitively, so it would have been
+named ``Kind`` and the old key's column renamed ``kind__2`` from that batch on. Before, one record
+with it moved every later value of ``kind`` to another column, and under ``--partition_by kind``
+failed every attempt of its batch (``KeyError: 'Field "kind" does not exist'``): a wedged stream.
+Its values now go to ``_extra`` under their own key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pyiceberg.expressions import EqualTo, IsNull
+
+from glue_processor.table.read import load
+from tests.glue_processor.test_batch import Env
+
+
+def _rows(table: Any, expr: Any = None) -> list[dict[str, Any]]:
+    scan = table.scan() if expr is None else table.scan(row_filter=expr)
+    return sorted(scan.to_arrow().to_pylist(), key=lambda r: int(r["i"]))
+
+
+def test_a_case_variant_of_a_known_column_does_not_rename_it(spark: Any, tmp_path: Path) -> None:
+    # Given a table whose records had "kind"
+    env = Env(tmp_path)
+    job = env.job(spark)
+    job.run([env.manifest("m0", [env.put("f0.json", b'{"kind": "a", "i": 0}\n')])], 0)
+    # When a later batch has "kind" and "Kind"
+    job.run([env.manifest("m1", [env.put("f1.json", b'{"kind": "b", "i": 1}\n{"Kind": "B", "i": 2}\n')])], 1)
+    # Then "kind" keeps its column, no column differs from it only by case, and "Kind" is in _extra
+    table = load(env.settings)
+    names = [f.name for f in table.schema().fields]
+    assert [n for n in names if n.lower().startswith("kind")] == ["kind"]
+    rows = _rows(table)
+    assert [r["kind"] for r in rows] == ["a", "b", None]
+    assert [dict(r["_extra"] or {}) for r in rows] == [{}, {}, {"Kind": "B"}]
+
+
+def test_a_case_variant_of_the_partition_key_cannot_stop_the_stream(spark: Any, tmp_path: Path) -> None:
+    # Given a table partitioned by kind, and a batch with a record that has "Kind" instead
+    env = Env(tmp_path, partition_by="kind")
+    body = b'{"kind": "a", "i": 1}\n{"Kind": "B", "i": 2}\n'
+    # When the batch runs, Then it is published, the record in the null partition with its value kept
+    record = env.job(spark).run([env.manifest("m0", [env.put("f.json", body)])], 0)
+    assert record.stats.records_out == 2
+    table = load(env.settings)
+    assert [r["i"] for r in _rows(table, EqualTo("kind", "a"))] == ["1"]
+    (other,) = _rows(table, IsNull("kind"))
+    assert other["i"] == "2" and dict(other["_extra"]) == {"Kind": "B"}
