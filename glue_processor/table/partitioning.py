@@ -30,10 +30,16 @@ _UNITS = {"year": "year", "month": "month", "day": "day", "hour": "hour"}
 TIME_COLUMNS = ("_event_time", "_ingest_time")
 _FIELD = re.compile(r"^\s*(?:(year|month|day|hour|identity)\(\s*([^()]+?)\s*\)|([^(),]+?))\s*$")
 NULL = "null"
-# An identity value longer than this once encoded is cut to PATH_VALUE_HEAD and a hash: a segment of
-# at most 64 + 17 characters, so a table with several identity fields still fits S3's 1,024-byte key.
+# An identity value longer than this once encoded is cut to PATH_VALUE_HEAD characters, "!" and 32 hex
+# digits of its SHA-256 (128 bits: two values a producer made to share a segment would need ~2**64
+# tries): a value's segment is at most 96 characters.
 PATH_VALUE_CHARS = 96
-PATH_VALUE_HEAD = 64
+PATH_VALUE_HEAD = 48
+HASH_HEX = 32
+# The most a spec's partition path may take of a data file's key (S3: 1,024 bytes in all), checked
+# for its longest values when --partition_by is read: the table's location, the batch's directories
+# and the file's name take ~150 bytes more, and the output prefix the rest.
+MAX_PARTITION_PATH = 640
 # The longest identity value a file's partition can be read from: Arrow keeps no min/max for a value
 # longer than this (parquet-cpp's max_statistics_size), and pyiceberg reads a file's partition from
 # them, so a longer one would put its file in the null partition while its rows hold the value.
@@ -46,6 +52,17 @@ class Field:
     key: str  # the JSON key (or lineage column) it reads
     column: str  # the Parquet/Iceberg column name of that key
     name: str  # the partition field's name (Iceberg's default naming: <column>_<transform>)
+
+    @property
+    def path_name(self) -> str:
+        """The name as its files' path writes it (as pyiceberg's ``partition_to_path``)."""
+        return quote_plus(self.name, safe="")
+
+    @property
+    def longest_segment(self) -> int:
+        """The most characters this field's ``name=value`` can take of a path."""
+        value = PATH_VALUE_CHARS if self.transform == "identity" else len("-9999-12-31-23")
+        return len(self.path_name) + 1 + max(value, len(NULL))
 
 
 @dataclass(frozen=True)
@@ -93,9 +110,9 @@ class PartitionPlan:
                 if f.transform == "identity"
                 else _format(distinct, f.transform)
             )
-            named = pc.binary_join_element_wise(f"{f.name}=", text, "")
+            named = pc.binary_join_element_wise(f"{f.path_name}=", text, "")
             # a null value (or one that did not convert) is the null partition: one more label
-            named = pa.concat_arrays([named, pa.array([f"{f.name}={NULL}"])])
+            named = pa.concat_arrays([named, pa.array([f"{f.path_name}={NULL}"])])
             missing = pc.is_null(encoded.indices)
             nulls = pc.or_(nulls, missing)
             parts.append(named.take(pc.fill_null(encoded.indices, len(distinct))))
@@ -110,7 +127,7 @@ def path_value(text: str) -> str:
     ``_.-~``), so that a value from a record can never add a directory (``a/b``), climb out of the
     table (``../..``), or exceed what a key or a file name may hold. The text ``null`` is written
     ``%6Eull`` (the unescaped ``null`` is the null partition's), ``.`` and ``..`` as ``%2E``s, and a value longer than
-    PATH_VALUE_CHARS once encoded is cut and ends with ``!`` and 16 hex digits of its SHA-256 (``!``
+    PATH_VALUE_CHARS once encoded is cut and ends with ``!`` and 32 hex digits of its SHA-256 (``!``
     is never left unescaped otherwise). Different values never share a path: a file never mixes
     two partitions, whatever the records hold."""
     encoded = quote_plus(text, safe="")
@@ -123,7 +140,7 @@ def path_value(text: str) -> str:
     head = encoded[:PATH_VALUE_HEAD]
     cut = head.rfind("%", len(head) - 2)  # never half an escape
     head = head[:cut] if cut >= 0 else head
-    return f"{head}!{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    return f"{head}!{hashlib.sha256(text.encode()).hexdigest()[:HASH_HEX]}"
 
 
 # What quote_plus leaves as it is; a value of only these (not "null", "." or "..") is its own segment.
@@ -172,6 +189,12 @@ def parse_partition_by(text: str, declared: DeclaredSchema | None) -> PartitionP
         suffix = "" if transform == "identity" else f"_{transform}"
         name = "ingest_day" if (transform, key) == ("day", "_ingest_time") else f"{column}{suffix}"
         fields.append(Field(transform, key, column, name))
+    longest = sum(f.longest_segment + 1 for f in fields) - 1
+    if longest > MAX_PARTITION_PATH:
+        raise ConfigError(
+            f"--partition_by: its partition path can take {longest} characters of a data file's key, more than "
+            f"{MAX_PARTITION_PATH} (S3 keys hold 1,024 bytes): fewer identity fields, or shorter names"
+        )
     return PartitionPlan(tuple(fields))
 
 

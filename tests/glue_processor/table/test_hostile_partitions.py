@@ -18,7 +18,14 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.expressions import EqualTo, IsNull
 
-from glue_processor.table.partitioning import PATH_VALUE_CHARS, _path_values, path_value
+from contracts.exceptions import ConfigError
+from glue_processor.table.partitioning import (
+    PATH_VALUE_CHARS,
+    PartitionPlan,
+    _path_values,
+    parse_partition_by,
+    path_value,
+)
 from glue_processor.table.read import load
 from tests.glue_processor.test_batch import Env
 
@@ -51,6 +58,19 @@ def test_a_value_is_one_bounded_path_segment_of_safe_characters(value: str) -> N
     assert "/" not in segment and segment not in (".", "..", "null")
     assert len(segment) <= PATH_VALUE_CHARS
     assert set(segment) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~%+!")
+
+
+def test_a_spec_whose_longest_path_would_not_fit_a_key_is_refused_and_names_are_encoded() -> None:
+    # a field's name is written as pyiceberg writes it: no "/" of a column name adds a directory
+    (field,) = parse_partition_by("a/b", None).fields
+    assert field.path_name == "a%2Fb"
+    labels, _ = PartitionPlan((field,)).labels(pa.table({field.column: ["v", None]}))
+    assert labels.dictionary.to_pylist() == ["a%2Fb=v", "a%2Fb=null"]
+    # six identity fields fit; seven with long names would not (S3 keys hold 1,024 bytes)
+    assert len(parse_partition_by("a,b,c,d,e,f", None).fields) == 6
+    wide = ",".join(f"{c * 60}" for c in "abcdefg")
+    with pytest.raises(ConfigError, match="partition path can take"):
+        parse_partition_by(wide, None)
 
 
 def test_different_values_never_share_a_segment() -> None:
