@@ -595,7 +595,8 @@ class _ParquetFiles:
         if self.spec.partitions is None:
             self._write("", table, keys, final=final)
             return
-        table, _ = self.spec.partitions.bound_values(table)  # counted below, as null partitions
+        table, moved = self.spec.partitions.bound_values(table)  # their rows: null partitions, counted below
+        self.extra_values += moved
         labels, nulls = self.spec.partitions.labels(table)
         self.null_partitions += nulls
         self._keep(table, labels, keys)

@@ -118,5 +118,5 @@ def test_hostile_identity_values_stay_in_their_batch_each_in_its_own_partition(s
     assert found(EqualTo("kind", "z" * 5000)) == []
     (long,) = [r for r in table.scan(row_filter=IsNull("kind")).to_arrow().to_pylist() if r["_extra"]]
     assert long["i"] == str(HOSTILE.index("z" * 5000)) and dict(long["_extra"]) == {"kind": "z" * 5000}
-    assert record.stats.null_partition_records == 3
+    assert record.stats.null_partition_records == 3 and record.stats.extra_values == 1
     assert sorted(int(r["i"]) for r in table.scan().to_arrow().to_pylist()) == [*range(len(HOSTILE)), 100, 101]
