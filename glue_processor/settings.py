@@ -58,7 +58,7 @@ class JobSettings(BaseModel):
     partition_by: str = Field(
         default="",
         description="Iceberg partition transforms over columns, comma-separated: day(ts), hour(ts), month(ts), "
-        "year(ts), identity(col) or col; empty: day(_ingest_time)",
+        "year(ts), identity(col) or col (not of a declared double); empty: day(_ingest_time)",
     )
     snapshot_retention_hours: int = Field(
         default=6,

@@ -186,6 +186,13 @@ def parse_partition_by(text: str, declared: DeclaredSchema | None) -> PartitionP
                     f"--partition_by: {transform}({key}) needs a timestamp or date column: declare {key!r} "
                     "in --schema, or use _event_time/_ingest_time"
                 )
+        elif _declared_type(key, declared) == "double":
+            # a file's partition is read from its Parquet min/max, which cannot say it: min is -0.0
+            # whenever a zero is there (the Parquet spec), and NaN is left out
+            raise ConfigError(
+                f"--partition_by: identity({key}) of a double column cannot be read back from a file's "
+                "statistics (0.0 reads as -0.0, NaN not at all): partition by a string, bigint or time column"
+            )
         suffix = "" if transform == "identity" else f"_{transform}"
         name = "ingest_day" if (transform, key) == ("day", "_ingest_time") else f"{column}{suffix}"
         fields.append(Field(transform, key, column, name))

@@ -157,6 +157,12 @@ def test_partition_by_names_what_it_cannot_use() -> None:
 
     with pytest.raises(ConfigError, match=r"day\(x\) needs a timestamp or date column"):
         parse_partition_by("day(x)", None)
+    # a double's 0.0 would be recorded as the partition -0.0 (Parquet's min of a zero), which an
+    # engine comparing doubles exactly prunes from `price = 0.0`
+    declared = parse_schema(b'{"columns": {"price": "double", "n": "bigint"}}')
+    with pytest.raises(ConfigError, match=r"identity\(price\) of a double column"):
+        parse_partition_by("price", declared)
+    assert parse_partition_by("n", declared).fields[0].column == "n"
     base = {"manifest_uri": "s3://m/x", "output_uri": "s3://o/d", "quarantine_uri": "s3://o/q"}
     hive = {**base, "checkpoint_uri": "s3://a/c", "table_format": "hive-parquet", "partition_by": "kind"}
     with pytest.raises(ConfigError, match="partition_by needs table_format iceberg"):
