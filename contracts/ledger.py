@@ -59,7 +59,7 @@ class BatchStats(_Frozen):
     records_out: int = 0
     bad_records: int = 0
     rescued_values: int = 0  # values of declared columns that did not convert (kept in _rescued)
-    extra_values: int = 0  # values of keys past max_columns (kept in _extra)
+    extra_values: int = 0  # values kept in _extra: keys past max_columns or no column (see ndjson.parse_ndjson)
     null_partition_records: int = 0  # rows whose partition value was missing or did not convert
     output_files: int = 0
     output_bytes: int = 0

@@ -96,7 +96,11 @@ RESCUED_VALUES = _m(
     "RescuedValues", "Count", J, "values of declared columns that did not convert: NULL, original text in _rescued"
 )
 EXTRA_VALUES = _m(
-    "ExtraValues", "Count", J, "values of keys past max_columns, kept in the _extra map column (key explosion)"
+    "ExtraValues",
+    "Count",
+    J,
+    "values kept in the _extra map column: keys past max_columns (key explosion), keys no column may have "
+    "(a name catalogs refuse, another case of an existing column), identity partition values over 4,096 bytes",
 )
 NULL_PARTITION_RECORDS = _m(
     "NullPartitionRecords", "Count", J, "rows whose partition value was missing or did not convert (null partition)"

@@ -138,8 +138,10 @@ class TaskSpec:
 
     @functools.cached_property
     def taken(self) -> frozenset[str]:
-        """The table's columns, lower-cased: a new key that is another case of one goes to _extra."""
-        return frozenset(k.lower() for k in self.known)
+        """The table's keys and the names of their columns, lower-cased: a new key that is another
+        case of either goes to _extra (``KIND__2`` next to a known ``kind`` named ``kind__2`` would
+        rename it too)."""
+        return frozenset(k.lower() for k in self.known) | {name.lower() for _, name in column_names(self.known)}
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,7 @@ class TaskResult:
     quarantine: tuple[Staged, ...]
     rescued: int = 0  # values of declared columns that did not convert (kept in _rescued)
     null_partitions: int = 0  # rows whose partition value was missing (in the null partition)
-    extra_values: int = 0  # values of keys past max_columns (kept in _extra)
+    extra_values: int = 0  # values kept in _extra: keys past max_columns or no column (see ndjson.parse_ndjson)
 
 
 def overwritten(modified_epoch_s: float, event_time: datetime) -> bool:

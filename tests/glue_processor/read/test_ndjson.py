@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -113,6 +114,20 @@ def test_another_case_of_a_column_the_table_has_goes_to_extra() -> None:
     assert parsed.keys == ("kind", "New")
     assert rows_of(parsed) == {1: {"kind": "a"}, 2: {"New": "1", "Kind": "B"}}
     assert parsed.extra is not None and parsed.extra.to_pylist() == [None, [("Kind", "B")]]
+
+
+def test_another_case_of_a_known_key_s_column_name_goes_to_extra_too() -> None:
+    from glue_processor.read.task import TaskSpec
+
+    # Given known keys "Kind" and "kind", whose columns are Kind and kind__2
+    known = ("Kind", "kind")
+    spec = TaskSpec(0, (), known, "file:///d", "file:///q", 0, datetime.now(UTC), 1)
+    assert dict(T.column_names(known)) == {"Kind": "Kind", "kind": "kind__2"}
+    # When a line brings "KIND__2" (which sorts first and would take kind__2, renaming kind's column)
+    parsed = T.parse_ndjson(b'{"kind":"a","KIND__2":"b"}\n', list(known), taken=spec.taken)
+    # Then it is no column: its value is in _extra, and the known keys keep their names
+    assert parsed.keys == known
+    assert parsed.extra is not None and parsed.extra.to_pylist() == [[("KIND__2", "b")]]
 
 
 def test_deep_nesting_within_the_limit_is_kept_as_text() -> None:
