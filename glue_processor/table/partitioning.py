@@ -154,10 +154,9 @@ def _path_values(values: pa.Array) -> pa.Array:
     plain = pc.fill_null(plain, False)
     if pc.all(plain).as_py():
         return values
-    rest = pc.filter(values, pc.invert(plain)).to_pylist()
-    encoded = iter([None if v is None else path_value(v) for v in rest])
     return pa.array(
-        [v if ok else next(encoded) for v, ok in zip(values.to_pylist(), plain.to_pylist(), strict=True)], pa.string()
+        [v if ok or v is None else path_value(v) for v, ok in zip(values.to_pylist(), plain.to_pylist(), strict=True)],
+        pa.string(),
     )
 
 
