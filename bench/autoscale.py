@@ -45,6 +45,13 @@ Assumptions (the numbers the model runs on):
   "scale" remembers the size and stops the run; the tick on its end sees STOPPED and "start"s the
   remembered size (``JobView.desired_workers``) with the batch bound ``batch_bytes()`` gives. A
   resize so costs the batch in flight (at most ~150 s: the bound) + 90 s start-up + 20 s cold batch.
+- the surge signal (``contracts.surge``): a 10 s flush of at least 1 GiB (the manifest Lambda's
+  ``SURGE_BYTES``; at most one signal per 30 s) reaches the control plane 10 s later (PutEvents,
+  EventBridge, the Lambda's start, its reads). It lists the manifests written in the last 120 s (the
+  data bytes are in their names) and, only when they are more than max-workers' executors clear in
+  120 s (a dump: no steady load is over the ceiling), decides as a tick does on an observation whose
+  newest backlog datapoint adds the bytes written since the newest readable one ended
+  (``lambdas/control_plane/surge.py``). Applied as a tick's decision (a graceful stop).
 - Glue auto scaling (``SCALING_MODE=glue-auto-scaling``, one run, never stopped): every 10 s it wants
   the executors that would clear the waiting bytes in one trigger (1..max-1); executors asked for join
   60 s later (and speed up the rest of the batch in flight); executors above the want for 60 s in a
@@ -81,6 +88,7 @@ from lambdas.control_plane.decision import ACTIVE, Decision, JobView, Observatio
 from lambdas.control_plane.metrics_reader import SETTLE_S
 from lambdas.control_plane.observation import observe
 from lambdas.control_plane.settings import ControlSettings, load_settings
+from lambdas.control_plane.surge import SURGE_WINDOW_S, is_surge, newest_minute, with_written
 
 STEP_S = 10.0  # the manifest Lambda's cadence; ages and workers are sampled at it
 STEPS_PER_HOUR = int(3600 / STEP_S)
@@ -99,6 +107,9 @@ PUBLICATION_DELAY_S = 60.0
 EXECUTOR_START_S = 60.0
 EXECUTOR_IDLE_S = 60.0
 REVERSAL_S = 900.0
+SIGNAL_BYTES = 1024**3  # the manifest Lambda signals an invocation that wrote this much (SURGE_BYTES)
+SIGNAL_INTERVAL_S = 30.0  # at most once per this (per container: the model has one)
+SURGE_LATENCY_S = 10.0  # from the manifests written to the control plane's decision on them
 SLOW_MAX_WORKERS = 299
 WARM_UTILIZATION = 0.85
 T0 = datetime(2026, 11, 22, tzinfo=UTC)
@@ -226,6 +237,24 @@ class CloudWatch:
     def age_s(self, name: str, *, minutes: int) -> float | None:
         points = self.points(name, minutes=minutes)
         return self.now - points[-1][0] if points else None
+
+
+@dataclass
+class Listing:
+    """The manifest prefix as ``S3ManifestListing`` lists it: each manifest's write time and data bytes."""
+
+    now: float = 0.0
+    times: list[float] = field(default_factory=list)
+    sizes: list[float] = field(default_factory=list)
+
+    def put(self, t: float, size: float) -> None:
+        self.times.append(t)
+        self.sizes.append(size)
+
+    def written_since(self, since: datetime) -> list[tuple[datetime, float]]:
+        lo = bisect.bisect_right(self.times, (since - T0).total_seconds())
+        hi = bisect.bisect_right(self.times, self.now)
+        return [(T0 + timedelta(seconds=t), b) for t, b in zip(self.times[lo:hi], self.sizes[lo:hi], strict=True)]
 
 
 # ================================================================ the job
@@ -446,7 +475,7 @@ class Job:
         return twin
 
 
-def write_manifests(job: Job, cw: CloudWatch | None, t: float, size: float) -> None:
+def write_manifests(job: Job, cw: CloudWatch | None, t: float, size: float, listing: Listing | None = None) -> None:
     """The manifest Lambda: what arrived in the last 10 s, as evenly split manifests of <= 1 GiB."""
     if size <= 0:
         return
@@ -455,6 +484,8 @@ def write_manifests(job: Job, cw: CloudWatch | None, t: float, size: float) -> N
     if cw is not None:
         for _ in range(n):
             cw.put(M.BYTES_PER_MANIFEST.name, t, size / n)
+    if listing is not None:
+        listing.put(t, size)
 
 
 @dataclass
@@ -497,6 +528,10 @@ class GlueAutoScaling:
 class Controller(Protocol):
     def decide(self, view: JobView, now: float) -> Decision: ...
 
+    def surge(self, view: JobView, now: float) -> Decision | None:
+        """On the manifest Lambda's surge signal: a decision when the listing shows a surge."""
+        ...
+
     def intake(self, workers: int) -> float | None:
         """The bytes per trigger a run of ``workers`` starts with (None: the job's default)."""
         ...
@@ -510,18 +545,35 @@ class Policy:
 
     s: ControlSettings
     cw: CloudWatch
+    listing: Listing | None = None  # the manifest prefix (None: no surge signal)
     remembered: float | None = None  # the learned rate, as the Lambda's state object keeps it
     observed: Observation = field(default_factory=Observation)
 
-    def decide(self, view: JobView, now: float) -> Decision:
+    def decide(self, view: JobView, now: float, *, surge: bool = False) -> Decision:
         self.cw.now = now
         at = T0 + timedelta(seconds=now)
         running = view.workers if view.state == "RUNNING" else None
-        self.observed = observe(
+        obs = observe(
             self.cw, self.s, workers=running, running_since=view.started_at, now=at, remembered_rate=self.remembered
         )
-        self.remembered = self.observed.worker_bytes_per_s
-        return decide(self.observed, view, self.s, at)
+        since = newest_minute(obs, at)
+        if surge and self.listing is not None and since is not None:
+            self.listing.now = now
+            obs = with_written(obs, self.listing.written_since(since), at)
+        self.observed = obs
+        self.remembered = obs.worker_bytes_per_s
+        return decide(obs, view, self.s, at)
+
+    def surge(self, view: JobView, now: float) -> Decision | None:
+        """As ``ControlPlane.surge``: the listing of the window first, the decision only on a surge."""
+        if self.listing is None or self.s.scaling_mode != "control-plane":
+            return None
+        self.listing.now = now
+        recent = self.listing.written_since(T0 + timedelta(seconds=now - SURGE_WINDOW_S))
+        written = sum(b for _, b in recent)
+        if not is_surge(written, Observation(worker_bytes_per_s=self.remembered), self.s):
+            return None
+        return self.decide(view, now, surge=True)
 
     def intake(self, workers: int) -> float | None:
         return float(batch_bytes(workers, self.observed, self.s)) if self.s.scaling_mode == "control-plane" else None
@@ -546,6 +598,9 @@ class Plan:
             return Decision("scale", want, "the hour's size")
         return Decision("none", want, "the hour's size")
 
+    def surge(self, view: JobView, now: float) -> Decision | None:
+        return None  # the hour's size is known in advance
+
     def intake(self, workers: int) -> float | None:
         return None
 
@@ -562,7 +617,12 @@ class Replay:
     controller: Controller
     cw: CloudWatch | None = None
     autoscaler: GlueAutoScaling | None = None
+    listing: Listing | None = None
     step: int = 0
+    signalled: float = -math.inf  # the manifest Lambda's latest surge signal
+    surge_at: float | None = None  # when the control plane decides on it
+    signals: int = 0  # surge signals the control plane received
+    surges: int = 0  # ... that it decided on (the listing showed a surge)
     next_tick: float = TICK_OFFSET_S
     desired: int | None = None
     ages: list[float] = field(default_factory=list)
@@ -579,11 +639,19 @@ class Replay:
             self.step += 1
             t = self.step * STEP_S
             self.job.advance(t)
-            write_manifests(self.job, self.cw, t, trace[self.step - 1])
+            write_manifests(self.job, self.cw, t, trace[self.step - 1], self.listing)
+            if self._signals(t, trace[self.step - 1]):
+                self.signalled, self.surge_at = t, t + SURGE_LATENCY_S
             if self.autoscaler is not None:
                 self.autoscaler.update(self.job, t)
             self.ages.append(self.job.age(t))
             self.workers.append(self.job.run.workers if self.job.run else 0)
+            if self.surge_at is not None and t >= self.surge_at:
+                self.surge_at, self.signals = None, self.signals + 1
+                surged = self.controller.surge(self.job.view(t, self.desired), t)
+                if surged is not None:
+                    self.surges += 1
+                    self._apply(t, self.job.view(t, self.desired), surged)
             if t >= self.next_tick:
                 self.next_tick += TICK_S
                 self._tick(t)
@@ -592,9 +660,16 @@ class Replay:
                 self._tick(t)
         return self
 
+    def _signals(self, t: float, written: float) -> bool:
+        """Whether the manifest Lambda sends a surge signal for this flush (``SurgeSignal``)."""
+        quiet = t - self.signalled >= SIGNAL_INTERVAL_S and self.surge_at is None
+        return self.listing is not None and written >= SIGNAL_BYTES and quiet
+
     def _tick(self, t: float) -> None:
         view = self.job.view(t, self.desired)
-        d = self.controller.decide(view, t)
+        self._apply(t, view, self.controller.decide(view, t))
+
+    def _apply(self, t: float, view: JobView, d: Decision) -> None:
         if d.action in ("start", "restart") and self.job.run is None:
             self.job.start(d.desired_workers, t, intake=self.controller.intake(d.desired_workers))
             self.restarts += 1
@@ -628,16 +703,19 @@ def warm_size(trace: Sequence[float], s: ControlSettings) -> int:
     return max(s.min_workers, min(s.max_workers, executors + 1))
 
 
-def replay_policy(trace: Sequence[float], s: ControlSettings, name: str, true_mb_s: float | None = None) -> Replay:
+def replay_policy(
+    trace: Sequence[float], s: ControlSettings, name: str, true_mb_s: float | None = None, *, surges: bool = True
+) -> Replay:
     """The control plane (``s.scaling_mode``) on the trace, with CloudWatch in between; the workers
     process ``true_mb_s`` (default: ``s.worker_mb_s``, the setting right)."""
     cw = CloudWatch()
     job = Job((true_mb_s or s.worker_mb_s) * MB, cw)
     auto = GlueAutoScaling(s.max_workers - 1) if s.scaling_mode == "glue-auto-scaling" else None
-    policy = Policy(s, cw)
+    listing = Listing() if surges else None
+    policy = Policy(s, cw, listing)
     first = warm_size(trace, s)
     job.start(first, 0.0, warm=True, intake=policy.intake(first))  # started by the control plane too
-    return Replay(name, job, policy, cw, auto).run_to(trace, len(trace))
+    return Replay(name, job, policy, cw, auto, listing).run_to(trace, len(trace))
 
 
 def planned(s: ControlSettings, first: int, name: str) -> Replay:

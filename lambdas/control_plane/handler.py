@@ -13,6 +13,7 @@ from botocore.config import Config
 from pydantic import BaseModel, ConfigDict, Field
 
 from lambdas.control_plane.glue_gateway import GlueJobGateway
+from lambdas.control_plane.manifests import S3ManifestListing
 from lambdas.control_plane.metrics_reader import CloudWatchReader
 from lambdas.control_plane.optimizers import Keeper, OptimizerWatch
 from lambdas.control_plane.routes import job_tables
@@ -27,7 +28,8 @@ metrics = Metrics()
 
 class CommandEvent(BaseModel):
     """``{"command": "status"}``, ``{"command": "restart"}``, ``{"command": "scale", "workers": 6}``;
-    a scheduled event (no ``command``) is a tick."""
+    a scheduled event (no ``command``) is a tick; ``{"command": "surge"}`` is the manifest Lambda's
+    signal, through the template's rule on ``contracts.surge``'s event."""
 
     model_config = ConfigDict(extra="ignore")
     command: Command = "tick"
@@ -50,6 +52,7 @@ def _plane() -> ControlPlane:
         optimizers=optimizer_watch(s, glue, s3),
         metrics=CloudWatchReader(boto3.client("cloudwatch", config=cfg), s.metrics_namespace, s.dimensions),
         state=S3StateStore(s3, s.state_bucket, s.state_key),
+        listing=S3ManifestListing(s3, s.manifest_bucket, s.manifest_prefix) if s.manifest_bucket else None,
     )
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from aws_lambda_powertools import Logger
@@ -18,9 +19,17 @@ from lambdas.control_plane.observation import observe
 from lambdas.control_plane.optimizers import OptimizerWatch
 from lambdas.control_plane.settings import ControlSettings
 from lambdas.control_plane.state import KEEP_DECISIONS, StateStore
+from lambdas.control_plane.surge import (
+    SURGE_WINDOW_S,
+    ManifestListing,
+    ceiling_bytes_per_s,
+    is_surge,
+    newest_minute,
+    with_written,
+)
 
 logger = Logger(service="control-plane", child=True)
-Command = Literal["tick", "status", "start", "stop", "restart", "scale", "dry-run"]
+Command = Literal["tick", "surge", "status", "start", "stop", "restart", "scale", "dry-run"]
 BATCH_FIGURES = (
     "BatchDuration",
     "RecordsIn",
@@ -48,6 +57,7 @@ class ControlPlane:
         metrics: MetricsReader,
         state: StateStore,
         optimizers: OptimizerWatch | None = None,
+        listing: ManifestListing | None = None,
         clock: Any = None,
     ) -> None:
         self.s = settings
@@ -55,6 +65,7 @@ class ControlPlane:
         self.metrics = metrics
         self.state = state
         self.optimizers = optimizers
+        self.listing = listing
         self.clock = clock or (lambda: datetime.now(UTC))
         self._observed = Observation()  # the latest tick's (what a start sizes its batches from)
 
@@ -74,22 +85,49 @@ class ControlPlane:
             if workers is None:
                 raise ControlPlaneError("scale needs 'workers'")
             return self._operator_scale(workers)
+        if command == "surge":
+            return self.surge()
         return self.tick()
 
     # -- scheduled ------------------------------------------------------------------------------
-    def tick(self) -> Outcome:
-        decision, view = self._decide()
+    def tick(self, *, surge: bool = False) -> Outcome:
+        decision, view = self._decide(surge=surge)
         learned = self._observed.worker_bytes_per_s
         if learned is not None and learned != self.state.load().get("worker_bytes_per_s"):
             self._remember(worker_bytes_per_s=learned)  # what the runs taught outlives them
         self._apply(decision, view)
         body: dict[str, Any] = {"command": "tick", "decision": decision.as_json()}
         datums = self._datums(view, decision)
-        unhealthy = self._unhealthy_optimizers()
+        unhealthy = None if surge else self._unhealthy_optimizers()
         if unhealthy is not None:
             body["unhealthy_optimizers"] = unhealthy
             datums.append(datum(M.TABLE_OPTIMIZERS_UNHEALTHY, len(unhealthy), {"JobName": self.s.job_name}))
         return Outcome(body, datums)
+
+    def surge(self) -> Outcome:
+        """The manifest Lambda's signal that an invocation wrote much (``contracts.surge``): when the
+        manifests written within SURGE_WINDOW_S are more than max_workers clear in it (a dump), a tick
+        at once on an observation that counts them, instead of up to 2 minutes later on CloudWatch
+        datapoints another minute behind. Otherwise nothing: one listing, no CloudWatch read."""
+        if self.listing is None or self.s.scaling_mode != "control-plane" or self.s.worker_mb_s <= 0:
+            return Outcome({"command": "surge", "result": "ignored: no MANIFEST_BUCKET, or not sized by need"})
+        known = Observation(worker_bytes_per_s=self.state.load().get("worker_bytes_per_s"))
+        try:
+            recent = self.listing.written_since(self.clock() - timedelta(seconds=SURGE_WINDOW_S))
+        except ControlPlaneError as exc:  # the scheduled tick still sizes the job; say why here
+            logger.error("surge signal: the manifests could not be listed", extra={"error": str(exc)})
+            return Outcome({"command": "surge", "result": f"ignored: {exc}"})
+        written = sum(b for _, b in recent)
+        if not is_surge(written, known, self.s):
+            clear = ceiling_bytes_per_s(known, self.s) * SURGE_WINDOW_S
+            result = (
+                f"no surge: {written / 1e9:.1f} GB written in {SURGE_WINDOW_S:.0f}s, "
+                f"not over the {clear / 1e9:.1f} GB max_workers={self.s.max_workers} clear in it"
+            )
+            return Outcome({"command": "surge", "result": result, "written_bytes": written})
+        outcome = self.tick(surge=True)
+        outcome.body |= {"command": "surge", "written_bytes": written}
+        return outcome
 
     def _unhealthy_optimizers(self) -> list[str] | None:
         """The table optimizers that are missing, disabled or failed (None: not watched, or unknown)."""
@@ -105,7 +143,7 @@ class ControlPlane:
             logger.error("table optimizers not maintaining the table", extra={"optimizers": unhealthy})
         return unhealthy
 
-    def _decide(self) -> tuple[Decision, JobView]:
+    def _decide(self, *, surge: bool = False) -> tuple[Decision, JobView]:
         st = self.state.load()
         view = self.jobs.view(paused=bool(st["paused"]), desired_workers=st.get("desired_workers"))
         now = self.clock()
@@ -117,8 +155,16 @@ class ControlPlane:
             now=now,
             remembered_rate=st.get("worker_bytes_per_s"),
         )
+        since = newest_minute(obs, now)
+        if surge and self.listing is not None and since is not None:
+            obs = with_written(obs, self.listing.written_since(since), now)
         self._observed = obs
-        return decide(obs, view, self.s, now), view
+        decision = decide(obs, view, self.s, now)
+        if surge:
+            listed = obs.backlog_bytes[-1] / 1e9 if obs.backlog_bytes else 0.0
+            why = f"surge: backlog {listed:.1f} GB with the manifests listed; {decision.reason}"
+            decision = dataclasses.replace(decision, reason=why)
+        return decision, view
 
     def _apply(self, decision: Decision, view: JobView) -> None:
         logger.info("decision", extra={"decision": decision.as_json()})

@@ -79,6 +79,10 @@ class ControlSettings(BaseSettings):
     snapshot_retention_days: int = Field(default=1, ge=1, description="retention optimizer: snapshots kept this long")
     orphan_retention_days: int = Field(default=3, ge=1, description="orphan-file optimizer: files older than this")
     state_key: str = "control-plane/state.json"
+    manifest_bucket: str | None = Field(
+        default=None, description="the manifests' bucket: a surge signal lists it (unset: surge signals are ignored)"
+    )
+    manifest_prefix: str = Field(default="manifests/", description="key prefix of the manifests")
 
     @model_validator(mode="after")
     def _ranges(self) -> ControlSettings:

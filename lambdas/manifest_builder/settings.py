@@ -37,6 +37,12 @@ class BuilderSettings(BaseSettings):
     max_manifest_bytes: int = Field(default=GIB, ge=1, description="upper bound of a manifest's total size")
     max_manifest_files: int = Field(default=1000, ge=1, le=100_000, description="upper bound of its files")
     metrics_namespace: str = Field(default=DEFAULT_NAMESPACE, description="CloudWatch namespace (EMF)")
+    surge_bytes: int = Field(
+        default=0,
+        ge=0,
+        description="an invocation whose manifests reference this many data bytes signals the control plane "
+        "at once (contracts.surge; at most once per 30 s per container); 0: never",
+    )
 
     @field_validator("source_suffixes", mode="before")
     @classmethod

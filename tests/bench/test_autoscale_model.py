@@ -154,3 +154,30 @@ def test_the_policy_meets_the_sla_near_the_hindsight_without_reversals(name: str
     assert max(run.ages) <= s.latency_sla_s
     assert run.reversals == 0 and run.actions >= 1  # it followed the load
     assert run.worker_hours <= 1.25 * hourly.worker_hours
+
+
+def test_the_surge_signal_brings_the_slow_backfill_within_the_sla() -> None:
+    # Issue 24's slow backfill: 99 GB at once on an 8-worker run of 0.74 MB/s workers. On CloudWatch
+    # alone the first tick sees it 130 s late and the graceful stop waits for the batch the small run
+    # took from it: 810 s. The signal has the control plane list the manifests 10 s after they are
+    # written and stop the run before that batch starts (make autoscale: 590 s, hindsight 600 s).
+    (slow,) = A.speeds("0.74", 56.0, 20)
+    trace = A.traces(3, 7, slow.scale)["backfill"]
+    s = load_settings(job_name="t", min_workers=2, max_workers=slow.max_workers, worker_mb_s=slow.worker_mb_s)
+    signalled = A.replay_policy(trace, s, "need")
+    unsignalled = A.replay_policy(trace, s, "need", surges=False)
+    assert max(unsignalled.ages) > s.latency_sla_s
+    assert max(signalled.ages) <= s.latency_sla_s
+    assert signalled.surges == 1 and signalled.reversals == 0
+    assert signalled.worker_hours <= unsignalled.worker_hours
+
+
+@pytest.mark.parametrize("name", ["seed", "spike", "ramp"])
+def test_a_signal_without_a_dump_changes_nothing(name: str) -> None:
+    # every 10 s flush of these traces is over 1 GiB, so the Lambda signals every 30 s; none is more
+    # than max_workers clear in 120 s, so no signal becomes a decision
+    s = load_settings(job_name="t", min_workers=2, max_workers=20, worker_mb_s=56.0)
+    trace = A.traces(3, 7)[name]
+    signalled, unsignalled = A.replay_policy(trace, s, "need"), A.replay_policy(trace, s, "need", surges=False)
+    assert signalled.signals > 100 and signalled.surges == 0
+    assert signalled.ages == unsignalled.ages and signalled.workers == unsignalled.workers

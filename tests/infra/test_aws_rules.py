@@ -494,3 +494,44 @@ def test_a_run_s_end_ticks_the_control_plane_at_once() -> None:
     permission = R["ControlPlaneOnJobEndPermission"]["Properties"]
     assert permission["Principal"] == "events.amazonaws.com"
     assert permission["SourceArn"] == {"Fn::GetAtt": ["ControlPlaneOnJobEnd", "Arn"]}
+
+
+def test_the_manifest_lambda_s_surge_signal_reaches_this_stack_s_control_plane_only() -> None:
+    # Amazon EventBridge User Guide: PutEvents sends to the default bus unless EventBusName says
+    # otherwise, and "aws." sources are reserved for AWS services; the "events:source" condition key
+    # limits which sources a principal may put ("Using IAM policy conditions in Amazon EventBridge").
+    # A target's RetryPolicy takes MaximumEventAgeInSeconds 60..86400 ("RetryPolicy", API Reference).
+    from contracts.surge import DETAIL_TYPE, SOURCE
+
+    assert not SOURCE.startswith("aws.")
+    rule = R["ControlPlaneOnSurge"]["Properties"]
+    assert "EventBusName" not in rule
+    pattern = rule["EventPattern"]
+    assert pattern["source"] == [SOURCE] and pattern["detail-type"] == [DETAIL_TYPE]
+    lam = R["ManifestLambda"]["Properties"]["Environment"]["Variables"]
+    plane = R["ControlPlane"]["Properties"]["Environment"]["Variables"]
+    # the manifest prefix the Lambda writes and names in the signal, the one the rule matches and the
+    # control plane lists
+    assert plane["MANIFEST_BUCKET"] == lam["MANIFEST_BUCKET"] == {"Ref": "ManifestBucket"}
+    assert plane["MANIFEST_PREFIX"] == lam["MANIFEST_PREFIX"] == "manifests/"
+    assert pattern["detail"]["manifest_uri"] == [{"Fn::Sub": "s3://${ManifestBucket}/manifests/"}]
+    assert lam["SURGE_BYTES"] == {"Ref": "SurgeBytes"} and P["SurgeBytes"]["MinValue"] == 0
+    (target,) = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["ControlPlane", "Arn"]} and target["Input"] == '{"command": "surge"}'
+    assert 60 <= target["RetryPolicy"]["MaximumEventAgeInSeconds"] <= 86400
+    permission = R["ControlPlaneOnSurgePermission"]["Properties"]
+    assert permission["Principal"] == "events.amazonaws.com"
+    assert permission["SourceArn"] == {"Fn::GetAtt": ["ControlPlaneOnSurge", "Arn"]}
+    # the Lambda may put its own source on the default bus, and nothing else
+    (put,) = [
+        st for st in role_statements(R["ManifestLambda"]["Properties"]["Role"]) if "events:PutEvents" in actions(st)
+    ]
+    assert put["Resource"]["Fn::Sub"].endswith(":event-bus/default")
+    assert put["Condition"] == {"StringEquals": {"events:source": SOURCE}}
+    # the control plane may list the manifest prefix (ListObjectsV2 is authorized as s3:ListBucket
+    # with the s3:prefix condition key: Amazon S3 User Guide, "Policy condition keys")
+    listing = [
+        st for st in role_statements(R["ControlPlane"]["Properties"]["Role"]) if st.get("Sid") == "ListManifests"
+    ]
+    assert listing and listing[0]["Resource"] == {"Fn::GetAtt": ["ManifestBucket", "Arn"]}
+    assert listing[0]["Condition"] == {"StringEquals": {"s3:prefix": plane["MANIFEST_PREFIX"]}}

@@ -1,0 +1,67 @@
+"""A surge: more data written in a short window than the largest cluster clears in it (a backfill
+dumped at once), seen from the manifests' names within seconds, not from CloudWatch minutes later.
+
+The manifest Lambda signals the control plane when an invocation wrote much (``contracts.surge``);
+the control plane sums what every invocation wrote from a listing of the manifest prefix (the data
+bytes end each manifest's name: ``contracts.layout``), so no invocation needs to see the others.
+One function set for the Lambda (``service.py``) and ``make autoscale``'s model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from lambdas.control_plane.decision import Observation, worker_rate
+from lambdas.control_plane.settings import ControlSettings
+
+# The window a surge is measured over: bytes written in it against what max_workers clear in it.
+SURGE_WINDOW_S = 120.0
+
+
+class ManifestListing(Protocol):
+    def written_since(self, since: datetime) -> list[tuple[datetime, float]]:
+        """(write time, data bytes) of each manifest written after ``since``."""
+        ...
+
+
+def ceiling_bytes_per_s(obs: Observation, s: ControlSettings) -> float:
+    """What the largest cluster processes: max_workers' executors at the (learned) worker rate."""
+    return (s.max_workers - 1) * worker_rate(obs, s)
+
+
+def is_surge(written: float, obs: Observation, s: ControlSettings) -> bool:
+    """More bytes written within SURGE_WINDOW_S than the largest cluster clears in it: no steady
+    load can do that (it would be over the ceiling the SLA is sized for), a dump does."""
+    return written > ceiling_bytes_per_s(obs, s) * SURGE_WINDOW_S
+
+
+def newest_minute(obs: Observation, now: datetime) -> datetime | None:
+    """The start of the newest backlog datapoint's minute (None: no datapoint)."""
+    return None if obs.data_age_s is None else now - timedelta(seconds=obs.data_age_s)
+
+
+def with_written(obs: Observation, written: Sequence[tuple[datetime, float]], now: datetime) -> Observation:
+    """The observation with a newest backlog datapoint that counts the manifests written since its
+    newest one's minute began (``written``), the oldest waiting byte's age unchanged.
+
+    CloudWatch says which minute a datapoint is in, not when in it the job measured: what was written
+    within that minute may be in it or not, what was written after it is not. So the estimate is
+    max(datapoint, written within its minute) + written after: never a byte counted twice, at most
+    the older backlog under-counted when the minute's writes outweigh it."""
+    start = newest_minute(obs, now)
+    if start is None:
+        return obs
+    end = start + timedelta(seconds=60)
+    within = sum(b for t, b in written if start <= t < end)
+    after = sum(b for t, b in written if t >= end)
+    last = obs.backlog_bytes[-1] if obs.backlog_bytes else 0.0
+    estimate = max(last, within) + after
+    if estimate <= last:
+        return obs
+    age = obs.backlog_age_s[-1] if obs.backlog_age_s else 0.0
+    return dataclasses.replace(
+        obs, backlog_bytes=[*obs.backlog_bytes, estimate], backlog_age_s=[*obs.backlog_age_s, age]
+    )
