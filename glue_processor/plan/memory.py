@@ -64,9 +64,14 @@ class Memory:
             for table, keys in known.items():
                 self.keys_of(table).update(k for k in keys if nameable(k))
             self.ingested.expire(since)
-            since = max(since, taken_at + timedelta(microseconds=1))
+            # every record after the snapshot, however old (a pause longer than the dedupe window):
+            # the keys they taught are columns; the dedupe index forgets what is past the window as
+            # they are replayed. There are fewer than DEDUPE_SNAPSHOT_BATCHES: the count toward the
+            # next snapshot goes on across runs (below)
+            since = taken_at + timedelta(microseconds=1)
         # every generation's records: an object ingested before a checkpoint rotation is still known
         records = committer.recent_records_all(since=since)
+        self._since_snapshot = len(records)  # runs shorter than a snapshot's batches still snapshot
         # a share abandoned after the snapshot remembered its objects: forgotten again (its marker is
         # the durable truth; the snapshot may predate it)
         for record, share in committer.abandoned_all(since=self._window_start()):

@@ -212,6 +212,53 @@ def test_a_restart_rebuilds_the_dedupe_index_from_its_snapshot_not_from_the_hist
     assert restarted.known_keys >= {"a", "b", "c"}
 
 
+def test_a_restart_after_a_pause_longer_than_the_dedupe_window_keeps_the_keys_learnt_since_the_snapshot(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from glue_processor.plan import memory
+
+    monkeypatch.setattr(memory, "DEDUPE_SNAPSHOT_BATCHES", 2)
+    env = Env(tmp_path)
+    job = env.job(spark)
+    job.run([env.manifest("m0", [env.put("in/a.json", b'{"kind":1}\n')])], 0)
+    job.run([env.manifest("m1", [env.put("in/b.json", b'{"b":2}\n')])], 1)  # the snapshot covers 0-1
+    job.run([env.manifest("m2", [env.put("in/c.json", b'{"Region":3}\n')])], 2)  # after it
+    # Given a restart after a pause longer than the dedupe window (every record is older than it)
+    monkeypatch.setattr(memory.Memory, "_window_start", lambda self: datetime.now(UTC) + timedelta(seconds=1))
+    restarted = env.job(spark)
+    # When a batch brings another case of a key learnt after the snapshot
+    restarted.run([env.manifest("m3", [env.put("in/d.json", b'{"region":4}\n')])], 3)
+    # Then that key was still known: the variant went to _extra, not to a second column (which a
+    # case-insensitive catalog refuses); it used to be forgotten with every record past the window
+    assert restarted.known_keys >= {"kind", "b", "Region"}
+    assert "region" not in restarted.known_keys
+    rows = read_rows(tmp_path / "output")
+    assert not any("region" in r for r in rows)
+    assert [r["Region"] for r in rows if r.get("Region") is not None] == ["3"]
+
+
+def test_runs_shorter_than_a_snapshot_s_batches_still_snapshot(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a restart replays the records since the latest snapshot; runs restarted (resized) before they
+    # publish DEDUPE_SNAPSHOT_BATCHES batches each must not let those records pile up
+    from glue_processor.plan import memory
+    from glue_processor.plan.dedupe import load_snapshot
+
+    monkeypatch.setattr(memory, "DEDUPE_SNAPSHOT_BATCHES", 3)
+    env = Env(tmp_path)
+    records = []
+    job = env.job(spark)
+    for batch in range(5):  # a run of two batches, then runs of one
+        if batch > 1:
+            job = env.job(spark)
+        records.append(job.run([env.manifest(f"m{batch}", [env.put(f"in/{batch}.json", b'{"a":1}\n')])], batch))
+    snapshot = load_snapshot(env.settings.output_uri)
+    assert snapshot is not None and snapshot[2] == records[2].committed_at  # after batches 0-2, across runs
+
+
 @pytest.mark.parametrize("table_format", ["iceberg", "hive-parquet"])
 def test_two_runs_racing_on_a_batch_publish_it_once(spark: Any, tmp_path: Path, table_format: str) -> None:
     from contracts.exceptions import FencedOut
