@@ -188,13 +188,18 @@ def test_a_commit_record_write_killed_before_its_rename_does_not_stop_a_restart(
     assert sorted(r["a"] for r in read_rows(tmp_path / "output")) == ["1", "2"]
 
 
+def snapshotting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every: int) -> Env:
+    """An Env whose jobs snapshot their memory every ``every`` batches (60 in production)."""
+    from glue_processor.plan import memory
+
+    monkeypatch.setattr(memory, "DEDUPE_SNAPSHOT_BATCHES", every)
+    return Env(tmp_path)
+
+
 def test_a_restart_rebuilds_the_dedupe_index_from_its_snapshot_not_from_the_history(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from glue_processor.plan import memory
-
-    monkeypatch.setattr(memory, "DEDUPE_SNAPSHOT_BATCHES", 2)
-    env = Env(tmp_path)
+    env = snapshotting(tmp_path, monkeypatch, 2)
     job = env.job(spark)
     first = env.put("in/a.json", b'{"a":1}\n')
     job.run([env.manifest("m0", [first])], 0)
@@ -219,8 +224,7 @@ def test_a_restart_after_a_pause_longer_than_the_dedupe_window_keeps_the_keys_le
 
     from glue_processor.plan import memory
 
-    monkeypatch.setattr(memory, "DEDUPE_SNAPSHOT_BATCHES", 2)
-    env = Env(tmp_path)
+    env = snapshotting(tmp_path, monkeypatch, 2)
     job = env.job(spark)
     job.run([env.manifest("m0", [env.put("in/a.json", b'{"kind":1}\n')])], 0)
     job.run([env.manifest("m1", [env.put("in/b.json", b'{"b":2}\n')])], 1)  # the snapshot covers 0-1
@@ -244,11 +248,9 @@ def test_runs_shorter_than_a_snapshot_s_batches_still_snapshot(
 ) -> None:
     # a restart replays the records since the latest snapshot; runs restarted (resized) before they
     # publish DEDUPE_SNAPSHOT_BATCHES batches each must not let those records pile up
-    from glue_processor.plan import memory
     from glue_processor.plan.dedupe import load_snapshot
 
-    monkeypatch.setattr(memory, "DEDUPE_SNAPSHOT_BATCHES", 3)
-    env = Env(tmp_path)
+    env = snapshotting(tmp_path, monkeypatch, 3)
     records = []
     job = env.job(spark)
     for batch in range(5):  # a run of two batches, then runs of one
