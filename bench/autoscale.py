@@ -45,13 +45,15 @@ Assumptions (the numbers the model runs on):
   "scale" remembers the size and stops the run; the tick on its end sees STOPPED and "start"s the
   remembered size (``JobView.desired_workers``) with the batch bound ``batch_bytes()`` gives. A
   resize so costs the batch in flight (at most ~150 s: the bound) + 90 s start-up + 20 s cold batch.
-- the surge signal (``contracts.surge``): a 10 s flush of at least 1 GiB (the manifest Lambda's
-  ``SURGE_BYTES``; at most one signal per 30 s) reaches the control plane 10 s later (PutEvents,
-  EventBridge, the Lambda's start, its reads). It lists the manifests written in the last 120 s (the
-  data bytes are in their names) and, only when they are more than max-workers' executors clear in
-  120 s (a dump: no steady load is over the ceiling), decides as a tick does on an observation whose
-  newest backlog datapoint adds the bytes written since the newest readable one ended
-  (``lambdas/control_plane/surge.py``). Applied as a tick's decision (a graceful stop).
+- the surge signal (``contracts.surge``): a 10 s flush of at least 256 MiB (the manifest Lambda's
+  ``SurgeBytes``, per invocation in the real system; at most one signal per 30 s) reaches the
+  control plane 10 s later (PutEvents, EventBridge, the Lambda's start, its reads). It lists the
+  manifests (the data bytes are in their names) and, only when those of the last 120 s are more than
+  max-workers' executors clear in 120 s (a dump: no steady load is over the ceiling), decides as a
+  tick does on an observation that counts the manifests written since the newest readable backlog
+  datapoint's minute began, and adds the last minute's writes as the newest arrival minute
+  (``lambdas/control_plane/surge.py``: ``with_written``). Applied as a tick's decision (a graceful
+  stop). No queue lag between the producers and the manifests: a dump is written as it arrives.
 - Glue auto scaling (``SCALING_MODE=glue-auto-scaling``, one run, never stopped): every 10 s it wants
   the executors that would clear the waiting bytes in one trigger (1..max-1); executors asked for join
   60 s later (and speed up the rest of the batch in flight); executors above the want for 60 s in a
@@ -88,7 +90,7 @@ from lambdas.control_plane.decision import ACTIVE, Decision, JobView, Observatio
 from lambdas.control_plane.metrics_reader import SETTLE_S
 from lambdas.control_plane.observation import observe
 from lambdas.control_plane.settings import ControlSettings, load_settings
-from lambdas.control_plane.surge import SURGE_WINDOW_S, is_surge, newest_minute, with_written
+from lambdas.control_plane.surge import SURGE_WINDOW_S, is_surge, lookback, with_written
 
 STEP_S = 10.0  # the manifest Lambda's cadence; ages and workers are sampled at it
 STEPS_PER_HOUR = int(3600 / STEP_S)
@@ -107,7 +109,7 @@ PUBLICATION_DELAY_S = 60.0
 EXECUTOR_START_S = 60.0
 EXECUTOR_IDLE_S = 60.0
 REVERSAL_S = 900.0
-SIGNAL_BYTES = 1024**3  # the manifest Lambda signals an invocation that wrote this much (SURGE_BYTES)
+SIGNAL_BYTES = 256 * 1024**2  # the manifest Lambda signals an invocation that wrote this much (SurgeBytes)
 SIGNAL_INTERVAL_S = 30.0  # at most once per this (per container: the model has one)
 SURGE_LATENCY_S = 10.0  # from the manifests written to the control plane's decision on them
 SLOW_MAX_WORKERS = 299
@@ -251,7 +253,7 @@ class Listing:
         self.times.append(t)
         self.sizes.append(size)
 
-    def written_since(self, since: datetime) -> list[tuple[datetime, float]]:
+    def written_since(self, since: datetime, *, named_from: datetime | None = None) -> list[tuple[datetime, float]]:
         lo = bisect.bisect_right(self.times, (since - T0).total_seconds())
         hi = bisect.bisect_right(self.times, self.now)
         return [(T0 + timedelta(seconds=t), b) for t, b in zip(self.times[lo:hi], self.sizes[lo:hi], strict=True)]
@@ -549,31 +551,30 @@ class Policy:
     remembered: float | None = None  # the learned rate, as the Lambda's state object keeps it
     observed: Observation = field(default_factory=Observation)
 
-    def decide(self, view: JobView, now: float, *, surge: bool = False) -> Decision:
+    def decide(self, view: JobView, now: float, *, written: Sequence[tuple[datetime, float]] | None = None) -> Decision:
         self.cw.now = now
         at = T0 + timedelta(seconds=now)
         running = view.workers if view.state == "RUNNING" else None
         obs = observe(
             self.cw, self.s, workers=running, running_since=view.started_at, now=at, remembered_rate=self.remembered
         )
-        since = newest_minute(obs, at)
-        if surge and self.listing is not None and since is not None:
-            self.listing.now = now
-            obs = with_written(obs, self.listing.written_since(since), at)
+        if written is not None:
+            obs = with_written(obs, written, at)
         self.observed = obs
         self.remembered = obs.worker_bytes_per_s
         return decide(obs, view, self.s, at)
 
     def surge(self, view: JobView, now: float) -> Decision | None:
-        """As ``ControlPlane.surge``: the listing of the window first, the decision only on a surge."""
+        """As ``ControlPlane.surge``: one listing, the decision only on a surge."""
         if self.listing is None or self.s.scaling_mode != "control-plane":
             return None
         self.listing.now = now
-        recent = self.listing.written_since(T0 + timedelta(seconds=now - SURGE_WINDOW_S))
-        written = sum(b for _, b in recent)
+        at = T0 + timedelta(seconds=now)
+        listed = self.listing.written_since(at - lookback(self.s))
+        written = sum(b for t, b in listed if t > at - timedelta(seconds=SURGE_WINDOW_S))
         if not is_surge(written, Observation(worker_bytes_per_s=self.remembered), self.s):
             return None
-        return self.decide(view, now, surge=True)
+        return self.decide(view, now, written=listed)
 
     def intake(self, workers: int) -> float | None:
         return float(batch_bytes(workers, self.observed, self.s)) if self.s.scaling_mode == "control-plane" else None

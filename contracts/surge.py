@@ -1,5 +1,5 @@
 """The manifest Lambda's surge signal: one EventBridge event on the account's default bus, which the
-template's rule turns into ``{"command": "surge"}`` for the control plane (lambdas/control_plane/surge.py).
+template's rule delivers to the control plane as it is (lambdas/control_plane/surge.py).
 
 The event says which manifest prefix to look at; the control plane counts the bytes itself from a
 listing of it, so the signals of concurrent invocations need not add up to anything.
@@ -8,6 +8,7 @@ listing of it, so the signals of concurrent invocations need not add up to anyth
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,6 +26,9 @@ class SurgeDetail(BaseModel):
     manifest_uri: str = Field(pattern=r"^s3://[^/]+/")
     bytes: int = Field(ge=0, description="data bytes the invocation's manifests reference")
     manifests: int = Field(ge=0)
+    oldest: datetime | None = Field(
+        default=None, description="the earliest event its manifests are named after (a lagging queue: hours ago)"
+    )
 
 
 def manifest_uri(bucket: str, prefix: str) -> str:
@@ -33,4 +37,4 @@ def manifest_uri(bucket: str, prefix: str) -> str:
 
 def put_events_entry(detail: SurgeDetail) -> dict[str, Any]:
     """The PutEvents entry (default bus)."""
-    return {"Source": SOURCE, "DetailType": DETAIL_TYPE, "Detail": json.dumps(detail.model_dump())}
+    return {"Source": SOURCE, "DetailType": DETAIL_TYPE, "Detail": json.dumps(detail.model_dump(mode="json"))}

@@ -12,6 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.surge import DETAIL_TYPE, SOURCE, SurgeDetail
 from lambdas.control_plane.glue_gateway import GlueJobGateway
 from lambdas.control_plane.manifests import S3ManifestListing
 from lambdas.control_plane.metrics_reader import CloudWatchReader
@@ -28,8 +29,8 @@ metrics = Metrics()
 
 class CommandEvent(BaseModel):
     """``{"command": "status"}``, ``{"command": "restart"}``, ``{"command": "scale", "workers": 6}``;
-    a scheduled event (no ``command``) is a tick; ``{"command": "surge"}`` is the manifest Lambda's
-    signal, through the template's rule on ``contracts.surge``'s event."""
+    a scheduled event (no ``command``) is a tick; ``{"command": "surge"}`` lists the manifests for a
+    surge (the manifest Lambda's signal, ``contracts.surge``'s event, arrives as it is)."""
 
     model_config = ConfigDict(extra="ignore")
     command: Command = "tick"
@@ -77,10 +78,14 @@ def optimizer_watch(s: ControlSettings, glue: Any, s3: Any) -> OptimizerWatch | 
 @metrics.log_metrics
 @logger.inject_lambda_context
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    command = CommandEvent.model_validate(event if "command" in event else {})
     plane = _plane()
     metrics.namespace = plane.s.metrics_namespace
-    outcome = plane.handle(command.command, command.workers)
+    if event.get("source") == SOURCE and event.get("detail-type") == DETAIL_TYPE:
+        # delivered whole (a control plane from before the signal treats it as a tick: harmless)
+        outcome = plane.surge(SurgeDetail.model_validate(event.get("detail", {})).oldest)
+    else:
+        command = CommandEvent.model_validate(event if "command" in event else {})
+        outcome = plane.handle(command.command, command.workers)
     if outcome.datums:
         for name, value in outcome.datums[0].dimensions.items():
             metrics.add_dimension(name=name, value=value)

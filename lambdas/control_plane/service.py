@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -24,7 +25,7 @@ from lambdas.control_plane.surge import (
     ManifestListing,
     ceiling_bytes_per_s,
     is_surge,
-    newest_minute,
+    lookback,
     with_written,
 )
 
@@ -90,34 +91,38 @@ class ControlPlane:
         return self.tick()
 
     # -- scheduled ------------------------------------------------------------------------------
-    def tick(self, *, surge: bool = False) -> Outcome:
-        decision, view = self._decide(surge=surge)
+    def tick(self, *, written: Sequence[tuple[datetime, float]] | None = None) -> Outcome:
+        """``written``: the manifests a surge listed (see :meth:`surge`)."""
+        decision, view = self._decide(written=written)
         learned = self._observed.worker_bytes_per_s
         if learned is not None and learned != self.state.load().get("worker_bytes_per_s"):
             self._remember(worker_bytes_per_s=learned)  # what the runs taught outlives them
         self._apply(decision, view)
         body: dict[str, Any] = {"command": "tick", "decision": decision.as_json()}
         datums = self._datums(view, decision)
-        unhealthy = None if surge else self._unhealthy_optimizers()
+        unhealthy = None if written is not None else self._unhealthy_optimizers()
         if unhealthy is not None:
             body["unhealthy_optimizers"] = unhealthy
             datums.append(datum(M.TABLE_OPTIMIZERS_UNHEALTHY, len(unhealthy), {"JobName": self.s.job_name}))
         return Outcome(body, datums)
 
-    def surge(self) -> Outcome:
+    def surge(self, oldest: datetime | None = None) -> Outcome:
         """The manifest Lambda's signal that an invocation wrote much (``contracts.surge``): when the
         manifests written within SURGE_WINDOW_S are more than max_workers clear in it (a dump), a tick
         at once on an observation that counts them, instead of up to 2 minutes later on CloudWatch
-        datapoints another minute behind. Otherwise nothing: one listing, no CloudWatch read."""
+        datapoints another minute behind. Otherwise nothing: one listing, no CloudWatch read.
+        ``oldest``: the earliest event the signalling invocation's manifests are named after."""
         if self.listing is None or self.s.scaling_mode != "control-plane" or self.s.worker_mb_s <= 0:
             return Outcome({"command": "surge", "result": "ignored: no MANIFEST_BUCKET, or not sized by need"})
         known = Observation(worker_bytes_per_s=self.state.load().get("worker_bytes_per_s"))
+        now = self.clock()
         try:
-            recent = self.listing.written_since(self.clock() - timedelta(seconds=SURGE_WINDOW_S))
+            listed = self.listing.written_since(now - lookback(self.s), named_from=oldest)
         except ControlPlaneError as exc:  # the scheduled tick still sizes the job; say why here
             logger.error("surge signal: the manifests could not be listed", extra={"error": str(exc)})
             return Outcome({"command": "surge", "result": f"ignored: {exc}"})
-        written = sum(b for _, b in recent)
+        window = now - timedelta(seconds=SURGE_WINDOW_S)
+        written = sum(b for t, b in listed if t > window)
         if not is_surge(written, known, self.s):
             clear = ceiling_bytes_per_s(known, self.s) * SURGE_WINDOW_S
             result = (
@@ -125,7 +130,7 @@ class ControlPlane:
                 f"not over the {clear / 1e9:.1f} GB max_workers={self.s.max_workers} clear in it"
             )
             return Outcome({"command": "surge", "result": result, "written_bytes": written})
-        outcome = self.tick(surge=True)
+        outcome = self.tick(written=listed)
         outcome.body |= {"command": "surge", "written_bytes": written}
         return outcome
 
@@ -143,7 +148,7 @@ class ControlPlane:
             logger.error("table optimizers not maintaining the table", extra={"optimizers": unhealthy})
         return unhealthy
 
-    def _decide(self, *, surge: bool = False) -> tuple[Decision, JobView]:
+    def _decide(self, *, written: Sequence[tuple[datetime, float]] | None = None) -> tuple[Decision, JobView]:
         st = self.state.load()
         view = self.jobs.view(paused=bool(st["paused"]), desired_workers=st.get("desired_workers"))
         now = self.clock()
@@ -155,14 +160,13 @@ class ControlPlane:
             now=now,
             remembered_rate=st.get("worker_bytes_per_s"),
         )
-        since = newest_minute(obs, now)
-        if surge and self.listing is not None and since is not None:
-            obs = with_written(obs, self.listing.written_since(since), now)
+        if written is not None:
+            obs = with_written(obs, written, now)
         self._observed = obs
         decision = decide(obs, view, self.s, now)
-        if surge:
-            listed = obs.backlog_bytes[-1] / 1e9 if obs.backlog_bytes else 0.0
-            why = f"surge: backlog {listed:.1f} GB with the manifests listed; {decision.reason}"
+        if written is not None:
+            backlog = obs.backlog_bytes[-1] / 1e9 if obs.backlog_bytes else 0.0
+            why = f"surge: backlog {backlog:.1f} GB with the manifests listed; {decision.reason}"
             decision = dataclasses.replace(decision, reason=why)
         return decision, view
 

@@ -22,9 +22,16 @@ SURGE_WINDOW_S = 120.0
 
 
 class ManifestListing(Protocol):
-    def written_since(self, since: datetime) -> list[tuple[datetime, float]]:
-        """(write time, data bytes) of each manifest written after ``since``."""
+    def written_since(self, since: datetime, *, named_from: datetime | None = None) -> list[tuple[datetime, float]]:
+        """(write time, data bytes) of each manifest written after ``since``; ``named_from``: the
+        earliest event a signalling invocation's manifests are named after, when older than usual."""
         ...
+
+
+def lookback(s: ControlSettings) -> timedelta:
+    """How far back a surge lists: its window, and back to the oldest backlog datapoint a decision
+    still acts upon (``with_written`` counts from that datapoint's minute)."""
+    return timedelta(seconds=max(SURGE_WINDOW_S, s.stale_after_s + 60))
 
 
 def ceiling_bytes_per_s(obs: Observation, s: ControlSettings) -> float:
@@ -44,13 +51,16 @@ def newest_minute(obs: Observation, now: datetime) -> datetime | None:
 
 
 def with_written(obs: Observation, written: Sequence[tuple[datetime, float]], now: datetime) -> Observation:
-    """The observation with a newest backlog datapoint that counts the manifests written since its
-    newest one's minute began (``written``), the oldest waiting byte's age unchanged.
+    """The observation with the manifests written since its newest backlog datapoint's minute began
+    (``written``): a newest backlog datapoint that counts them, and a newest arrival minute at the
+    rate of the last minute's writes.
 
     CloudWatch says which minute a datapoint is in, not when in it the job measured: what was written
-    within that minute may be in it or not, what was written after it is not. So the estimate is
+    within that minute may be in it or not, what was written after it is not. So the backlog is
     max(datapoint, written within its minute) + written after: never a byte counted twice, at most
-    the older backlog under-counted when the minute's writes outweigh it."""
+    the older backlog under-counted when the minute's writes outweigh it. The arrival minute makes
+    the written bytes young (the backlog is spread over the arrival minutes by age, newest first)
+    and the rate to keep up with: a dump still being written is sized for in one resize, not two."""
     start = newest_minute(obs, now)
     if start is None:
         return obs
@@ -62,6 +72,10 @@ def with_written(obs: Observation, written: Sequence[tuple[datetime, float]], no
     if estimate <= last:
         return obs
     age = obs.backlog_age_s[-1] if obs.backlog_age_s else 0.0
+    rate = sum(b for t, b in written if t > now - timedelta(seconds=60)) / 60
     return dataclasses.replace(
-        obs, backlog_bytes=[*obs.backlog_bytes, estimate], backlog_age_s=[*obs.backlog_age_s, age]
+        obs,
+        backlog_bytes=[*obs.backlog_bytes, estimate],
+        backlog_age_s=[*obs.backlog_age_s, age],
+        arrival_bytes_per_s=[*obs.arrival_bytes_per_s, rate],
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -34,6 +35,7 @@ class BuildResult:
     ignored_objects: int = 0
     files_per_manifest: list[int] = field(default_factory=list)
     bytes_per_manifest: list[int] = field(default_factory=list)
+    oldest_event: datetime | None = None  # the earliest event a written manifest is named after
 
 
 class _Collector:
@@ -113,6 +115,8 @@ def build_manifests(event: Mapping[str, Any], *, settings: BuilderSettings, writ
         result.bytes += manifest.total_bytes
         result.files_per_manifest.append(manifest.file_count)
         result.bytes_per_manifest.append(manifest.total_bytes)
+        oldest = manifest.earliest_event_time
+        result.oldest_event = oldest if result.oldest_event is None else min(result.oldest_event, oldest)
 
     result.rejected_records = rejected
     result.response = {"batchItemFailures": [{"itemIdentifier": mid} for mid in sorted(failures)]}

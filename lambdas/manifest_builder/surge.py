@@ -42,7 +42,9 @@ class SurgeSignal:
         if self._sent_at is not None and now - self._sent_at < self.interval_s:
             return False
         written = len(result.manifests_written)
-        detail = SurgeDetail(manifest_uri=self.manifest_uri, bytes=result.bytes, manifests=written)
+        detail = SurgeDetail(
+            manifest_uri=self.manifest_uri, bytes=result.bytes, manifests=written, oldest=result.oldest_event
+        )
         try:
             out = self.client.put_events(Entries=[put_events_entry(detail)])
         except (ClientError, BotoCoreError) as exc:

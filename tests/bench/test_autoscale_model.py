@@ -181,3 +181,25 @@ def test_a_signal_without_a_dump_changes_nothing(name: str) -> None:
     signalled, unsignalled = A.replay_policy(trace, s, "need"), A.replay_policy(trace, s, "need", surges=False)
     assert signalled.signals > 100 and signalled.surges == 0
     assert signalled.ages == unsignalled.ages and signalled.workers == unsignalled.workers
+
+
+@pytest.mark.parametrize("flushes", [6, 18])
+def test_a_dump_written_over_minutes_is_sized_for_in_one_resize(flushes: int) -> None:
+    # the backfill's 99 GB written over 1 or 3 minutes instead of one flush: the surge counts the
+    # minute's writes as arriving, so the first resize is to the ceiling, not to a part of the dump
+    # (it was 2 -> 15 -> 20 at 56 MB/s: two resizes, 770 s against 630 s without the signal)
+    (slow,) = A.speeds("0.74", 56.0, 20)
+    trace = A.traces(3, 7, slow.scale)["backfill"]
+    at, dump = int(len(trace) * 0.1), 500e9 * slow.scale
+    trace[at] -= dump
+    for k in range(flushes):
+        trace[at + k] += dump / flushes
+    s = load_settings(job_name="t", min_workers=2, max_workers=slow.max_workers, worker_mb_s=slow.worker_mb_s)
+    signalled = A.replay_policy(trace, s, "need")
+    unsignalled = A.replay_policy(trace, s, "need", surges=False)
+    assert signalled.surges >= 1
+    after = signalled.workers[at:]
+    reached = after.index(slow.max_workers)
+    assert {w for w in after[:reached] if w} == {after[0]}  # from the size it had, straight to the ceiling
+    assert max(signalled.ages) <= max(unsignalled.ages)
+    assert signalled.reversals == 0

@@ -517,7 +517,10 @@ def test_the_manifest_lambda_s_surge_signal_reaches_this_stack_s_control_plane_o
     assert pattern["detail"]["manifest_uri"] == [{"Fn::Sub": "s3://${ManifestBucket}/manifests/"}]
     assert lam["SURGE_BYTES"] == {"Ref": "SurgeBytes"} and P["SurgeBytes"]["MinValue"] == 0
     (target,) = rule["Targets"]
-    assert target["Arn"] == {"Fn::GetAtt": ["ControlPlane", "Arn"]} and target["Input"] == '{"command": "surge"}'
+    # the event as it is (the handler reads its source and detail; a control plane from before the
+    # signal, mid-deploy, takes an event without "command" for a tick)
+    assert target["Arn"] == {"Fn::GetAtt": ["ControlPlane", "Arn"]} and "Input" not in target
+    assert "InputTransformer" not in target and "InputPath" not in target
     assert 60 <= target["RetryPolicy"]["MaximumEventAgeInSeconds"] <= 86400
     permission = R["ControlPlaneOnSurgePermission"]["Properties"]
     assert permission["Principal"] == "events.amazonaws.com"

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from contracts.surge import DETAIL_TYPE, SOURCE
+from contracts.surge import DETAIL_TYPE, SOURCE, SurgeDetail
 from infra.build import render
 from lambdas.manifest_builder import handler
 from lambdas.manifest_builder.service import BuildResult
@@ -22,7 +22,6 @@ from tests.lambdas.test_manifest_builder_moto import MANIFESTS, Pipeline
 def _pattern(bucket: str) -> dict[str, Any]:
     """The template's ControlPlaneOnSurge pattern, its one Fn::Sub resolved for ``bucket``."""
     rule = render()["Resources"]["ControlPlaneOnSurge"]["Properties"]
-    assert rule["Targets"][0]["Input"] == '{"command": "surge"}'
     pattern = json.loads(json.dumps(rule["EventPattern"]))
     (uri,) = pattern["detail"]["manifest_uri"]
     pattern["detail"]["manifest_uri"] = [uri["Fn::Sub"].replace("${ManifestBucket}", bucket)]
@@ -72,7 +71,10 @@ def test_an_invocation_over_the_threshold_signals_the_stack_s_control_plane_once
     # Then the stack's rule delivered one signal naming the manifest prefix and the bytes written
     (event,) = targets.received("ours")
     assert (event["source"], event["detail-type"]) == (SOURCE, DETAIL_TYPE)
-    assert event["detail"] == {"manifest_uri": f"s3://{MANIFESTS}/manifests/", "bytes": 24, "manifests": 1}
+    (manifest,) = pipeline.manifests().values()
+    assert SurgeDetail.model_validate(event["detail"]) == SurgeDetail(
+        manifest_uri=f"s3://{MANIFESTS}/manifests/", bytes=24, manifests=1, oldest=manifest.earliest_event_time
+    )
     # and another stack's rule (another manifest prefix) nothing
     assert targets.received("theirs") == []
     # When the next invocation of the same container follows within 30 s: no second signal

@@ -12,6 +12,7 @@ import pytest
 
 from contracts.layout import manifest_key
 from contracts.manifest import Manifest, ManifestEntry
+from contracts.surge import DETAIL_TYPE, SOURCE, SurgeDetail
 from lambdas.control_plane import handler
 from lambdas.control_plane.decision import Observation
 from lambdas.control_plane.manifests import S3ManifestListing
@@ -70,15 +71,19 @@ def test_the_listing_sums_the_data_bytes_in_the_names_of_manifests_written_since
     assert listing.written_since(datetime.now(UTC) + timedelta(seconds=1)) == []
 
 
-def test_the_listing_skips_names_far_older_than_asked_about(aws: None) -> None:
-    # a manifest named after an event an hour old (a late retry) is not a surge, and starting the
-    # listing at the names of 15 minutes before keeps it a page or two however many manifests wait
+def test_the_listing_starts_at_the_names_of_the_signal_s_oldest_event(aws: None) -> None:
+    # the listing starts at the names of 15 minutes before what it asks about, so it stays a page or
+    # two however many manifests the prefix keeps; a queue an hour behind names its manifests after
+    # events an hour old, which the signal says (SurgeDetail.oldest)
     s3 = boto3.client("s3", region_name="us-east-1")
     s3.create_bucket(Bucket=MANIFESTS)
-    _write(1, 5 * GB, event_time=datetime.now(UTC) - timedelta(hours=1))
+    hour_ago = datetime.now(UTC) - timedelta(hours=1)
+    _write(1, 5 * GB, event_time=hour_ago)
     _write(2, 2 * GB, event_time=datetime.now(UTC) - timedelta(minutes=5))
     listing = S3ManifestListing(s3, MANIFESTS, "manifests/")
-    assert [b for _, b in listing.written_since(datetime.now(UTC) - timedelta(seconds=30))] == [2 * GB]
+    since = datetime.now(UTC) - timedelta(seconds=30)
+    assert [b for _, b in listing.written_since(since)] == [2 * GB]
+    assert sorted(b for _, b in listing.written_since(since, named_from=hour_ago)) == [2 * GB, 5 * GB]
 
 
 # ---------------------------------------------------------------- the pure parts
@@ -101,6 +106,8 @@ def test_the_listed_bytes_join_the_newest_datapoint_never_counted_twice() -> Non
     seen = with_written(obs, dump, now)
     assert list(seen.backlog_bytes) == [1e9, 2e9, 101e9]
     assert list(seen.backlog_age_s) == [40, 50, 50]
+    # and the last minute's writes are the newest arrival minute: the dump is young, and arriving
+    assert list(seen.arrival_bytes_per_s) == [99e9 / 60]
     # written within its minute: maybe measured already, so the larger of the two, not their sum
     assert with_written(obs, [(minute + timedelta(seconds=10), 99e9)], now).backlog_bytes[-1] == 99e9
     assert with_written(obs, [(minute + timedelta(seconds=10), 1e9)], now) is obs
@@ -128,6 +135,31 @@ def test_a_dump_scales_up_on_the_signal_while_the_tick_still_holds(surging: Any)
     # the datapoint of this minute (0.5 GB) may or may not have measured them: the larger, not the sum
     assert body["decision"]["inputs"]["backlog_bytes"][-1] == pytest.approx(100 * GB)
     assert runs(surging)[0]["JobRunState"] == "STOPPED"  # the graceful stop of the resize
+
+
+def test_the_signal_as_eventbridge_delivers_it_counts_a_lagging_queue_s_manifests(surging: Any) -> None:
+    # Given a queue an hour behind: 100 GB of manifests written now, named after events an hour old
+    hour_ago = datetime.now(UTC) - timedelta(hours=1)
+    for n in range(10):
+        _write(n, 10 * GB, event_time=hour_ago)
+    # When the manifest Lambda's event arrives whole (the rule has no Input), saying how old
+    event = {
+        "version": "0",
+        "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
+        "detail-type": DETAIL_TYPE,
+        "source": SOURCE,
+        "account": "123456789012",
+        "time": datetime.now(UTC).isoformat(),
+        "region": "us-east-1",
+        "resources": [],
+        "detail": SurgeDetail(
+            manifest_uri=f"s3://{MANIFESTS}/manifests/", bytes=10 * GB, manifests=10, oldest=hour_ago
+        ).model_dump(mode="json"),
+    }
+    body = invoke(event)
+    # Then the listing found them all, and the job is resized for them
+    assert body["written_bytes"] == 100 * GB
+    assert body["decision"]["action"] == "scale" and body["decision"]["desired_workers"] == 10
 
 
 def test_a_signal_without_a_dump_changes_nothing(surging: Any) -> None:
