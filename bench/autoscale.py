@@ -90,7 +90,7 @@ from lambdas.control_plane.decision import ACTIVE, Decision, JobView, Observatio
 from lambdas.control_plane.metrics_reader import SETTLE_S
 from lambdas.control_plane.observation import observe
 from lambdas.control_plane.settings import ControlSettings, load_settings
-from lambdas.control_plane.surge import SURGE_WINDOW_S, is_surge, lookback, with_written
+from lambdas.control_plane.surge import is_surge, lookback, with_written, written_in_window
 
 STEP_S = 10.0  # the manifest Lambda's cadence; ages and workers are sampled at it
 STEPS_PER_HOUR = int(3600 / STEP_S)
@@ -571,7 +571,7 @@ class Policy:
         self.listing.now = now
         at = T0 + timedelta(seconds=now)
         listed = self.listing.written_since(at - lookback(self.s))
-        written = sum(b for t, b in listed if t > at - timedelta(seconds=SURGE_WINDOW_S))
+        written = written_in_window(listed, at)
         if not is_surge(written, Observation(worker_bytes_per_s=self.remembered), self.s):
             return None
         return self.decide(view, now, written=listed)
@@ -649,10 +649,11 @@ class Replay:
             self.workers.append(self.job.run.workers if self.job.run else 0)
             if self.surge_at is not None and t >= self.surge_at:
                 self.surge_at, self.signals = None, self.signals + 1
-                surged = self.controller.surge(self.job.view(t, self.desired), t)
+                view = self.job.view(t, self.desired)
+                surged = self.controller.surge(view, t)
                 if surged is not None:
                     self.surges += 1
-                    self._apply(t, self.job.view(t, self.desired), surged)
+                    self._apply(t, view, surged)
             if t >= self.next_tick:
                 self.next_tick += TICK_S
                 self._tick(t)

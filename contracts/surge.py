@@ -31,10 +31,6 @@ class SurgeDetail(BaseModel):
     )
 
 
-def manifest_uri(bucket: str, prefix: str) -> str:
-    return f"s3://{bucket}/{prefix}"
-
-
 def put_events_entry(detail: SurgeDetail) -> dict[str, Any]:
     """The PutEvents entry (default bus)."""
     return {"Source": SOURCE, "DetailType": DETAIL_TYPE, "Detail": json.dumps(detail.model_dump(mode="json"))}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from aws_lambda_powertools import Logger
@@ -27,6 +27,7 @@ from lambdas.control_plane.surge import (
     is_surge,
     lookback,
     with_written,
+    written_in_window,
 )
 
 logger = Logger(service="control-plane", child=True)
@@ -121,8 +122,7 @@ class ControlPlane:
         except ControlPlaneError as exc:  # the scheduled tick still sizes the job; say why here
             logger.error("surge signal: the manifests could not be listed", extra={"error": str(exc)})
             return Outcome({"command": "surge", "result": f"ignored: {exc}"})
-        window = now - timedelta(seconds=SURGE_WINDOW_S)
-        written = sum(b for t, b in listed if t > window)
+        written = written_in_window(listed, now)
         if not is_surge(written, known, self.s):
             clear = ceiling_bytes_per_s(known, self.s) * SURGE_WINDOW_S
             result = (

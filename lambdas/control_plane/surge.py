@@ -39,6 +39,12 @@ def ceiling_bytes_per_s(obs: Observation, s: ControlSettings) -> float:
     return (s.max_workers - 1) * worker_rate(obs, s)
 
 
+def written_in_window(listed: Sequence[tuple[datetime, float]], now: datetime) -> float:
+    """The data bytes of the listed manifests written within SURGE_WINDOW_S of ``now``."""
+    window = now - timedelta(seconds=SURGE_WINDOW_S)
+    return sum(b for t, b in listed if t > window)
+
+
 def is_surge(written: float, obs: Observation, s: ControlSettings) -> bool:
     """More bytes written within SURGE_WINDOW_S than the largest cluster clears in it: no steady
     load can do that (it would be over the ceiling the SLA is sized for), a dump does."""

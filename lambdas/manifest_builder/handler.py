@@ -11,7 +11,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.config import Config
 
-from contracts.surge import manifest_uri
+from contracts.layout import source_uri
 from lambdas.manifest_builder.metrics import SERVICE, result_datums
 from lambdas.manifest_builder.service import build_manifests
 from lambdas.manifest_builder.settings import BuilderSettings, load_settings
@@ -39,7 +39,7 @@ def _signal() -> SurgeSignal:
     # a short budget: the signal only hurries the control plane, it must not hold the batch up
     cfg = Config(connect_timeout=2, read_timeout=2, retries={"max_attempts": 2, "mode": "standard"})
     client = boto3.client("events", config=cfg) if s.surge_bytes > 0 else None
-    return SurgeSignal(client, manifest_uri=manifest_uri(s.manifest_bucket, s.manifest_prefix), threshold=s.surge_bytes)
+    return SurgeSignal(client, manifest_uri=source_uri(s.manifest_bucket, s.manifest_prefix), threshold=s.surge_bytes)
 
 
 @metrics.log_metrics
