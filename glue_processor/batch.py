@@ -35,7 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from contracts.exceptions import FencedOut, RowsLost
 from contracts.ledger import CommitRecord
-from glue_processor import faults
+from glue_processor import faults, workers
 from glue_processor.commit.deferred import Deferred
 from glue_processor.commit.failures import Failures
 from glue_processor.commit.ledger import BatchCommitter
@@ -415,7 +415,7 @@ class ManifestBatchJob:
         """``fn`` over ``items``, one Spark task each (the tasks write; only small results return)."""
         if not items:
             return []
-        return list(self.spark.sparkContext.parallelize(list(items), len(items)).map(fn).collect())
+        return list(self.spark.sparkContext.parallelize(list(items), len(items)).map(workers.task(fn)).collect())
 
 
 def check_rows(share: Share) -> None:
