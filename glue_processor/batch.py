@@ -27,6 +27,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -36,7 +37,7 @@ from pyspark.sql import DataFrame, SparkSession
 from contracts.exceptions import FencedOut, RowsLost
 from contracts.ledger import CommitRecord
 from glue_processor import faults, workers
-from glue_processor.commit.deferred import Deferred
+from glue_processor.commit.deferred import Deferred, SetAside
 from glue_processor.commit.failures import Failures
 from glue_processor.commit.ledger import BatchCommitter
 from glue_processor.commit.publication import PublishRefused
@@ -61,6 +62,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 COMMITTED_KEPT = 1000
+# Commit records read at once after a restart, for the keys of the shares set aside.
+HOLD_READS = 16
 
 
 @dataclass
@@ -131,10 +134,35 @@ class ManifestBatchJob:
         self.tables.open()
 
     def resume(self) -> None:
-        """After a restart: learn from the recent batches (keys, dedupe index, backlog)."""
-        last = self.memory.resume(self.committer())
+        """After a restart: learn from the recent batches (keys, dedupe index, backlog), and hold the
+        keys of the shares still set aside."""
+        try:
+            aside = self.deferred.items()
+        except Exception:  # S3 refused the read: what those shares taught is learnt, as a batch would
+            logger.exception("the shares set aside could not be listed; their keys are learnt, not held")
+            aside = None
+        last = self.memory.resume(self.committer(), set_aside=None if aside is None else {i.ident for i in aside})
+        self._hold(aside or [])
         if last is not None and self.metrics is not None:
             self.metrics.probe.mark_processed(last.manifests)
+
+    def _hold(self, aside: Sequence[SetAside]) -> None:
+        """The keys of each share set aside, read from its record (at most the list's bound of them,
+        read in parallel): columns of the table's next shares until it settles."""
+
+        def keys_of(item: SetAside) -> tuple[str, ...] | None:
+            try:
+                record = self.committer(item.query_id).load(item.batch_id)
+            except Exception:  # one record out of reach: its keys are not held, the others are
+                logger.exception("a share set aside could not be read", extra={"batch_id": item.batch_id})
+                return None
+            share = record.share(item.table) if record is not None else None
+            return share.keys if share is not None else None
+
+        with ThreadPoolExecutor(max_workers=HOLD_READS) as pool:
+            for item, keys in zip(aside, pool.map(keys_of, aside), strict=True):
+                if keys is not None:
+                    self.memory.hold(item.table, (item.query_id, item.batch_id), keys)
 
     @property
     def query_id(self) -> str:
@@ -278,7 +306,7 @@ class ManifestBatchJob:
                 dataclasses.replace(where, parts_dir=f"{where.parts_dir}/{s.config.name}"),
                 settings=self.settings,
                 config=s.config,
-                known=tuple(sorted(self.memory.keys_of(s.config.name))),
+                known=tuple(sorted(self.memory.columns_of(s.config.name))),
                 gzip_expansion=self.memory.gzip_expansion.value,
                 # each table's tasks in proportion to its bytes: the job's tasks still fill every core once
                 cores=max(1, round(cores * share_bytes / total)),
@@ -294,7 +322,7 @@ class ManifestBatchJob:
                 s.files,
                 [by_index[spec.index] for spec in s.specs],
                 s.unread,
-                known=self.memory.keys_of(s.config.name),
+                known=self.memory.columns_of(s.config.name),
                 max_columns=s.config.max_columns,
             )
 
@@ -401,8 +429,7 @@ class ManifestBatchJob:
             set_aside_new=self.set_aside_new,
             metrics=self.metrics,
             sleep=self.sleep,
-            forget=self.memory.forget,
-            learn=self.memory.learn,
+            memory=self.memory,
         )
 
     def _maybe_rotate(self, batch_id: int) -> None:

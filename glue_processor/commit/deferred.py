@@ -111,6 +111,12 @@ class Deferred:
         """May another share be set aside?"""
         return len(self) < self.limit
 
+    def items(self) -> list[SetAside]:
+        """Every share set aside (raises when the list cannot be read)."""
+        self._load()
+        with self._lock:
+            return sorted(self._items.values(), key=lambda i: i.ident)
+
     def tables(self) -> set[str]:
         """The tables with a share set aside (their new shares are set aside at the first failure)."""
         self._load()

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from contracts import metrics as M
 from contracts.ledger import CommitRecord, TableShare
@@ -57,6 +57,15 @@ class Settlement:
     reason: str | None = None
 
 
+class Remembers(Protocol):
+    """What the job remembers of the shares it settles (:class:`glue_processor.plan.memory.Memory`)."""
+
+    def forget(self, record: CommitRecord, share: TableShare) -> None: ...
+    def learn(self, table: str, keys: Collection[str]) -> None: ...
+    def hold(self, table: str, share: tuple[str, int], keys: Collection[str]) -> None: ...
+    def release(self, table: str, share: tuple[str, int]) -> None: ...
+
+
 class Publisher:
     def __init__(
         self,
@@ -70,15 +79,15 @@ class Publisher:
         set_aside_new: bool = True,
         metrics: JobMetrics | None = None,
         sleep: Callable[[float], None] | None = None,
-        forget: Callable[[CommitRecord, TableShare], None] | None = None,
-        learn: Callable[[str, tuple[str, ...]], None] | None = None,
+        memory: Remembers | None = None,
     ) -> None:
         self.fs, self.tables = fs, tables
         self.quarantine_uri, self.max_refusals, self.hold_s = quarantine_uri, max_refusals, hold_s
         self.deferred, self.set_aside_new, self.metrics, self.sleep = deferred, set_aside_new, metrics, sleep
         # the dedupe index forgets an abandoned share's objects (a requeue must load them); a table
-        # learns a share's keys once the share is published (never those of one abandoned)
-        self.forget, self.learn = forget, learn
+        # learns a share's keys once the share is published (never those of one abandoned), and holds
+        # those of a share set aside until it settles
+        self.memory = memory
 
     def publish(
         self,
@@ -122,6 +131,8 @@ class Publisher:
                 assert share is not None
                 committer.set_aside(record, share)
                 self.deferred.add(record.query_id, record.batch_id, s.table)
+                if self.memory is not None:
+                    self.memory.hold(share.table, (record.query_id, record.batch_id), share.keys)
         abandoned = {s.table: s.reason or "abandoned" for s in settlements if s.settled == "abandoned"}
         for table in abandoned:
             self._forget(record, table)
@@ -176,6 +187,7 @@ class Publisher:
         if record is None or share is None:
             logger.error("a share set aside has no record any more; forgotten", extra={"table": item.table})
             self.deferred.remove(item)
+            self._release(item)
             return True
         failures = Failures(self.fs, committer.output_uri, committer.query_id)
         why: str | None = None
@@ -204,18 +216,23 @@ class Publisher:
             self.deferred.failed(item)
             return False
         self.deferred.remove(item)
+        self._release(item)
         logger.info("a share set aside is settled", extra={"table": name, "batch_id": item.batch_id, "how": settled})
         return True
 
     def _learn(self, record: CommitRecord, table: str) -> None:
         share = record.share(table)
-        if share is not None and self.learn is not None:
-            self.learn(share.table, share.keys)
+        if share is not None and self.memory is not None:
+            self.memory.learn(share.table, share.keys)
+
+    def _release(self, item: SetAside) -> None:
+        if self.memory is not None:
+            self.memory.release(item.table, (item.query_id, item.batch_id))
 
     def _forget(self, record: CommitRecord, table: str) -> None:
         share = record.share(table)
-        if share is not None and self.forget is not None:
-            self.forget(record, share)
+        if share is not None and self.memory is not None:
+            self.memory.forget(record, share)
 
     def _publication(
         self,

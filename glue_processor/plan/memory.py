@@ -36,6 +36,9 @@ class Memory:
         self.settings, self.routes = settings, routes
         # Every JSON key seen so far per table, and so the columns of its shares (a schema only grows).
         self.keys: dict[str, set[str]] = {name: initial_keys(c) for name, c in routes.tables.items()}
+        # The keys of each table's shares set aside (published later, or abandoned), per share: columns
+        # of the table's next shares too, so that none takes a case variant of one (see columns_of).
+        self.held: dict[str, dict[tuple[str, int], tuple[str, ...]]] = {}
         # Object versions ingested within the dedupe window, compactly (see glue_processor/plan/dedupe.py).
         self.ingested = DedupeIndex()
         # Decompressed bytes per gzip byte, to size the tasks of a batch before reading it.
@@ -46,6 +49,23 @@ class Memory:
         """The keys a table knows (a table the routing no longer names: what its records said)."""
         return self.keys.setdefault(self.routes.name(table), set())
 
+    def columns_of(self, table: str) -> set[str]:
+        """The keys a new share of ``table`` has as columns: those the table knows, and those of its
+        shares set aside. A share set aside is published after later ones: had a later share no
+        column ``kind`` of its own, it would take a ``Kind`` for one, and the table would end up with
+        both (a case-insensitive catalog refuses the second, so the share set aside would never go
+        in). The keys of a share set aside are not learnt: released if it is abandoned."""
+        held = self.held.get(self.routes.name(table))
+        return self.keys_of(table).union(*held.values()) if held else set(self.keys_of(table))
+
+    def hold(self, table: str, share: tuple[str, int], keys: Collection[str]) -> None:
+        """A share of ``table`` (``(query id, batch id)``) was set aside with these keys."""
+        self.held.setdefault(self.routes.name(table), {})[share] = tuple(k for k in keys if nameable(k))
+
+    def release(self, table: str, share: tuple[str, int]) -> None:
+        """A share set aside was published (its keys are learnt) or abandoned (they teach nothing)."""
+        self.held.get(self.routes.name(table), {}).pop(share, None)
+
     @property
     def known_keys(self) -> set[str]:
         """The keys of the job's own table (--table_name): the one table without a routing file."""
@@ -55,8 +75,12 @@ class Memory:
     def known_keys(self, keys: set[str]) -> None:
         self.keys[self.routes.legacy] = keys
 
-    def resume(self, committer: BatchCommitter) -> CommitRecord | None:
-        """Learn from the recent batches (keys, dedupe index); the latest record, if any."""
+    def resume(
+        self, committer: BatchCommitter, *, set_aside: Collection[tuple[str, int, str]] | None = None
+    ) -> CommitRecord | None:
+        """Learn from the recent batches (keys, dedupe index); the latest record, if any. A share
+        still ``set_aside`` (``(query id, batch id, table)``) teaches nothing yet: the job holds its
+        keys (:meth:`hold`) until it settles."""
         since = self._window_start()
         snapshot = load_snapshot(self.settings.output_uri)
         if snapshot is not None:
@@ -81,7 +105,7 @@ class Memory:
             # a key that cannot name a column (recorded before names were checked) is not one any more;
             # a share refused or abandoned (recent_records marks it so) taught nothing
             for share in record.tables:
-                if share.refused is None:
+                if share.refused is None and (record.query_id, record.batch_id, share.table) not in (set_aside or ()):
                     self.learn(share.table, share.keys)
         return records[-1] if records else None
 

@@ -424,3 +424,84 @@ def test_a_share_committed_while_its_table_was_out_of_reach_is_checked_at_public
     assert len(job.deferred) == 0
     assert list((tmp_path / "output" / "_commits").glob("*/*.audit.abandoned"))
     assert next(r for r in history(env) if r["key"] == "audit/a.json")["status"] == "rejected"
+
+
+def _columns(env: Env, table: str) -> list[str]:
+    return [f.name for f in open_catalog(env.settings.catalog_uri).load_table(("ingest", table)).schema().fields]
+
+
+def _kind_then_its_case_variant(job: Any, env: Env, monkeypatch: pytest.MonkeyPatch, restart: Any = None) -> Any:
+    """Batch 0 brings audit's new key ``kind`` and is set aside (the catalog refuses for a while);
+    batch 1, the catalog back but batch 0 not due yet, brings ``Kind`` and ``kind``; then batch 0 is
+    published. Returns the job that ran batch 1 (``restart``: a new one, after batch 0)."""
+    failing = CommitsFail(monkeypatch, "audit", "AccessDeniedException")
+    job.run([env.manifest("m0", [env.put("audit/0.json", lines({"u": "a", "kind": "x"}))])], 0)
+    assert len(job.deferred) == 1
+    failing.on = False
+    if restart is not None:
+        job = restart()
+    later = lines({"u": "b", "Kind": "y"}, {"u": "c", "kind": "z"})
+    job.run([env.manifest("m1", [env.put("audit/1.json", later)])], 1)
+    force_due(job)
+    job.run([env.manifest("m2", [env.put("orders/2.json", lines({"id": 2, "ts": "2026-11-01T10:00:00Z"}))])], 2)
+    assert len(job.deferred) == 0
+    return job
+
+
+def _one_kind_column(env: Env) -> None:
+    columns = _columns(env, "audit")
+    assert "kind" in columns and "Kind" not in columns
+    assert len({c.lower() for c in columns}) == len(columns)  # what a case-insensitive catalog requires
+    rows = sorted(rows_of(env, "audit"), key=lambda r: r["u"])
+    assert [(r["u"], r["kind"], dict(r["_extra"] or [])) for r in rows] == [
+        ("a", "x", {}),
+        ("b", None, {"Kind": "y"}),
+        ("c", "z", {}),
+    ]
+    assert {r["key"]: r["status"] for r in history(env) if r["key"].startswith("audit/")} == {
+        "audit/0.json": "ingested",
+        "audit/1.json": "ingested",
+    }
+
+
+@pytest.mark.spark
+def test_a_later_share_takes_no_case_variant_of_a_key_of_a_share_set_aside(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Published before the share set aside, batch 1 used to make ``Kind`` a column and name ``kind``
+    ``kind__2``; the share set aside then added ``kind``: ``Kind`` and ``kind`` in one table, which
+    a case-insensitive catalog (Glue) refuses, so that share would never have gone in."""
+    env = routed_env(tmp_path, publish_hold_seconds="0")
+    _kind_then_its_case_variant(started(env, spark), env, monkeypatch)
+    _one_kind_column(env)
+
+
+@pytest.mark.spark
+def test_a_restarted_job_holds_the_keys_of_the_shares_still_set_aside(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = routed_env(tmp_path, publish_hold_seconds="0")
+    restarted = _kind_then_its_case_variant(started(env, spark), env, monkeypatch, restart=lambda: started(env, spark))
+    _one_kind_column(env)
+    assert "kind" in restarted.memory.keys_of("audit")  # learnt once published
+
+
+@pytest.mark.spark
+def test_the_keys_of_a_share_set_aside_then_abandoned_are_released_not_learnt(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = routed_env(tmp_path, publish_hold_seconds="0")
+    job = started(env, spark)
+    failing = CommitsFail(monkeypatch, "audit", "AccessDeniedException")
+    job.run([env.manifest("m0", [env.put("audit/0.json", lines({"u": "a", "odd": "x"}))])], 0)
+    # While set aside, its keys are columns of the table's next shares, not keys the table knows:
+    # in this run, and in a restarted one (which used to learn them from the record)
+    assert "odd" in job.memory.columns_of("audit") and "odd" not in job.memory.keys_of("audit")
+    job = started(env, spark)
+    job.run([env.manifest("m1", [env.put("orders/1.json", lines({"id": 1, "ts": "2026-11-01T10:00:00Z"}))])], 1)
+    assert "odd" in job.memory.columns_of("audit") and "odd" not in job.memory.keys_of("audit")
+    refused_until_abandoned(job, env, failing, range(2, 5), "orders", "id")
+    assert "odd" not in job.memory.columns_of("audit")
+    failing.on = False
+    job.run([env.manifest("m9", [env.put("audit/9.json", lines({"u": "b"}))])], 9)
+    assert "odd" not in _columns(env, "audit") and [r["u"] for r in rows_of(env, "audit")] == ["b"]
