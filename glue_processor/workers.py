@@ -8,8 +8,8 @@ CPU per task (13 importers of ``pyspark.zip``), against ~200 ms for a merge task
 files, and the same again for the job's own zip on Glue. Spark calls it only when a task brings new
 files from 4.x on (SPARK-54744).
 
-Here a zip importer re-reads its archive only when the archive changed (its size or modification
-time), the one case where a re-read could find anything new. Each task function is wrapped with
+Here a zip importer re-reads its archive only when the archive changed (its inode, size, modification
+or change time), the one case where a re-read could find anything new. Each task function is wrapped with
 :func:`task`, so the first task a worker runs sets this up for every later one.
 """
 
@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 R = TypeVar("R")
 
-_STAMP = "_ingest_archive_stamp"  # the archive's (size, mtime) when this importer last read it
+# the archive's (inode, size, mtime, ctime) when this importer last read it
+_STAMP = "_ingest_archive_stamp"
 _original: Any = None
 
 
@@ -52,7 +53,8 @@ def setup() -> None:
 def _invalidate_if_changed(self: zipimport.zipimporter) -> None:
     try:
         st = os.stat(self.archive)
-        stamp: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
+        # a file put in its place (a new inode) or rewritten (ctime moves even when mtime is kept)
+        stamp: tuple[int, ...] | None = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     except OSError:
         stamp = None  # gone: the original empties the importer
     if stamp is not None and getattr(self, _STAMP, None) == stamp:

@@ -7,6 +7,7 @@ every imported zip's directory at once (python/cpython#103200), ~80 ms of CPU pe
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import zipfile
 import zipimport
@@ -36,7 +37,7 @@ def patched() -> Iterator[None]:
 def _archive(path: Path, modules: dict[str, str]) -> None:
     with zipfile.ZipFile(path, "w") as z:
         for name, body in modules.items():
-            z.writestr(f"{name}.py", body)
+            z.writestr(zipfile.ZipInfo(f"{name}.py", date_time=(2026, 1, 1, 0, 0, 0)), body)
 
 
 def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -74,6 +75,25 @@ def test_an_unchanged_archive_is_not_read_again_and_a_changed_one_is(
     importlib.invalidate_caches()
     assert [r for r in reads if r == str(archive)] == [str(archive)] * 2
     assert importlib.import_module("zw_second").VALUE == 2
+
+
+def test_an_archive_rewritten_with_its_size_and_mtime_kept_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, patched: None
+) -> None:
+    """``cp -p`` or ``rsync -t`` over the archive: same size, same mtime, new content (its ctime moves)."""
+    archive = tmp_path / "same.zip"
+    _archive(archive, {"zw_same_a": "VALUE = 1\n"})
+    monkeypatch.syspath_prepend(str(archive))
+    for name in ("zw_same_a", "zw_same_b"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    importlib.import_module("zw_same_a")
+    importlib.invalidate_caches()
+    before = archive.stat()
+    _archive(archive, {"zw_same_b": "VALUE = 2\n"})
+    os.utime(archive, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (archive.stat().st_size, archive.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    importlib.invalidate_caches()
+    assert importlib.import_module("zw_same_b").VALUE == 2
 
 
 def test_a_removed_archive_empties_its_importer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, patched: None) -> None:
