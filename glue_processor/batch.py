@@ -147,8 +147,9 @@ class ManifestBatchJob:
             self.metrics.probe.mark_processed(last.manifests)
 
     def _hold(self, aside: Sequence[SetAside]) -> None:
-        """The keys of each share set aside, read from its record (at most the list's bound of them,
-        read in parallel): columns of the table's next shares until it settles."""
+        """Hold the keys of each share set aside that the replay did not (set aside before the
+        dedupe snapshot), read from its record: at most the list's bound of them, in parallel."""
+        aside = [i for i in aside if not self.memory.holds(i.table, (i.query_id, i.batch_id))]
 
         def keys_of(item: SetAside) -> tuple[str, ...] | None:
             try:
@@ -306,7 +307,8 @@ class ManifestBatchJob:
                 dataclasses.replace(where, parts_dir=f"{where.parts_dir}/{s.config.name}"),
                 settings=self.settings,
                 config=s.config,
-                known=tuple(sorted(self.memory.columns_of(s.config.name))),
+                known=tuple(sorted(self.memory.keys_of(s.config.name))),
+                held=tuple(sorted(self.memory.held_keys(s.config.name))),
                 gzip_expansion=self.memory.gzip_expansion.value,
                 # each table's tasks in proportion to its bytes: the job's tasks still fill every core once
                 cores=max(1, round(cores * share_bytes / total)),
@@ -322,7 +324,7 @@ class ManifestBatchJob:
                 s.files,
                 [by_index[spec.index] for spec in s.specs],
                 s.unread,
-                known=self.memory.columns_of(s.config.name),
+                known=self.memory.keys_of(s.config.name),
                 max_columns=s.config.max_columns,
             )
 

@@ -36,8 +36,8 @@ class Memory:
         self.settings, self.routes = settings, routes
         # Every JSON key seen so far per table, and so the columns of its shares (a schema only grows).
         self.keys: dict[str, set[str]] = {name: initial_keys(c) for name, c in routes.tables.items()}
-        # The keys of each table's shares set aside (published later, or abandoned), per share: columns
-        # of the table's next shares too, so that none takes a case variant of one (see columns_of).
+        # The keys of each table's shares set aside (published later, or abandoned) that it did not
+        # know, per share: no later share takes another case of one for a column (see held_keys).
         self.held: dict[str, dict[tuple[str, int], tuple[str, ...]]] = {}
         # Object versions ingested within the dedupe window, compactly (see glue_processor/plan/dedupe.py).
         self.ingested = DedupeIndex()
@@ -49,18 +49,26 @@ class Memory:
         """The keys a table knows (a table the routing no longer names: what its records said)."""
         return self.keys.setdefault(self.routes.name(table), set())
 
-    def columns_of(self, table: str) -> set[str]:
-        """The keys a new share of ``table`` has as columns: those the table knows, and those of its
-        shares set aside. A share set aside is published after later ones: had a later share no
-        column ``kind`` of its own, it would take a ``Kind`` for one, and the table would end up with
-        both (a case-insensitive catalog refuses the second, so the share set aside would never go
-        in). The keys of a share set aside are not learnt: released if it is abandoned."""
+    def held_keys(self, table: str) -> set[str]:
+        """The keys of ``table``'s shares set aside that it does not know. A share set aside is often
+        published after later ones: had a later share taken ``Kind`` for a column, the share set
+        aside would then add ``kind``, and a case-insensitive catalog (Glue) refuses the two side by
+        side, so it would never go in. A later share's row with that very key still makes it a
+        column (the same one); another case of it goes to ``_extra``. Held keys are not columns of
+        shares whose rows lack them, so a share set aside that is refused for its content never
+        passes its keys on."""
         held = self.held.get(self.routes.name(table))
-        return self.keys_of(table).union(*held.values()) if held else set(self.keys_of(table))
+        return set().union(*held.values()) - self.keys_of(table) if held else set()
 
     def hold(self, table: str, share: tuple[str, int], keys: Collection[str]) -> None:
-        """A share of ``table`` (``(query id, batch id)``) was set aside with these keys."""
-        self.held.setdefault(self.routes.name(table), {})[share] = tuple(k for k in keys if nameable(k))
+        """A share of ``table`` (``(query id, batch id)``) was set aside with these keys (those the
+        table knows are not kept: a share holds the few it brought, whatever the list's length)."""
+        known = self.keys_of(table)
+        new = tuple(sorted(k for k in keys if nameable(k) and k not in known))
+        self.held.setdefault(self.routes.name(table), {})[share] = new
+
+    def holds(self, table: str, share: tuple[str, int]) -> bool:
+        return share in self.held.get(self.routes.name(table), {})
 
     def release(self, table: str, share: tuple[str, int]) -> None:
         """A share set aside was published (its keys are learnt) or abandoned (they teach nothing)."""
@@ -79,8 +87,8 @@ class Memory:
         self, committer: BatchCommitter, *, set_aside: Collection[tuple[str, int, str]] | None = None
     ) -> CommitRecord | None:
         """Learn from the recent batches (keys, dedupe index); the latest record, if any. A share
-        still ``set_aside`` (``(query id, batch id, table)``) teaches nothing yet: the job holds its
-        keys (:meth:`hold`) until it settles."""
+        still ``set_aside`` (``(query id, batch id, table)``) teaches nothing yet: its keys are held
+        (:meth:`hold`) until it settles (those set aside before the snapshot: see the job's resume)."""
         since = self._window_start()
         snapshot = load_snapshot(self.settings.output_uri)
         if snapshot is not None:
@@ -105,7 +113,11 @@ class Memory:
             # a key that cannot name a column (recorded before names were checked) is not one any more;
             # a share refused or abandoned (recent_records marks it so) taught nothing
             for share in record.tables:
-                if share.refused is None and (record.query_id, record.batch_id, share.table) not in (set_aside or ()):
+                if share.refused is not None:
+                    continue
+                if (record.query_id, record.batch_id, share.table) in (set_aside or ()):
+                    self.hold(share.table, (record.query_id, record.batch_id), share.keys)
+                else:
                     self.learn(share.table, share.keys)
         return records[-1] if records else None
 

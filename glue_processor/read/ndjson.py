@@ -102,6 +102,7 @@ def parse_ndjson(
     first_line: int = 1,
     max_cells: int = 0,
     taken: frozenset[str] = frozenset(),
+    exact: frozenset[str] = frozenset(),
 ) -> ParsedText:
     """Parse whole lines of ``data`` (one object per line, LF or CRLF) into string columns, from its
     start: all of it, or up to where ``max_cells`` (0: no bound) or the scanner's key bounds stop
@@ -111,7 +112,8 @@ def parse_ndjson(
     order seen, while there is ``room`` for them (default: no limit), they are valid column names
     and they are not another case of a column the table has (``taken``: its keys, lower-cased;
     engines resolve names case-insensitively, so ``Kind`` next to a known ``kind`` would rename
-    ``kind``'s column); the values of any other key are in ``extra``. Values: strings as text, nested objects
+    ``kind``'s column) unless they are that very key (``exact``: keys a share set aside will add);
+    the values of any other key are in ``extra``. Values: strings as text, nested objects
     and arrays as compact JSON (literals as written), numbers and booleans as their literal,
     ``null`` as NULL. Lines are numbered from ``first_line``.
     """
@@ -122,7 +124,11 @@ def parse_ndjson(
     arrays = [_column(c, rows) for c in columns]
     extra_array = None if extra is None else _extra(extra, rows)
     keys = [*known, *new]
-    unnamed = [i for i in range(len(known), len(keys)) if not nameable(keys[i]) or keys[i].lower() in taken]
+    unnamed = [
+        i
+        for i in range(len(known), len(keys))
+        if not nameable(keys[i]) or (keys[i].lower() in taken and keys[i] not in exact)
+    ]
     if unnamed:  # their values go to extra under their own key: nothing is lost, no name is refused or moved
         extra_array = to_map([keys[i] for i in unnamed], [arrays[i] for i in unnamed], rows, base=extra_array)
         drop = set(unnamed)
@@ -148,6 +154,7 @@ def parse_pieces(
     first_line: int = 1,
     max_cells: int = MAX_CELLS,
     taken: frozenset[str] = frozenset(),
+    exact: frozenset[str] = frozenset(),
 ) -> Iterator[ParsedText]:
     """All of ``data`` in scans of at most ``max_cells`` cells each; ``keys`` grows with the new
     columns each piece admits (while fewer than ``max_columns``; never another case of ``taken``)."""
@@ -155,7 +162,13 @@ def parse_pieces(
     at, line = 0, first_line
     while at < len(view):
         parsed = parse_ndjson(
-            view[at:], keys, room=max_columns - len(keys), first_line=line, max_cells=max_cells, taken=taken
+            view[at:],
+            keys,
+            room=max_columns - len(keys),
+            first_line=line,
+            max_cells=max_cells,
+            taken=taken,
+            exact=exact,
         )
         keys.extend(parsed.keys[len(keys) :])
         at += parsed.consumed

@@ -135,13 +135,17 @@ class TaskSpec:
     partitions: PartitionPlan | None = None
     # The most data columns (known keys included); values of keys past it go to the _extra map.
     max_columns: int = DEFAULT_MAX_COLUMNS
+    # Keys of the table's shares set aside, not known yet: a column only where a row has that very
+    # key, and no other case of one is (see Memory.held_keys).
+    held: tuple[str, ...] = ()
 
     @functools.cached_property
     def taken(self) -> frozenset[str]:
-        """The table's keys and the names of their columns, lower-cased: a new key that is another
-        case of either goes to _extra (``KIND__2`` next to a known ``kind`` named ``kind__2`` would
-        rename it too)."""
-        return frozenset(k.lower() for k in self.known) | {name.lower() for _, name in column_names(self.known)}
+        """The table's keys (and those held for its shares set aside) and the names of their
+        columns, lower-cased: a new key that is another case of either goes to _extra (``KIND__2``
+        next to a known ``kind`` named ``kind__2`` would rename it too)."""
+        keys = (*self.known, *self.held)
+        return frozenset(k.lower() for k in keys) | {name.lower() for _, name in column_names(keys)}
 
 
 @dataclass(frozen=True)
@@ -366,7 +370,12 @@ def _parsed(piece: Chunk, keys: list[str], spec: TaskSpec) -> Iterator[ParsedTex
         try:
             if pieces is None:
                 pieces = parse_pieces(
-                    piece.text, keys, max_columns=spec.max_columns, first_line=piece.first_line, taken=spec.taken
+                    piece.text,
+                    keys,
+                    max_columns=spec.max_columns,
+                    first_line=piece.first_line,
+                    taken=spec.taken,
+                    exact=frozenset(spec.held),
                 )
             parsed = next(pieces, None)
         except Exception as exc:

@@ -18,6 +18,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 from glue_processor.commit.deferred import Deferred
 from glue_processor.commit.failures import Failures
+from glue_processor.commit.ledger import BatchCommitter
 from glue_processor.table.catalog import open_catalog
 from tests.glue_processor.test_batch import BUCKET, Env
 from tests.glue_processor.test_routing import ROUTING, history, lines, routed_env, rows_of, snapshots_of
@@ -430,6 +431,14 @@ def _columns(env: Env, table: str) -> list[str]:
     return [f.name for f in open_catalog(env.settings.catalog_uri).load_table(("ingest", table)).schema().fields]
 
 
+def not_due(job: Any) -> None:
+    """The shares set aside wait an hour for their next try (saved: a restarted job reads it)."""
+    job.deferred._load()
+    later = time.time() + 3600
+    job.deferred._items = {k: dataclasses.replace(v, next_at=later) for k, v in job.deferred._items.items()}
+    job.deferred._save()
+
+
 def _kind_then_its_case_variant(job: Any, env: Env, monkeypatch: pytest.MonkeyPatch, restart: Any = None) -> Any:
     """Batch 0 brings audit's new key ``kind`` and is set aside (the catalog refuses for a while);
     batch 1, the catalog back but batch 0 not due yet, brings ``Kind`` and ``kind``; then batch 0 is
@@ -437,11 +446,13 @@ def _kind_then_its_case_variant(job: Any, env: Env, monkeypatch: pytest.MonkeyPa
     failing = CommitsFail(monkeypatch, "audit", "AccessDeniedException")
     job.run([env.manifest("m0", [env.put("audit/0.json", lines({"u": "a", "kind": "x"}))])], 0)
     assert len(job.deferred) == 1
+    not_due(job)
     failing.on = False
     if restart is not None:
         job = restart()
     later = lines({"u": "b", "Kind": "y"}, {"u": "c", "kind": "z"})
     job.run([env.manifest("m1", [env.put("audit/1.json", later)])], 1)
+    assert len(job.deferred) == 1  # batch 1 went in first
     force_due(job)
     job.run([env.manifest("m2", [env.put("orders/2.json", lines({"id": 2, "ts": "2026-11-01T10:00:00Z"}))])], 2)
     assert len(job.deferred) == 0
@@ -481,27 +492,53 @@ def test_a_restarted_job_holds_the_keys_of_the_shares_still_set_aside(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = routed_env(tmp_path, publish_hold_seconds="0")
-    restarted = _kind_then_its_case_variant(started(env, spark), env, monkeypatch, restart=lambda: started(env, spark))
+    real = BatchCommitter.load
+
+    def restart() -> Any:
+        # the restart replays batch 0's record: its keys are held from it, even with S3 refusing
+        # another read of it
+        def load(self: BatchCommitter, batch_id: int) -> Any:
+            if batch_id == 0:
+                raise ClientError({"Error": {"Code": "SlowDown", "Message": "injected"}}, "GetObject")
+            return real(self, batch_id)
+
+        monkeypatch.setattr(BatchCommitter, "load", load)
+        job = started(env, spark)
+        job.resume()
+        job._resumed = True
+        monkeypatch.setattr(BatchCommitter, "load", real)
+        assert job.memory.held_keys("audit") == {"u", "kind"}  # batch 0's keys, new to the table
+        return job
+
+    restarted = _kind_then_its_case_variant(started(env, spark), env, monkeypatch, restart=restart)
     _one_kind_column(env)
-    assert "kind" in restarted.memory.keys_of("audit")  # learnt once published
+    assert "kind" in restarted.memory.keys_of("audit") and not restarted.memory.held_keys("audit")
 
 
 @pytest.mark.spark
-def test_the_keys_of_a_share_set_aside_then_abandoned_are_released_not_learnt(
+def test_the_keys_of_a_share_set_aside_are_no_columns_of_later_shares_and_go_if_it_is_abandoned(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Held keys are names reserved, not columns: a later share without them does not carry them (a
+    share refused for its content would have had every later share of its table refused too, and
+    an abandoned share's keys stayed in the table for good)."""
     env = routed_env(tmp_path, publish_hold_seconds="0")
     job = started(env, spark)
     failing = CommitsFail(monkeypatch, "audit", "AccessDeniedException")
     job.run([env.manifest("m0", [env.put("audit/0.json", lines({"u": "a", "odd": "x"}))])], 0)
-    # While set aside, its keys are columns of the table's next shares, not keys the table knows:
-    # in this run, and in a restarted one (which used to learn them from the record)
-    assert "odd" in job.memory.columns_of("audit") and "odd" not in job.memory.keys_of("audit")
+    not_due(job)
+    # Held (with u: both new to the table), in this run and in a restarted one (which used to learn
+    # them from the record)
+    assert job.memory.held_keys("audit") == {"u", "odd"} and "odd" not in job.memory.keys_of("audit")
     job = started(env, spark)
-    job.run([env.manifest("m1", [env.put("orders/1.json", lines({"id": 1, "ts": "2026-11-01T10:00:00Z"}))])], 1)
-    assert "odd" in job.memory.columns_of("audit") and "odd" not in job.memory.keys_of("audit")
-    refused_until_abandoned(job, env, failing, range(2, 5), "orders", "id")
-    assert "odd" not in job.memory.columns_of("audit")
     failing.on = False
-    job.run([env.manifest("m9", [env.put("audit/9.json", lines({"u": "b"}))])], 9)
+    job.run([env.manifest("m1", [env.put("audit/1.json", lines({"u": "b"}))])], 1)
+    assert job.memory.held_keys("audit") == {"odd"} and "odd" not in job.memory.keys_of("audit")
     assert "odd" not in _columns(env, "audit") and [r["u"] for r in rows_of(env, "audit")] == ["b"]
+    # When the share set aside is refused for its content until abandoned, its key is released
+    failing.on = True
+    refused_until_abandoned(job, env, failing, range(2, 5), "orders", "id")
+    assert not job.memory.held_keys("audit") and "odd" not in job.memory.keys_of("audit")
+    failing.on = False
+    job.run([env.manifest("m9", [env.put("audit/9.json", lines({"u": "c", "Odd": "y"}))])], 9)
+    assert "odd" not in _columns(env, "audit") and "Odd" in _columns(env, "audit")

@@ -130,6 +130,20 @@ def test_another_case_of_a_known_key_s_column_name_goes_to_extra_too() -> None:
     assert parsed.extra is not None and parsed.extra.to_pylist() == [[("KIND__2", "b")]]
 
 
+def test_a_key_held_for_a_share_set_aside_is_a_column_as_it_is_and_no_other_case_of_it() -> None:
+    from glue_processor.read.task import TaskSpec
+
+    # Given a share set aside that will add "kind" (held), and a table that knows "u"
+    spec = TaskSpec(0, (), ("u",), "file:///d", "file:///q", 0, datetime.now(UTC), 1, held=("kind",))
+    # When lines bring "Kind" and "kind" (each new to this batch)
+    lines = b'{"u":"a","Kind":"y"}\n{"u":"b","kind":"z"}\n'
+    parsed = T.parse_ndjson(lines, ["u"], taken=spec.taken, exact=frozenset(spec.held))
+    # Then "kind" is a column, the one the share set aside adds; "Kind" is in _extra
+    assert parsed.keys == ("u", "kind")
+    assert rows_of(parsed) == {1: {"u": "a", "Kind": "y"}, 2: {"u": "b", "kind": "z"}}
+    assert parsed.extra is not None and parsed.extra.to_pylist() == [[("Kind", "y")], None]
+
+
 def test_deep_nesting_within_the_limit_is_kept_as_text() -> None:
     deep = "{" + '"a":{' * 2000 + '"z":1' + "}" * 2001
     (row,) = rows_of(T.parse_ndjson(deep.encode())).values()
