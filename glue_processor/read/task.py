@@ -147,6 +147,13 @@ class TaskSpec:
         keys = (*self.known, *self.held)
         return frozenset(k.lower() for k in keys) | {name.lower() for _, name in column_names(keys)}
 
+    @functools.cached_property
+    def exact(self) -> frozenset[str]:
+        """The held keys a row may still make columns: those whose column is named as the key (a
+        held ``kind`` named ``kind__2``, next to a held ``Kind``, would be named ``kind`` here)."""
+        held = set(self.held)
+        return frozenset(k for k, name in column_names((*self.known, *self.held)) if k in held and name == k)
+
 
 @dataclass(frozen=True)
 class FileOutcome:
@@ -375,7 +382,7 @@ def _parsed(piece: Chunk, keys: list[str], spec: TaskSpec) -> Iterator[ParsedTex
                     max_columns=spec.max_columns,
                     first_line=piece.first_line,
                     taken=spec.taken,
-                    exact=frozenset(spec.held),
+                    exact=spec.exact,
                 )
             parsed = next(pieces, None)
         except Exception as exc:

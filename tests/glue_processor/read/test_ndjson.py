@@ -137,11 +137,23 @@ def test_a_key_held_for_a_share_set_aside_is_a_column_as_it_is_and_no_other_case
     spec = TaskSpec(0, (), ("u",), "file:///d", "file:///q", 0, datetime.now(UTC), 1, held=("kind",))
     # When lines bring "Kind" and "kind" (each new to this batch)
     lines = b'{"u":"a","Kind":"y"}\n{"u":"b","kind":"z"}\n'
-    parsed = T.parse_ndjson(lines, ["u"], taken=spec.taken, exact=frozenset(spec.held))
+    parsed = T.parse_ndjson(lines, ["u"], taken=spec.taken, exact=spec.exact)
     # Then "kind" is a column, the one the share set aside adds; "Kind" is in _extra
     assert parsed.keys == ("u", "kind")
     assert rows_of(parsed) == {1: {"u": "a", "Kind": "y"}, 2: {"u": "b", "kind": "z"}}
     assert parsed.extra is not None and parsed.extra.to_pylist() == [[("Kind", "y")], None]
+
+
+def test_a_held_key_whose_column_has_a_suffix_is_no_column_of_a_later_share() -> None:
+    from glue_processor.read.task import TaskSpec
+
+    # Given a share set aside that brought "Kind" and "kind" (columns Kind and kind__2)
+    spec = TaskSpec(0, (), (), "file:///d", "file:///q", 0, datetime.now(UTC), 1, held=("Kind", "kind"))
+    # When a later batch brings "kind" alone (it would be named kind, next to the table's Kind)
+    parsed = T.parse_ndjson(b'{"kind":"z","Kind":"y"}\n', [], taken=spec.taken, exact=spec.exact)
+    # Then only "Kind", named as its key, is a column; "kind" is in _extra
+    assert spec.exact == {"Kind"} and parsed.keys == ("Kind",)
+    assert parsed.extra is not None and parsed.extra.to_pylist() == [[("kind", "z")]]
 
 
 def test_deep_nesting_within_the_limit_is_kept_as_text() -> None:
