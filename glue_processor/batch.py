@@ -119,6 +119,7 @@ class ManifestBatchJob:
         self.rotate_requested = False
         self.on_rotate: Any = None
         self._resumed = False
+        self._unheld: list[SetAside] = []  # shares set aside whose keys are not held yet (see _hold_pending)
         self.fenced = False  # set when another run committed a batch first: this run stops
         self.sleep: Any = None  # how publication waits between attempts (None: time.sleep; tests: no wait)
 
@@ -142,28 +143,49 @@ class ManifestBatchJob:
             logger.exception("the shares set aside could not be listed; their keys are learnt, not held")
             aside = None
         last = self.memory.resume(self.committer(), set_aside=None if aside is None else {i.ident for i in aside})
-        self._hold(aside or [])
+        self._unheld = list(aside or [])
+        self._hold_pending()
         if last is not None and self.metrics is not None:
             self.metrics.probe.mark_processed(last.manifests)
 
-    def _hold(self, aside: Sequence[SetAside]) -> None:
-        """Hold the keys of each share set aside that the replay did not (set aside before the
-        dedupe snapshot), read from its record: at most the list's bound of them, in parallel."""
-        aside = [i for i in aside if not self.memory.holds(i.table, (i.query_id, i.batch_id))]
+    def _hold_pending(self) -> None:
+        """Hold the keys of the shares set aside that the replay did not hold (set aside before the
+        dedupe snapshot), read from their records: at most the list's bound of them, in parallel.
+        A record that could not be read is tried again before each batch, and said loudly: until
+        then a later share may take a case variant of one of its keys."""
+        if not self._unheld:
+            return
+        try:
+            listed = {i.ident for i in self.deferred.items()}
+        except Exception:  # S3 refused the list: tried again before the next batch
+            logger.exception("the shares set aside could not be listed; their keys are held later")
+            return
+        todo = [
+            i for i in self._unheld if i.ident in listed and not self.memory.holds(i.table, (i.query_id, i.batch_id))
+        ]
 
-        def keys_of(item: SetAside) -> tuple[str, ...] | None:
-            try:
-                record = self.committer(item.query_id).load(item.batch_id)
-            except Exception:  # one record out of reach: its keys are not held, the others are
-                logger.exception("a share set aside could not be read", extra={"batch_id": item.batch_id})
-                return None
+        def keys_of(item: SetAside) -> tuple[str, ...]:
+            record = self.committer(item.query_id).load(item.batch_id)
             share = record.share(item.table) if record is not None else None
-            return share.keys if share is not None else None
+            return share.keys if share is not None else ()
 
+        failed: list[SetAside] = []
         with ThreadPoolExecutor(max_workers=HOLD_READS) as pool:
-            for item, keys in zip(aside, pool.map(keys_of, aside), strict=True):
-                if keys is not None:
-                    self.memory.hold(item.table, (item.query_id, item.batch_id), keys)
+            futures = [(item, pool.submit(keys_of, item)) for item in todo]
+            for item, future in futures:
+                try:
+                    keys = future.result()
+                except Exception:  # this record only: tried again before the next batch
+                    logger.exception("a share set aside could not be read", extra={"batch_id": item.batch_id})
+                    failed.append(item)
+                    continue
+                self.memory.hold(item.table, (item.query_id, item.batch_id), keys)
+        if failed:
+            logger.error(
+                "keys of shares set aside not held yet: a later share may take a case variant of one",
+                extra={"shares": [list(i.ident) for i in failed[:20]], "count": len(failed)},
+            )
+        self._unheld = failed
 
     @property
     def query_id(self) -> str:
@@ -206,6 +228,7 @@ class ManifestBatchJob:
             self._resumed = True
             self.resume()
         self.publisher().retry_deferred(self.committer)
+        self._hold_pending()
         committer = self.committer()
         existing = committer.load(batch_id)
         if existing is not None:

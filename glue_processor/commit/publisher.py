@@ -139,6 +139,8 @@ class Publisher:
         for s in settlements:
             if s.settled == "published":
                 self._learn(record, s.table)
+            if s.settled != "deferred":  # a share a restart held until its replay settled it
+                self._release(s.table, record.query_id, record.batch_id)
         set_aside = {s.table for s in settlements if s.settled == "deferred"}
         if not fresh:  # a share set aside before: its rows are appended with its own publication
             set_aside |= {s.table for s in shares if s.table not in set_aside and committer.is_set_aside(record, s)}
@@ -187,7 +189,7 @@ class Publisher:
         if record is None or share is None:
             logger.error("a share set aside has no record any more; forgotten", extra={"table": item.table})
             self.deferred.remove(item)
-            self._release(item)
+            self._release(item.table, item.query_id, item.batch_id)
             return True
         failures = Failures(self.fs, committer.output_uri, committer.query_id)
         why: str | None = None
@@ -216,7 +218,7 @@ class Publisher:
             self.deferred.failed(item)
             return False
         self.deferred.remove(item)
-        self._release(item)
+        self._release(item.table, item.query_id, item.batch_id)
         logger.info("a share set aside is settled", extra={"table": name, "batch_id": item.batch_id, "how": settled})
         return True
 
@@ -225,9 +227,9 @@ class Publisher:
         if share is not None and self.memory is not None:
             self.memory.learn(share.table, share.keys)
 
-    def _release(self, item: SetAside) -> None:
+    def _release(self, table: str, query_id: str, batch_id: int) -> None:
         if self.memory is not None:
-            self.memory.release(item.table, (item.query_id, item.batch_id))
+            self.memory.release(table, (query_id, batch_id))
 
     def _forget(self, record: CommitRecord, table: str) -> None:
         share = record.share(table)

@@ -542,3 +542,74 @@ def test_the_keys_of_a_share_set_aside_are_no_columns_of_later_shares_and_go_if_
     failing.on = False
     job.run([env.manifest("m9", [env.put("audit/9.json", lines({"u": "c", "Odd": "y"}))])], 9)
     assert "odd" not in _columns(env, "audit") and "Odd" in _columns(env, "audit")
+
+
+@pytest.mark.spark
+def test_a_share_committed_then_set_aside_by_its_replay_after_a_restart_holds_its_keys(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run dies between the commit record and the publication; the restart replays the batch and
+    sets the share aside. Its keys used to be learnt from the record at the restart: every later
+    share of the table then carried them."""
+    from glue_processor import faults
+
+    env = routed_env(tmp_path, publish_hold_seconds="0")
+    job = started(env, spark)
+    a = env.put("audit/0.json", lines({"u": "a", "odd": "x"}))
+
+    def die(name: str) -> None:
+        if name == "after-commit-record":
+            raise SystemExit(name)
+
+    monkeypatch.setattr(faults, "hit", die)
+    with pytest.raises(SystemExit):
+        job.run([env.manifest("m0", [a])], 0)
+    monkeypatch.setattr(faults, "hit", lambda name: None)
+    failing = CommitsFail(monkeypatch, "audit", "AccessDeniedException")
+    restarted = started(env, spark)
+    restarted.run([env.manifest("m0", [a])], 0)  # the replay: set aside
+    assert len(restarted.deferred) == 1 and "odd" not in restarted.memory.keys_of("audit")
+    assert restarted.memory.held_keys("audit") == {"u", "odd"}
+    not_due(restarted)
+    failing.on = False
+    restarted.run([env.manifest("m1", [env.put("audit/1.json", lines({"u": "b"}))])], 1)
+    assert "odd" not in _columns(env, "audit") and [r["u"] for r in rows_of(env, "audit")] == ["b"]
+
+
+@pytest.mark.spark
+def test_a_share_set_aside_whose_record_cannot_be_read_at_a_restart_is_held_before_a_later_batch(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A share set aside before the dedupe snapshot is not replayed: its record is read at the
+    restart. A read S3 refuses is tried again before each batch rather than given up."""
+    import glue_processor.plan.memory as memory
+
+    monkeypatch.setattr(memory, "DEDUPE_SNAPSHOT_BATCHES", 1)  # a snapshot after every batch
+    env = routed_env(tmp_path, publish_hold_seconds="0")
+    job = started(env, spark)
+    failing = CommitsFail(monkeypatch, "audit", "AccessDeniedException")
+    job.run([env.manifest("m0", [env.put("audit/0.json", lines({"u": "a", "kind": "x"}))])], 0)
+    job.run([env.manifest("m1", [env.put("orders/1.json", lines({"id": 1, "ts": "2026-11-01T10:00:00Z"}))])], 1)
+    not_due(job)
+    failing.on = False
+    real, refusals = BatchCommitter.load, [1]
+
+    def load(self: BatchCommitter, batch_id: int) -> Any:
+        if batch_id == 0 and refusals[0] > 0:
+            refusals[0] -= 1
+            raise ClientError({"Error": {"Code": "SlowDown", "Message": "injected"}}, "GetObject")
+        return real(self, batch_id)
+
+    monkeypatch.setattr(BatchCommitter, "load", load)
+    restarted = started(env, spark)
+    restarted.resume()
+    restarted._resumed = True
+    assert restarted.memory.held_keys("audit") == set() and restarted._unheld  # refused once
+    later = lines({"u": "b", "Kind": "y"}, {"u": "c", "kind": "z"})
+    restarted.run([env.manifest("m2", [env.put("audit/2.json", later)])], 2)  # read again first
+    assert not restarted._unheld
+    force_due(restarted)
+    restarted.run([env.manifest("m3", [env.put("orders/3.json", lines({"id": 3, "ts": "2026-11-01T10:00:00Z"}))])], 3)
+    assert len(restarted.deferred) == 0
+    columns = _columns(env, "audit")
+    assert "kind" in columns and len({c.lower() for c in columns}) == len(columns)
