@@ -19,7 +19,7 @@ from lambdas.control_plane.metrics_reader import MetricsReader
 from lambdas.control_plane.observation import observe
 from lambdas.control_plane.optimizers import OptimizerWatch
 from lambdas.control_plane.settings import ControlSettings
-from lambdas.control_plane.state import KEEP_DECISIONS, StateStore
+from lambdas.control_plane.state import KEEP_DECISIONS, StateConflict, StateStore
 from lambdas.control_plane.surge import (
     SURGE_WINDOW_S,
     ManifestListing,
@@ -40,6 +40,8 @@ BATCH_FIGURES = (
     "EndToEndLatencyMax",
     "BadRecords",
 )
+# Decisions that act on the job: of two ticks that decided on the same state, only one does.
+ACTING = {"start", "restart", "scale"}
 
 
 @dataclass
@@ -94,11 +96,19 @@ class ControlPlane:
     # -- scheduled ------------------------------------------------------------------------------
     def tick(self, *, written: Sequence[tuple[datetime, float]] | None = None) -> Outcome:
         """``written``: the manifests a surge listed (see :meth:`surge`)."""
-        decision, view = self._decide(written=written)
+        decision, view, st, version = self._decide_on_state(written=written)
+        changes: dict[str, Any] = {}
         learned = self._observed.worker_bytes_per_s
-        if learned is not None and learned != self.state.load().get("worker_bytes_per_s"):
-            self._remember(worker_bytes_per_s=learned)  # what the runs taught outlives them
-        self._apply(decision, view)
+        if learned is not None and learned != st.get("worker_bytes_per_s"):
+            changes["worker_bytes_per_s"] = learned  # what the runs taught outlives them
+        if decision.action == "scale":
+            # Glue cannot resize a running job: remember the size, stop gracefully; the next tick
+            # starts the job again from its checkpoint with the new size
+            changes["desired_workers"] = decision.desired_workers
+        if not self._claim(st, version, decision, changes):
+            why = "stood down: another invocation changed the state since this tick read it, and acted on it"
+            return Outcome({"command": "tick", "decision": decision.as_json(), "result": why})
+        self._act(decision)
         body: dict[str, Any] = {"command": "tick", "decision": decision.as_json()}
         datums = self._datums(view, decision)
         unhealthy = None if written is not None else self._unhealthy_optimizers()
@@ -149,7 +159,14 @@ class ControlPlane:
         return unhealthy
 
     def _decide(self, *, written: Sequence[tuple[datetime, float]] | None = None) -> tuple[Decision, JobView]:
-        st = self.state.load()
+        decision, view, _, _ = self._decide_on_state(written=written)
+        return decision, view
+
+    def _decide_on_state(
+        self, *, written: Sequence[tuple[datetime, float]] | None = None
+    ) -> tuple[Decision, JobView, dict[str, Any], str | None]:
+        """The decision, the job as seen, and the state (and its version) it was decided on."""
+        st, version = self.state.load_versioned()
         view = self.jobs.view(paused=bool(st["paused"]), desired_workers=st.get("desired_workers"))
         now = self.clock()
         obs = observe(
@@ -168,20 +185,36 @@ class ControlPlane:
             backlog = obs.backlog_bytes[-1] / 1e9 if obs.backlog_bytes else 0.0
             why = f"surge: backlog {backlog:.1f} GB with the manifests listed; {decision.reason}"
             decision = dataclasses.replace(decision, reason=why)
-        return decision, view
+        return decision, view, st, version
 
-    def _apply(self, decision: Decision, view: JobView) -> None:
+    def _claim(self, st: dict[str, Any], version: str | None, decision: Decision, changes: dict[str, Any]) -> bool:
+        """Write the tick's decision, and what it changes, over the state it was decided on, only if
+        no other invocation wrote it since: of two ticks at once (a surge signal and the scheduled
+        tick, two surge signals, an operator's command), only the first to write acts. They used to
+        both act: two stops, and the later one's size over the earlier one's. A decision that acts
+        on nothing is written anyway, over whatever the state is now."""
+        record = {"at": self.clock().isoformat(), **decision.as_json()}
+        claimed = {**st, **changes, "decisions": [*st.get("decisions", []), record][-KEEP_DECISIONS:]}
+        try:
+            self.state.save_if(claimed, version)
+            return True
+        except StateConflict:
+            if decision.action in ACTING:
+                logger.warning("another invocation changed the state; this tick stands down", extra=decision.as_json())
+                return False
+        if changes:
+            self._remember(**changes)
+        self._record(decision)
+        return True
+
+    def _act(self, decision: Decision) -> None:
         logger.info("decision", extra={"decision": decision.as_json()})
         if decision.action in ("start", "restart"):
             self._start(decision.desired_workers)
         elif decision.action == "scale":
-            # Glue cannot resize a running job: remember the size, stop gracefully; the next
-            # tick starts the job again from its checkpoint with the new size.
-            self._remember(desired_workers=decision.desired_workers)
             self.jobs.stop(self.jobs.active_run_ids())
         elif decision.action == "alarm":
             logger.error("restarts exhausted", extra={"decision": decision.as_json()})
-        self._record(decision)
 
     def _start(self, workers: int) -> None:
         auto = self.s.scaling_mode == "glue-auto-scaling"

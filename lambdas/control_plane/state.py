@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -16,9 +17,22 @@ if TYPE_CHECKING:
 KEEP_DECISIONS = 20
 
 
+class StateConflict(ControlPlaneError):
+    """Another invocation wrote the state after this one read it."""
+
+
 class StateStore(Protocol):
     def load(self) -> dict[str, Any]: ...
     def save(self, state: dict[str, Any]) -> None: ...
+
+    def load_versioned(self) -> tuple[dict[str, Any], str | None]:
+        """The state and its version (None: no state written yet)."""
+        ...
+
+    def save_if(self, state: dict[str, Any], version: str | None) -> None:
+        """Write ``state`` only if the stored one is still ``version`` (None: still none), else
+        raise :class:`StateConflict`."""
+        ...
 
 
 def empty_state() -> dict[str, Any]:
@@ -26,35 +40,83 @@ def empty_state() -> dict[str, Any]:
 
 
 class S3StateStore:
+    """The state as one S3 object; :meth:`save_if` is an S3 conditional write (``If-Match`` on the
+    ETag read, ``If-None-Match: *`` for a first state), so of two invocations that read the same
+    state only the first one's write goes in (S3 User Guide, "Add preconditions to S3 operations with
+    conditional requests"). The header is added at signing time: the Lambda runtime's boto3 predates
+    the ``IfMatch`` parameter of PutObject."""
+
     def __init__(self, client: S3Client, bucket: str, key: str) -> None:
         self.client, self.bucket, self.key = client, bucket, key
+        self._condition: tuple[str, str] | None = None  # the header of the next PutObject, if any
+        client.meta.events.register_first(
+            "before-sign.s3.PutObject", self._add_condition, unique_id=f"control-plane-state-{id(self)}"
+        )
+
+    def _add_condition(self, request: Any, **_: Any) -> None:
+        if self._condition is not None:
+            request.headers[self._condition[0]] = self._condition[1]
 
     def load(self) -> dict[str, Any]:
+        return self.load_versioned()[0]
+
+    def load_versioned(self) -> tuple[dict[str, Any], str | None]:
         try:
-            body = self.client.get_object(Bucket=self.bucket, Key=self.key)["Body"].read()
+            got = self.client.get_object(Bucket=self.bucket, Key=self.key)
+            body = got["Body"].read()
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in {"NoSuchKey", "404"}:
-                return empty_state()
+                return empty_state(), None
             raise ControlPlaneError(f"read s3://{self.bucket}/{self.key} failed: {exc}") from exc
         except BotoCoreError as exc:
             raise ControlPlaneError(f"read s3://{self.bucket}/{self.key} failed: {exc}") from exc
-        return {**empty_state(), **json.loads(body)}
+        return {**empty_state(), **json.loads(body)}, got["ETag"]
 
     def save(self, state: dict[str, Any]) -> None:
+        self._put(state)
+
+    def save_if(self, state: dict[str, Any], version: str | None) -> None:
+        self._condition = ("If-None-Match", "*") if version is None else ("If-Match", version)
+        try:
+            self._put(state)
+        finally:
+            self._condition = None
+
+    def _put(self, state: dict[str, Any]) -> None:
         try:
             self.client.put_object(Bucket=self.bucket, Key=self.key, Body=json.dumps(state, default=str).encode())
-        except (ClientError, BotoCoreError) as exc:
+        except ClientError as exc:
+            error = exc.response.get("Error", {}).get("Code")
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if self._condition is not None and (
+                error in {"PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey"} or status in {409, 412}
+            ):
+                raise StateConflict(f"s3://{self.bucket}/{self.key} changed since it was read") from exc
+            raise ControlPlaneError(f"write s3://{self.bucket}/{self.key} failed: {exc}") from exc
+        except BotoCoreError as exc:
             raise ControlPlaneError(f"write s3://{self.bucket}/{self.key} failed: {exc}") from exc
 
 
 class FileStateStore:
+    """The state as a local file (``make status``): one process at a time, so a version is the
+    content's hash and :meth:`save_if` only compares it."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
 
     def load(self) -> dict[str, Any]:
+        return self.load_versioned()[0]
+
+    def load_versioned(self) -> tuple[dict[str, Any], str | None]:
         if not self.path.exists():
-            return empty_state()
-        return {**empty_state(), **json.loads(self.path.read_text(encoding="utf-8"))}
+            return empty_state(), None
+        body = self.path.read_bytes()
+        return {**empty_state(), **json.loads(body)}, hashlib.sha256(body).hexdigest()
+
+    def save_if(self, state: dict[str, Any], version: str | None) -> None:
+        if self.load_versioned()[1] != version:
+            raise StateConflict(f"{self.path} changed since it was read")
+        self.save(state)
 
     def save(self, state: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

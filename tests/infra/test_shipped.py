@@ -315,3 +315,64 @@ def test_lambda_zip_builds_a_manifest_on_the_lambda_runtime(artifacts: dict[str,
         assert [e.key for e in manifest.entries] == ["incoming/2026/11/22/my file+1 ü 100%.json"]
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_the_control_plane_state_write_is_conditional_on_the_lambda_runtime(
+    artifacts: dict[str, Path], tmp_path: Path
+) -> None:
+    """The runtime's boto3 (1.34) has no IfMatch parameter on PutObject: the state store adds the
+    header when the request is signed, and S3 (moto's server) refuses a write over a state that
+    changed since it was read (S3 User Guide, "Add preconditions to S3 operations with conditional
+    requests")."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    with zipfile.ZipFile(artifacts["lambdas"]) as zf:
+        zf.extractall(tmp_path / "task")
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                          aws_secret_access_key="testing")  # fmt: skip
+        s3.create_bucket(Bucket="state-bucket")
+        code = (
+            "import json, sys, boto3\n"
+            f"sys.path.insert(0, {str(tmp_path / 'task')!r})\n"
+            "import botocore\n"
+            "from lambdas.control_plane.state import S3StateStore, StateConflict\n"
+            "store = S3StateStore(boto3.client('s3'), 'state-bucket', 'control-plane/state.json')\n"
+            "out = {'botocore': botocore.__version__}\n"
+            "st, v = store.load_versioned()\n"
+            "store.save_if({**st, 'desired_workers': 3}, v)\n"
+            "st, v = store.load_versioned()\n"
+            "store.save({**st, 'desired_workers': 5})\n"
+            "try:\n"
+            "    store.save_if({**st, 'desired_workers': 6}, v)\n"
+            "    out['stale'] = 'written'\n"
+            "except StateConflict:\n"
+            "    out['stale'] = 'refused'\n"
+            "try:\n"
+            "    store.save_if({**st, 'desired_workers': 7}, None)\n"
+            "    out['first'] = 'written'\n"
+            "except StateConflict:\n"
+            "    out['first'] = 'refused'\n"
+            "out['desired'] = store.load()['desired_workers']\n"
+            "print(json.dumps(out))\n"
+        )
+        env = {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "PATH": "/usr/bin:/bin",
+            "AWS_ENDPOINT_URL": endpoint,
+        }
+        out = isolated(lambda_env(), code, env=env, timeout=120)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        assert result["botocore"].startswith("1.34.")  # the runtime's, without PutObject's IfMatch
+        assert result == {**result, "stale": "refused", "first": "refused", "desired": 5}
+    finally:
+        server.stop()

@@ -104,6 +104,13 @@ class State:
     def save(self, st: dict[str, Any]) -> None:
         self.st = st
 
+    def load_versioned(self) -> tuple[dict[str, Any], str | None]:
+        return dict(self.st), str(id(self.st))
+
+    def save_if(self, st: dict[str, Any], version: str | None) -> None:
+        assert version == str(id(self.st))
+        self.st = st
+
 
 def tick(optimizers: OptimizerWatch | None) -> Any:
     plane = ControlPlane(
