@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -42,6 +43,8 @@ BATCH_FIGURES = (
 )
 # Decisions that act on the job: of two ticks that decided on the same state, only one does.
 ACTING = {"start", "restart", "scale"}
+# Conditional writes of the state before giving up (each refused one means another invocation wrote).
+STATE_WRITE_TRIES = 5
 
 
 @dataclass
@@ -189,23 +192,31 @@ class ControlPlane:
 
     def _claim(self, st: dict[str, Any], version: str | None, decision: Decision, changes: dict[str, Any]) -> bool:
         """Write the tick's decision, and what it changes, over the state it was decided on, only if
-        no other invocation wrote it since: of two ticks at once (a surge signal and the scheduled
-        tick, two surge signals, an operator's command), only the first to write acts. They used to
-        both act: two stops, and the later one's size over the earlier one's. A decision that acts
-        on nothing is written anyway, over whatever the state is now."""
-        record = {"at": self.clock().isoformat(), **decision.as_json()}
-        claimed = {**st, **changes, "decisions": [*st.get("decisions", []), record][-KEEP_DECISIONS:]}
-        try:
-            self.state.save_if(claimed, version)
-            return True
-        except StateConflict:
-            if decision.action in ACTING:
-                logger.warning("another invocation changed the state; this tick stands down", extra=decision.as_json())
+        no other invocation wrote it since (an S3 conditional write); True when the tick may act.
+
+        Of two ticks at once (a surge signal and the scheduled tick, two surge signals) that would
+        both act, only the first to write does: they used to make two stops, and the later one's size
+        won. When the state changed in a way that does not touch the decision (another tick recorded
+        that it did nothing, or a learned rate), the claim is written again over it: a scheduled tick
+        that decides nothing never holds a surge back. A write whose answer was lost and whose retry
+        was refused is recognised by the claim's id in the state."""
+        record = {"at": self.clock().isoformat(), **decision.as_json(), "claim": uuid.uuid4().hex[:16]}
+        for _ in range(STATE_WRITE_TRIES):
+            claimed = {**st, **changes, "decisions": [*st.get("decisions", []), record][-KEEP_DECISIONS:]}
+            try:
+                self.state.save_if(claimed, version)
+                return True
+            except StateConflict:
+                now, version = self.state.load_versioned()
+            if any(d.get("claim") == record["claim"] for d in now.get("decisions", [])):
+                return True  # it went in: S3 refused the retry of a write whose answer was lost
+            if decision.action in ACTING and _acted_since(st, now):
+                logger.warning("another invocation acted since this tick read the state; it stands down", extra=record)
                 return False
-        if changes:
-            self._remember(**changes)
-        self._record(decision)
-        return True
+            st = now
+        raise ControlPlaneError(
+            "the control plane's state kept changing while this tick wrote it; the next one decides"
+        )
 
     def _act(self, decision: Decision) -> None:
         logger.info("decision", extra={"decision": decision.as_json()})
@@ -317,16 +328,24 @@ class ControlPlane:
 
     # -- helpers --------------------------------------------------------------------------------
     def _remember(self, **changes: Any) -> None:
-        st = self.state.load()
-        st.update(changes)
-        self.state.save(st)
+        self._update(lambda st: st.update(changes))
 
     def _record(self, decision: Decision) -> None:
-        st = self.state.load()
-        st["decisions"] = [*st.get("decisions", []), {"at": self.clock().isoformat(), **decision.as_json()}][
-            -KEEP_DECISIONS:
-        ]
-        self.state.save(st)
+        record = {"at": self.clock().isoformat(), **decision.as_json()}
+        self._update(lambda st: st.update(decisions=[*st.get("decisions", []), record][-KEEP_DECISIONS:]))
+
+    def _update(self, change: Callable[[dict[str, Any]], None]) -> None:
+        """``change`` applied to the newest state: a conditional write, read again while another
+        invocation wrote in between (an operator's command never erases a tick's claim)."""
+        for _ in range(STATE_WRITE_TRIES):
+            st, version = self.state.load_versioned()
+            change(st)
+            try:
+                self.state.save_if(st, version)
+                return
+            except StateConflict:
+                continue
+        raise ControlPlaneError("the control plane's state kept changing while it was written; try again")
 
     def _datums(self, view: JobView, decision: Decision) -> list[Datum]:
         dims = {"JobName": self.s.job_name}
@@ -340,6 +359,16 @@ class ControlPlane:
             out.append(datum(M.JOB_RESTARTS, 1, dims))
         out.append(datum(M.RESTARTS_EXHAUSTED, 1 if decision.action == "alarm" else 0, dims))
         return out
+
+
+def _acted_since(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Another invocation changed what a decision rests on: the pause, the size, or it acted."""
+    seen = before.get("decisions", [])
+    return (
+        after.get("paused") != before.get("paused")
+        or after.get("desired_workers") != before.get("desired_workers")
+        or any(d.get("action") in ACTING for d in after.get("decisions", []) if d not in seen)
+    )
 
 
 def _view_json(view: JobView) -> dict[str, Any]:

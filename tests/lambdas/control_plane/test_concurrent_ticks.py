@@ -92,3 +92,77 @@ def test_a_tick_that_decides_nothing_records_it_even_after_another_wrote(surging
     assert body["decision"]["action"] == "none" and "result" not in body
     state = json.loads(boto3.client("s3").get_object(Bucket=STATE_BUCKET, Key=KEY)["Body"].read())
     assert [d["action"] for d in state["decisions"]][-2:] == ["none", "none"]  # both recorded
+
+
+def _state() -> dict[str, Any]:
+    return json.loads(boto3.client("s3").get_object(Bucket=STATE_BUCKET, Key=KEY)["Body"].read())  # type: ignore[no-any-return]
+
+
+def test_a_scheduled_tick_that_decides_nothing_never_holds_a_surge_back(
+    surging: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MANIFEST_BUCKET", "ingest-manifests")
+    for n in range(10):
+        _write(n, 10 * GB)
+    signal, scheduled = handler._plane.__wrapped__(), handler._plane.__wrapped__()
+    real_view = signal.jobs.view
+    seen: dict[str, Any] = {}
+
+    def view_then_the_tick_runs(**kwargs: Any) -> Any:
+        got = real_view(**kwargs)
+        if "tick" not in seen:
+            seen["tick"] = scheduled.tick().body  # on CloudWatch alone: nothing to do, recorded first
+        return got
+
+    signal.jobs.view = view_then_the_tick_runs  # type: ignore[method-assign]
+    body = signal.surge().body
+    # Then the surge's claim found only a record of doing nothing since its read, wrote over it, and acted
+    assert seen["tick"]["decision"]["action"] == "none"
+    assert body["decision"]["action"] == "scale" and "result" not in body
+    assert runs(surging)[0]["JobRunState"] == "STOPPED"
+    assert [d["action"] for d in _state()["decisions"]][-2:] == ["none", "scale"]
+    assert _state()["desired_workers"] == 10
+
+
+def test_a_claim_that_went_in_though_its_retry_was_refused_acts(surging: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The PUT went in, its answer was lost, botocore's retry carried the same If-Match and got 412."""
+    monkeypatch.setenv("MANIFEST_BUCKET", "ingest-manifests")
+    for n in range(10):
+        _write(n, 10 * GB)
+    plane = handler._plane.__wrapped__()
+    real = plane.state.save_if
+    lost: list[bool] = []
+
+    def went_in_then_refused(state: dict[str, Any], version: str | None) -> None:
+        real(state, version)
+        if not lost:
+            lost.append(True)
+            raise StateConflict("injected: the retry of a write that went in")
+
+    plane.state.save_if = went_in_then_refused  # type: ignore[method-assign]
+    body = plane.surge().body
+    assert lost and body["decision"]["action"] == "scale" and "result" not in body
+    assert runs(surging)[0]["JobRunState"] == "STOPPED"
+    assert [d["action"] for d in _state()["decisions"]][-1:] == ["scale"]
+
+
+def test_an_operator_s_command_never_erases_a_tick_s_claim(surging: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MANIFEST_BUCKET", "ingest-manifests")
+    for n in range(10):
+        _write(n, 10 * GB)
+    operator, signal = handler._plane.__wrapped__(), handler._plane.__wrapped__()
+    real_load = operator.state.load_versioned
+    seen: dict[str, Any] = {}
+
+    def load_then_the_signal_runs() -> tuple[dict[str, Any], str | None]:
+        got = real_load()
+        if "signal" not in seen:
+            seen["signal"] = signal.surge().body  # claims 10 workers between the operator's read and write
+        return got
+
+    operator.state.load_versioned = load_then_the_signal_runs  # type: ignore[method-assign]
+    operator.handle("stop")  # pauses: written over the newest state, the claim's record kept
+    assert seen["signal"]["decision"]["action"] == "scale"
+    state = _state()
+    assert state["paused"] is True and state["desired_workers"] == 10
+    assert [d["action"] for d in state["decisions"]][-2:] == ["scale", "none"]
