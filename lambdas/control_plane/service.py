@@ -109,7 +109,7 @@ class ControlPlane:
             # starts the job again from its checkpoint with the new size
             changes["desired_workers"] = decision.desired_workers
         if not self._claim(st, version, decision, changes):
-            why = "stood down: another invocation changed the state since this tick read it, and acted on it"
+            why = "stood down: another invocation acted, paused or resized since this tick read the state"
             return Outcome({"command": "tick", "decision": decision.as_json(), "result": why})
         self._act(decision)
         body: dict[str, Any] = {"command": "tick", "decision": decision.as_json()}
