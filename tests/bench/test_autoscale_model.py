@@ -112,8 +112,8 @@ def test_the_model_observes_what_the_lambda_observes() -> None:
             return view
 
     class State:
-        def load(self) -> dict[str, Any]:
-            return {"paused": False}
+        def load_versioned(self) -> tuple[dict[str, Any], str | None]:
+            return {"paused": False}, None
 
     clock = A.T0 + timedelta(seconds=cw.now)
     plane = ControlPlane(s, jobs=cast(Any, Jobs()), metrics=cw, state=cast(Any, State()), clock=lambda: clock)
