@@ -9,12 +9,14 @@ interpreter is started with ``-I``: nothing from this checkout or its editable i
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import socket
 import subprocess
 import tomllib
 import zipfile
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -266,23 +268,32 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.slow
-def test_lambda_zip_builds_a_manifest_on_the_lambda_runtime(artifacts: dict[str, Path], tmp_path: Path) -> None:
+@contextlib.contextmanager
+def _moto_s3(bucket: str) -> Iterator[tuple[str, Any]]:
+    """moto's server on loopback with ``bucket``: its endpoint, and an S3 client of this interpreter."""
     import boto3
     from moto.server import ThreadedMotoServer
 
-    # Given the Lambda zip unpacked as the runtime does, and S3 (moto's server on loopback)
-    with zipfile.ZipFile(artifacts["lambdas"]) as zf:
-        zf.extractall(tmp_path / "task")
     port = _free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
     server.start()
     try:
         endpoint = f"http://127.0.0.1:{port}"
-        creds = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
         s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
                           aws_secret_access_key="testing")  # fmt: skip
-        s3.create_bucket(Bucket="manifest-bucket")
+        s3.create_bucket(Bucket=bucket)
+        yield endpoint, s3
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_lambda_zip_builds_a_manifest_on_the_lambda_runtime(artifacts: dict[str, Path], tmp_path: Path) -> None:
+    # Given the Lambda zip unpacked as the runtime does, and S3 (moto's server on loopback)
+    with zipfile.ZipFile(artifacts["lambdas"]) as zf:
+        zf.extractall(tmp_path / "task")
+    with _moto_s3("manifest-bucket") as (endpoint, s3):
+        creds = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
         notification = json.loads((EVENTS / "s3_object_created.json").read_text())
         message = json.loads((EVENTS / "sqs_message.json").read_text())
         event = {"Records": [{**message, "body": json.dumps(notification)}]}
@@ -313,8 +324,6 @@ def test_lambda_zip_builds_a_manifest_on_the_lambda_runtime(artifacts: dict[str,
         assert len(keys) == 1 and keys[0].startswith("manifests/")
         manifest = Manifest.from_json(s3.get_object(Bucket="manifest-bucket", Key=keys[0])["Body"].read())
         assert [e.key for e in manifest.entries] == ["incoming/2026/11/22/my file+1 ü 100%.json"]
-    finally:
-        server.stop()
 
 
 @pytest.mark.slow
@@ -325,19 +334,9 @@ def test_the_control_plane_state_write_is_conditional_on_the_lambda_runtime(
     header when the request is signed, and S3 (moto's server) refuses a write over a state that
     changed since it was read (S3 User Guide, "Add preconditions to S3 operations with conditional
     requests")."""
-    import boto3
-    from moto.server import ThreadedMotoServer
-
     with zipfile.ZipFile(artifacts["lambdas"]) as zf:
         zf.extractall(tmp_path / "task")
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    try:
-        endpoint = f"http://127.0.0.1:{port}"
-        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
-                          aws_secret_access_key="testing")  # fmt: skip
-        s3.create_bucket(Bucket="state-bucket")
+    with _moto_s3("state-bucket") as (endpoint, _):
         code = (
             "import json, sys, boto3\n"
             f"sys.path.insert(0, {str(tmp_path / 'task')!r})\n"
@@ -374,5 +373,3 @@ def test_the_control_plane_state_write_is_conditional_on_the_lambda_runtime(
         result = json.loads(out.stdout.strip().splitlines()[-1])
         assert result["botocore"].startswith("1.34.")  # the runtime's, without PutObject's IfMatch
         assert result == {**result, "stale": "refused", "first": "refused", "desired": 5}
-    finally:
-        server.stop()

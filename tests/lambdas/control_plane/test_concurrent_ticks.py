@@ -21,6 +21,34 @@ __all__ = ["plane", "surging"]  # the fixtures, used by name
 KEY = "control-plane/state.json"
 
 
+def _state() -> dict[str, Any]:
+    return json.loads(boto3.client("s3").get_object(Bucket=STATE_BUCKET, Key=KEY)["Body"].read())  # type: ignore[no-any-return]
+
+
+def _dump(monkeypatch: pytest.MonkeyPatch) -> None:
+    """100 GB of manifests just written, which a surge signal scales for."""
+    monkeypatch.setenv("MANIFEST_BUCKET", "ingest-manifests")
+    for n in range(10):
+        _write(n, 10 * GB)
+
+
+def _then(obj: Any, name: str, other: Any) -> dict[str, Any]:
+    """``obj.<name>`` runs as it does, then, the first time, ``other()`` runs whole before the caller
+    goes on (another invocation between this one's read and its write); returns ``{"other": its
+    result}`` once it ran."""
+    real = getattr(obj, name)
+    seen: dict[str, Any] = {}
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        got = real(*args, **kwargs)
+        if "other" not in seen:
+            seen["other"] = other()
+        return got
+
+    setattr(obj, name, wrapped)
+    return seen
+
+
 def test_a_state_write_goes_in_only_over_the_version_it_read(aws: None) -> None:
     s3 = boto3.client("s3", region_name="us-east-1")
     s3.create_bucket(Bucket=STATE_BUCKET)
@@ -46,78 +74,44 @@ def test_a_state_write_goes_in_only_over_the_version_it_read(aws: None) -> None:
 
 
 def test_of_two_surge_signals_at_once_only_the_first_resizes(surging: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MANIFEST_BUCKET", "ingest-manifests")
-    for n in range(10):
-        _write(n, 10 * GB)
+    _dump(monkeypatch)
     first, second = handler._plane.__wrapped__(), handler._plane.__wrapped__()  # two Lambda containers
     stops: list[list[str]] = []
     real_stop = first.jobs.stop
     first.jobs.stop = lambda ids: stops.append(list(ids)) or real_stop(ids)  # type: ignore[method-assign]
     # Given the first reads the state and the job, and the second signal's tick runs whole before the
     # first goes on
-    real_view = first.jobs.view
-    seen: dict[str, Any] = {}
-
-    def view_then_the_other_runs(**kwargs: Any) -> Any:
-        got = real_view(**kwargs)
-        if "second" not in seen:
-            seen["second"] = second.surge().body
-        return got
-
-    first.jobs.view = view_then_the_other_runs  # type: ignore[method-assign]
+    seen = _then(first.jobs, "view", lambda: second.surge().body)
     started = len(runs(surging))
     body = first.surge().body
     # Then the second scaled up and stopped the run; the first decided the same on the same state,
     # found the state written since, and stood down: no second stop, one decision recorded
-    assert seen["second"]["decision"]["action"] == "scale" and seen["second"]["decision"]["desired_workers"] == 10
+    assert seen["other"]["decision"]["action"] == "scale" and seen["other"]["decision"]["desired_workers"] == 10
     assert body["decision"]["action"] == "scale" and body["result"].startswith("stood down")
     assert stops == [] and len(runs(surging)) == started
     assert runs(surging)[0]["JobRunState"] == "STOPPED"
-    state = json.loads(boto3.client("s3").get_object(Bucket=STATE_BUCKET, Key=KEY)["Body"].read())
-    assert state["desired_workers"] == 10
-    assert [d["action"] for d in state["decisions"]] == ["start", "scale"]  # the fixture's start, then one
+    assert _state()["desired_workers"] == 10
+    assert [d["action"] for d in _state()["decisions"]] == ["start", "scale"]  # the fixture's start, then one
 
 
 def test_a_tick_that_decides_nothing_records_it_even_after_another_wrote(surging: Any) -> None:
     first, second = handler._plane.__wrapped__(), handler._plane.__wrapped__()
-    real_view = first.jobs.view
-
-    def view_then_the_other_runs(**kwargs: Any) -> Any:
-        got = real_view(**kwargs)
-        second.tick()
-        return got
-
-    first.jobs.view = view_then_the_other_runs  # type: ignore[method-assign]
+    _then(first.jobs, "view", second.tick)
     body = first.tick().body
     assert body["decision"]["action"] == "none" and "result" not in body
-    state = json.loads(boto3.client("s3").get_object(Bucket=STATE_BUCKET, Key=KEY)["Body"].read())
-    assert [d["action"] for d in state["decisions"]][-2:] == ["none", "none"]  # both recorded
-
-
-def _state() -> dict[str, Any]:
-    return json.loads(boto3.client("s3").get_object(Bucket=STATE_BUCKET, Key=KEY)["Body"].read())  # type: ignore[no-any-return]
+    assert [d["action"] for d in _state()["decisions"]][-2:] == ["none", "none"]  # both recorded
 
 
 def test_a_scheduled_tick_that_decides_nothing_never_holds_a_surge_back(
     surging: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("MANIFEST_BUCKET", "ingest-manifests")
-    for n in range(10):
-        _write(n, 10 * GB)
+    _dump(monkeypatch)
     signal, scheduled = handler._plane.__wrapped__(), handler._plane.__wrapped__()
-    real_view = signal.jobs.view
-    seen: dict[str, Any] = {}
-
-    def view_then_the_tick_runs(**kwargs: Any) -> Any:
-        got = real_view(**kwargs)
-        if "tick" not in seen:
-            seen["tick"] = scheduled.tick().body  # on CloudWatch alone: nothing to do, recorded first
-        return got
-
-    signal.jobs.view = view_then_the_tick_runs  # type: ignore[method-assign]
+    # on CloudWatch alone the scheduled tick has nothing to do: recorded first
+    seen = _then(signal.jobs, "view", lambda: scheduled.tick().body)
     body = signal.surge().body
     # Then the surge's claim found only a record of doing nothing since its read, wrote over it, and acted
-    assert seen["tick"]["decision"]["action"] == "none"
+    assert seen["other"]["decision"]["action"] == "none"
     assert body["decision"]["action"] == "scale" and "result" not in body
     assert runs(surging)[0]["JobRunState"] == "STOPPED"
     assert [d["action"] for d in _state()["decisions"]][-2:] == ["none", "scale"]
@@ -126,9 +120,7 @@ def test_a_scheduled_tick_that_decides_nothing_never_holds_a_surge_back(
 
 def test_a_claim_that_went_in_though_its_retry_was_refused_acts(surging: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The PUT went in, its answer was lost, botocore's retry carried the same If-Match and got 412."""
-    monkeypatch.setenv("MANIFEST_BUCKET", "ingest-manifests")
-    for n in range(10):
-        _write(n, 10 * GB)
+    _dump(monkeypatch)
     plane = handler._plane.__wrapped__()
     real = plane.state.save_if
     lost: list[bool] = []
@@ -147,22 +139,12 @@ def test_a_claim_that_went_in_though_its_retry_was_refused_acts(surging: Any, mo
 
 
 def test_an_operator_s_command_never_erases_a_tick_s_claim(surging: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MANIFEST_BUCKET", "ingest-manifests")
-    for n in range(10):
-        _write(n, 10 * GB)
+    _dump(monkeypatch)
     operator, signal = handler._plane.__wrapped__(), handler._plane.__wrapped__()
-    real_load = operator.state.load_versioned
-    seen: dict[str, Any] = {}
-
-    def load_then_the_signal_runs() -> tuple[dict[str, Any], str | None]:
-        got = real_load()
-        if "signal" not in seen:
-            seen["signal"] = signal.surge().body  # claims 10 workers between the operator's read and write
-        return got
-
-    operator.state.load_versioned = load_then_the_signal_runs  # type: ignore[method-assign]
+    # the signal claims 10 workers between the operator's read of the state and its write
+    seen = _then(operator.state, "load_versioned", lambda: signal.surge().body)
     operator.handle("stop")  # pauses: written over the newest state, the claim's record kept
-    assert seen["signal"]["decision"]["action"] == "scale"
+    assert seen["other"]["decision"]["action"] == "scale"
     state = _state()
     assert state["paused"] is True and state["desired_workers"] == 10
     assert [d["action"] for d in state["decisions"]][-2:] == ["scale", "none"]
