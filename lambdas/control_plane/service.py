@@ -20,7 +20,7 @@ from lambdas.control_plane.metrics_reader import MetricsReader
 from lambdas.control_plane.observation import observe
 from lambdas.control_plane.optimizers import OptimizerWatch
 from lambdas.control_plane.settings import ControlSettings
-from lambdas.control_plane.state import KEEP_DECISIONS, StateConflict, StateStore
+from lambdas.control_plane.state import StateConflict, StateStore, with_decision
 from lambdas.control_plane.surge import (
     SURGE_WINDOW_S,
     ManifestListing,
@@ -202,7 +202,7 @@ class ControlPlane:
         was refused is recognised by the claim's id in the state."""
         record = {"at": self.clock().isoformat(), **decision.as_json(), "claim": uuid.uuid4().hex[:16]}
         for _ in range(STATE_WRITE_TRIES):
-            claimed = {**st, **changes, "decisions": [*st.get("decisions", []), record][-KEEP_DECISIONS:]}
+            claimed = {**st, **changes, "decisions": with_decision(st, record)}
             try:
                 self.state.save_if(claimed, version)
                 return True
@@ -332,7 +332,7 @@ class ControlPlane:
 
     def _record(self, decision: Decision) -> None:
         record = {"at": self.clock().isoformat(), **decision.as_json()}
-        self._update(lambda st: st.update(decisions=[*st.get("decisions", []), record][-KEEP_DECISIONS:]))
+        self._update(lambda st: st.update(decisions=with_decision(st, record)))
 
     def _update(self, change: Callable[[dict[str, Any]], None]) -> None:
         """``change`` applied to the newest state: a conditional write, read again while another

@@ -23,7 +23,6 @@ class StateConflict(ControlPlaneError):
 
 class StateStore(Protocol):
     def load(self) -> dict[str, Any]: ...
-    def save(self, state: dict[str, Any]) -> None: ...
 
     def load_versioned(self) -> tuple[dict[str, Any], str | None]:
         """The state and its version (None: no state written yet)."""
@@ -37,6 +36,11 @@ class StateStore(Protocol):
 
 def empty_state() -> dict[str, Any]:
     return {"paused": False, "desired_workers": None, "decisions": []}
+
+
+def with_decision(state: dict[str, Any], record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The state's decisions with ``record`` last, the oldest past KEEP_DECISIONS dropped."""
+    return [*state.get("decisions", []), record][-KEEP_DECISIONS:]
 
 
 class S3StateStore:

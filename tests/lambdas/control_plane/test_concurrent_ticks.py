@@ -67,7 +67,7 @@ def test_a_state_write_goes_in_only_over_the_version_it_read(aws: None) -> None:
     st, version = store.load_versioned()
     store.save_if({**st, "desired_workers": 7}, version)
     assert store.load()["desired_workers"] == 7
-    # and a plain write, as the operators' commands make, carries no condition
+    # and an unconditional write carries no condition
     store.save({**st, "desired_workers": 8})
     s3.put_object(Bucket=STATE_BUCKET, Key="elsewhere", Body=b"{}")  # the client's other PUTs neither
     assert store.load()["desired_workers"] == 8

@@ -101,9 +101,6 @@ class State:
     def load(self) -> dict[str, Any]:
         return dict(self.st)
 
-    def save(self, st: dict[str, Any]) -> None:
-        self.st = st
-
     def load_versioned(self) -> tuple[dict[str, Any], str | None]:
         return dict(self.st), str(id(self.st))
 
