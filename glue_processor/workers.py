@@ -8,9 +8,10 @@ CPU per task (13 importers of ``pyspark.zip``), against ~200 ms for a merge task
 files, and the same again for the job's own zip on Glue. Spark calls it only when a task brings new
 files from 4.x on (SPARK-54744).
 
-Here a zip importer re-reads its archive only when the archive changed (its inode, size, modification
-or change time), the one case where a re-read could find anything new. Each task function is wrapped with
-:func:`task`, so the first task a worker runs sets this up for every later one.
+Here a zip importer re-reads its archive only when the archive changed (its inode, size,
+modification or change time), the one case where a re-read could find anything new. Each task
+function is wrapped with :func:`task`, so the first task a worker runs sets this up for every later
+one.
 """
 
 from __future__ import annotations

@@ -140,19 +140,23 @@ class TaskSpec:
     held: tuple[str, ...] = ()
 
     @functools.cached_property
+    def _names(self) -> list[tuple[str, str]]:
+        """The columns of the table's keys and of those held for its shares set aside."""
+        return column_names((*self.known, *self.held))
+
+    @functools.cached_property
     def taken(self) -> frozenset[str]:
         """The table's keys (and those held for its shares set aside) and the names of their
         columns, lower-cased: a new key that is another case of either goes to _extra (``KIND__2``
         next to a known ``kind`` named ``kind__2`` would rename it too)."""
-        keys = (*self.known, *self.held)
-        return frozenset(k.lower() for k in keys) | {name.lower() for _, name in column_names(keys)}
+        return frozenset(k.lower() for k in (*self.known, *self.held)) | {name.lower() for _, name in self._names}
 
     @functools.cached_property
     def exact(self) -> frozenset[str]:
         """The held keys a row may still make columns: those whose column is named as the key (a
         held ``kind`` named ``kind__2``, next to a held ``Kind``, would be named ``kind`` here)."""
         held = set(self.held)
-        return frozenset(k for k, name in column_names((*self.known, *self.held)) if k in held and name == k)
+        return frozenset(k for k, name in self._names if k in held and name == k)
 
 
 @dataclass(frozen=True)
