@@ -439,6 +439,26 @@ def not_due(job: Any) -> None:
     job.deferred._save()
 
 
+def _resumed_refusing_record_0(env: Env, spark: Any, monkeypatch: pytest.MonkeyPatch, *, restore: bool = False) -> Any:
+    """A restarted job, resumed while S3 refuses the first read of batch 0's commit record
+    (``restore``: every read works again once it has resumed)."""
+    real, refusals = BatchCommitter.load, [1]
+
+    def load(self: BatchCommitter, batch_id: int) -> Any:
+        if batch_id == 0 and refusals[0] > 0:
+            refusals[0] -= 1
+            raise ClientError({"Error": {"Code": "SlowDown", "Message": "injected"}}, "GetObject")
+        return real(self, batch_id)
+
+    monkeypatch.setattr(BatchCommitter, "load", load)
+    job = started(env, spark)
+    job.resume()
+    job._resumed = True
+    if restore:
+        monkeypatch.setattr(BatchCommitter, "load", real)
+    return job
+
+
 def _kind_then_its_case_variant(job: Any, env: Env, monkeypatch: pytest.MonkeyPatch, restart: Any = None) -> Any:
     """Batch 0 brings audit's new key ``kind`` and is set aside (the catalog refuses for a while);
     batch 1, the catalog back but batch 0 not due yet, brings ``Kind`` and ``kind``; then batch 0 is
@@ -492,21 +512,11 @@ def test_a_restarted_job_holds_the_keys_of_the_shares_still_set_aside(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = routed_env(tmp_path, publish_hold_seconds="0")
-    real = BatchCommitter.load
 
     def restart() -> Any:
         # the restart replays batch 0's record: its keys are held from it, even with S3 refusing
         # another read of it
-        def load(self: BatchCommitter, batch_id: int) -> Any:
-            if batch_id == 0:
-                raise ClientError({"Error": {"Code": "SlowDown", "Message": "injected"}}, "GetObject")
-            return real(self, batch_id)
-
-        monkeypatch.setattr(BatchCommitter, "load", load)
-        job = started(env, spark)
-        job.resume()
-        job._resumed = True
-        monkeypatch.setattr(BatchCommitter, "load", real)
+        job = _resumed_refusing_record_0(env, spark, monkeypatch, restore=True)
         assert job.memory.held_keys("audit") == {"u", "kind"}  # batch 0's keys, new to the table
         return job
 
@@ -592,18 +602,7 @@ def test_a_share_set_aside_whose_record_cannot_be_read_at_a_restart_is_held_befo
     job.run([env.manifest("m1", [env.put("orders/1.json", lines({"id": 1, "ts": "2026-11-01T10:00:00Z"}))])], 1)
     not_due(job)
     failing.on = False
-    real, refusals = BatchCommitter.load, [1]
-
-    def load(self: BatchCommitter, batch_id: int) -> Any:
-        if batch_id == 0 and refusals[0] > 0:
-            refusals[0] -= 1
-            raise ClientError({"Error": {"Code": "SlowDown", "Message": "injected"}}, "GetObject")
-        return real(self, batch_id)
-
-    monkeypatch.setattr(BatchCommitter, "load", load)
-    restarted = started(env, spark)
-    restarted.resume()
-    restarted._resumed = True
+    restarted = _resumed_refusing_record_0(env, spark, monkeypatch)
     assert restarted.memory.held_keys("audit") == set() and restarted._unheld  # refused once
     later = lines({"u": "b", "Kind": "y"}, {"u": "c", "kind": "z"})
     restarted.run([env.manifest("m2", [env.put("audit/2.json", later)])], 2)  # read again first

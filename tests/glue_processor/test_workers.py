@@ -40,6 +40,14 @@ def _archive(path: Path, modules: dict[str, str]) -> None:
             z.writestr(zipfile.ZipInfo(f"{name}.py", date_time=(2026, 1, 1, 0, 0, 0)), body)
 
 
+def _importable(archive: Path, modules: dict[str, str], monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+    """``archive`` with ``modules`` on sys.path, and ``names`` not imported yet."""
+    _archive(archive, modules)
+    monkeypatch.syspath_prepend(str(archive))
+    for name in names:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+
+
 def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     real = zipimport._read_directory  # type: ignore[attr-defined]
@@ -56,10 +64,7 @@ def test_an_unchanged_archive_is_not_read_again_and_a_changed_one_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, patched: None
 ) -> None:
     archive = tmp_path / "job.zip"
-    _archive(archive, {"zw_first": "VALUE = 1\n"})
-    monkeypatch.syspath_prepend(str(archive))
-    for name in ("zw_first", "zw_second"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
+    _importable(archive, {"zw_first": "VALUE = 1\n"}, monkeypatch, "zw_first", "zw_second")
     assert importlib.import_module("zw_first").VALUE == 1
     reads = _reads(monkeypatch)
 
@@ -82,10 +87,7 @@ def test_an_archive_rewritten_with_its_size_and_mtime_kept_is_read_again(
 ) -> None:
     """``cp -p`` or ``rsync -t`` over the archive: same size, same mtime, new content (its ctime moves)."""
     archive = tmp_path / "same.zip"
-    _archive(archive, {"zw_same_a": "VALUE = 1\n"})
-    monkeypatch.syspath_prepend(str(archive))
-    for name in ("zw_same_a", "zw_same_b"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
+    _importable(archive, {"zw_same_a": "VALUE = 1\n"}, monkeypatch, "zw_same_a", "zw_same_b")
     importlib.import_module("zw_same_a")
     importlib.invalidate_caches()
     before = archive.stat()
@@ -98,9 +100,7 @@ def test_an_archive_rewritten_with_its_size_and_mtime_kept_is_read_again(
 
 def test_a_removed_archive_empties_its_importer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, patched: None) -> None:
     archive = tmp_path / "gone.zip"
-    _archive(archive, {"zw_gone": "VALUE = 3\n"})
-    monkeypatch.syspath_prepend(str(archive))
-    monkeypatch.delitem(sys.modules, "zw_gone", raising=False)
+    _importable(archive, {"zw_gone": "VALUE = 3\n"}, monkeypatch, "zw_gone")
     importlib.import_module("zw_gone")
     importlib.invalidate_caches()
     archive.unlink()
