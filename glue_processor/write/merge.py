@@ -37,7 +37,7 @@ from glue_processor.read.ndjson import LINEAGE_COLUMNS, STRING, column_names
 from glue_processor.read.objects import ObjectStore, local_path, store_for
 from glue_processor.read.task import Staged, _output_table
 from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema
-from glue_processor.table.footer import footer_of, metadata_of
+from glue_processor.table.footer import footer_at, footer_of, metadata_of
 from glue_processor.write import parquet as parquet_writer
 from glue_processor.write.concat import ConcatError, concat
 from glue_processor.write.shared import SharedReader
@@ -136,28 +136,30 @@ def merge_parts(
     shared files (small partitions' rows, read through ``shared``) are written once more, and the
     shared files are left to the write stage (other merges read them too)."""
     files = tuple(p for p in spec.parts if p.shared is None)
+    metadata = None
     if len(files) == len(spec.parts):
         staged = _concatenate(spec, stores) if concatenable(spec) else _rewrite(spec, stores)
     else:
         reader = shared or SharedReader(stores)
         try:
-            staged = _with_shared(spec, files, reader, stores)
+            staged, metadata = _with_shared(spec, files, reader, stores)
         finally:
             if shared is None:
                 reader.close()
     for part in files:
         stores(part.uri).delete(part.uri)
-    return _with_stats(spec, staged)
+    return _with_stats(spec, staged, metadata)
 
 
-def _with_stats(spec: MergeSpec, staged: Staged) -> Staged:
+def _with_stats(spec: MergeSpec, staged: Staged, metadata: pq.FileMetaData | None = None) -> Staged:
     """The file's table statistics, worked out here (in parallel with the other merges) rather than
-    on the driver. A file the plan does not fit is left without: the driver works its statistics out
-    at the append, and reports what is wrong with it there."""
+    on the driver, from its FileMetaData as written when there is one, else from its footer. A file
+    the plan does not fit is left without: the driver works its statistics out at the append, and
+    reports what is wrong with it there."""
     if spec.stats is None or not staged.footer:
         return staged
     try:
-        return dataclasses.replace(staged, stats=spec.stats.of(metadata_of(staged.footer)))
+        return dataclasses.replace(staged, stats=spec.stats.of(metadata or metadata_of(staged.footer)))
     except Exception as exc:  # noqa: BLE001 - the append works them out (and raises) on the driver
         logger.warning("statistics left to the driver", extra={"uri": spec.uri, "error": f"{exc}"[:500]})
         return staged
@@ -165,7 +167,7 @@ def _with_stats(spec: MergeSpec, staged: Staged) -> Staged:
 
 def _with_shared(
     spec: MergeSpec, files: tuple[Staged, ...], reader: SharedReader, stores: Callable[[str], ObjectStore]
-) -> Staged:
+) -> tuple[Staged, pq.FileMetaData | None]:
     """A file of the partition's rows in shared files, and of its own parts: those are copied by
     bytes when they have the final columns (the shared rows joining as one more row group), else
     rewritten."""
@@ -178,23 +180,23 @@ def _with_shared(
             tables.append(table)
             folded += n
     rows = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-    if not files:
+    if not files:  # the rows are in memory already, and the file is smaller than they are
+        body, metadata = parquet_writer.encode(rows, use_dictionary=reader.dictionary_columns(rows))
         with stores(spec.uri).writer(spec.uri) as path:
-            parquet_writer.write(rows, path, use_dictionary=reader.dictionary_columns(rows))
-            footer = footer_of(path)
-            size = path.stat().st_size
-        return Staged(spec.uri, size, spec.keys, footer, spec.partition, folded)
+            path.write_bytes(body)
+        footer = footer_at(pa.BufferReader(body), body.size)[0]
+        return Staged(spec.uri, body.size, spec.keys, footer, spec.partition, folded), metadata
     own = dataclasses.replace(spec, parts=files)
     if concatenable(own):
         with tempfile.TemporaryDirectory(prefix="shared-") as tmp:
             extra = Path(tmp) / "shared.parquet"
             parquet_writer.write(rows, extra)
             try:
-                return dataclasses.replace(_concatenate(own, stores, extra=extra), folded=folded)
+                return dataclasses.replace(_concatenate(own, stores, extra=extra), folded=folded), None
             except ConcatError:  # the parts' Parquet schema differs from the shared rows': rewrite
                 pass
     staged = _rewrite(own, stores, extra=rows)
-    return dataclasses.replace(staged, folded=staged.folded + folded)
+    return dataclasses.replace(staged, folded=staged.folded + folded), None
 
 
 def _concatenate(spec: MergeSpec, stores: Callable[[str], ObjectStore], *, extra: Path | None = None) -> Staged:

@@ -40,14 +40,31 @@ def dictionary_columns(table: pa.Table) -> list[str]:
     return chosen
 
 
-def writer(path: str | Path, first: pa.Table, use_dictionary: list[str] | None = None) -> pq.ParquetWriter:
+def writer(
+    where: str | Path | pa.NativeFile,
+    first: pa.Table,
+    use_dictionary: list[str] | None = None,
+    metadata: list[pq.FileMetaData] | None = None,
+) -> pq.ParquetWriter:
     """A writer for tables of ``first``'s schema, its dictionary columns chosen from ``first`` unless
-    given; ``write_table(t, row_group_size=len(t))`` writes ``t`` as one row group."""
+    given; ``write_table(t, row_group_size=len(t))`` writes ``t`` as one row group. The file's
+    FileMetaData is appended to ``metadata`` when it closes."""
     chosen = dictionary_columns(first) if use_dictionary is None else use_dictionary
-    return pq.ParquetWriter(str(path), first.schema, use_dictionary=chosen, **OPTIONS)
+    target = where if isinstance(where, pa.NativeFile) else str(where)
+    return pq.ParquetWriter(target, first.schema, use_dictionary=chosen, metadata_collector=metadata, **OPTIONS)
 
 
 def write(table: pa.Table, path: str | Path, use_dictionary: list[str] | None = None) -> None:
     """``table`` as one row group."""
     with writer(path, table, use_dictionary) as out:
         out.write_table(table, row_group_size=max(1, len(table)))
+
+
+def encode(table: pa.Table, use_dictionary: list[str] | None = None) -> tuple[pa.Buffer, pq.FileMetaData]:
+    """``table`` as the bytes of a file of one row group, and their FileMetaData (as written: no
+    read-back). For rows already in memory: the file is smaller than they are."""
+    sink = pa.BufferOutputStream()
+    metadata: list[pq.FileMetaData] = []
+    with writer(sink, table, use_dictionary, metadata) as out:
+        out.write_table(table, row_group_size=max(1, len(table)))
+    return sink.getvalue(), metadata[0]

@@ -16,6 +16,7 @@ import pytest
 
 from glue_processor.read.objects import local_path, store_for
 from glue_processor.read.task import FileTask, Staged, TaskSpec, run_task
+from glue_processor.table.footer import footer_of
 from glue_processor.table.partitioning import parse_partition_by
 from glue_processor.write.merge import merge_parts, plan_merge
 from glue_processor.write.shared import SharedReader, contiguous_groups, sort_spill
@@ -96,6 +97,9 @@ def test_a_task_over_a_thousand_partitions_writes_one_shared_file(tmp_path: Path
     written = [f for g in groups for f in merge_all([plan.merges[i] for i in g])]
     # Then every partition is one file holding its rows, every row once
     assert len(written) == 1000 and len({f.partition for f in written}) == 1000
+    # each reported with its file's own size and footer (written from memory: the driver reads neither)
+    assert all(f.bytes == local_path(f.uri).stat().st_size for f in written)
+    assert all(f.footer == footer_of(local_path(f.uri)) for f in written)
     rows = [r for f in written for r in pq.read_table(local_path(f.uri), partitioning=None).to_pylist()]
     assert sorted(int(r["a"]) for r in rows) == list(range(10000))
     assert all(
@@ -136,6 +140,7 @@ def test_shared_ranges_are_read_from_s3_by_ranged_gets(tmp_path: Path) -> None:
     for f in written:
         body = s3.get_object(Bucket="stage", Key=f.uri.removeprefix("s3://stage/"))["Body"].read()
         table = pq.read_table(pa.BufferReader(body))
+        assert (len(body), body[-8 - len(f.footer) : -8]) == (f.bytes, f.footer)
         assert set(table.column("kind").to_pylist()) == {f.partition.removeprefix("kind=")}
         rows += table.column("a").to_pylist()
     assert sorted(int(a) for a in rows) == list(range(6000))
