@@ -349,6 +349,7 @@ class ManifestBatchJob:
                 s.unread,
                 known=self.memory.keys_of(s.config.name),
                 max_columns=s.config.max_columns,
+                held=self.memory.held_keys(s.config.name),
             )
 
     def _result(self, share: Share, attempt: Attempt) -> ShareResult:

@@ -9,7 +9,7 @@ written). A row with nothing past the bound has ``_extra`` NULL; a JSON ``null``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -19,14 +19,21 @@ EXTRA = "_extra"
 EXTRA_TYPE = pa.map_(pa.string(), pa.string())
 
 
-def admit(keys: list[str], seen: set[str], found: Sequence[str], max_columns: int) -> list[str]:
-    """Grow ``keys`` (and ``seen``) with the keys of ``found`` it has room for, in order; the rest:
-    the keys of ``found`` that go to ``_extra``."""
+def admit(
+    keys: list[str],
+    seen: set[str],
+    found: Sequence[str],
+    max_columns: int,
+    joins: Callable[[str], bool] | None = None,
+) -> list[str]:
+    """Grow ``keys`` (and ``seen``) with the keys of ``found`` it has room for (and that ``joins``
+    lets in: see ``ndjson.StableNames``), in order; the rest: the keys of ``found`` that go to
+    ``_extra``."""
     spill: list[str] = []
     for key in found:
         if key in seen:
             continue
-        if len(keys) < max_columns:
+        if len(keys) < max_columns and (joins is None or joins(key)):
             keys.append(key)
             seen.add(key)
         else:

@@ -19,7 +19,7 @@ whatever the shape (a million ``{}`` lines under a thousand known columns includ
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -200,6 +200,52 @@ def column_names(keys: Sequence[str]) -> list[tuple[str, str]]:
         taken.add(name.lower())
         mapping.append((key, name))
     return sorted(mapping, key=lambda kv: (kv[1].lower(), kv[1]))
+
+
+class StableNames:
+    """Which new keys may become columns of a table without renaming its own: :func:`column_names`
+    names a set of keys, so a key joining it may change the names of keys already in it (a known
+    ``kind__2`` is renamed ``kind__2__2`` when ``kind`` and ``Kind`` come, and ``kind``'s values then
+    land in the table's column ``kind__2``). A new key joins only when ``protected`` (the table's
+    keys, and those held for its shares set aside) keep their names.
+
+    A key whose name is free (no key of the set is named as it, nor a column of the job's own) joins
+    at once: nothing is renamed, nothing computed. Any other key is checked by naming the whole set
+    again, at most ``SLOW_CHECKS`` times a batch (a file of thousands of case variants costs no
+    more); past that, such keys are refused, and their values kept in ``_extra``."""
+
+    SLOW_CHECKS = 64
+
+    def __init__(self, protected: Collection[str]) -> None:
+        self._protected = dict(column_names(tuple(protected)))
+        self._keys = list(self._protected)
+        self._taken = _lowered(self._protected.values())
+        self._refused: set[str] = set()
+        self.checks = 0
+
+    def join(self, key: str) -> bool:
+        """True, and ``key`` is one of the set's keys, when it renames none of ``protected``."""
+        if key in self._protected:
+            return True  # a held key brought by a row: its own name
+        if key in self._refused:
+            return False
+        if (key or "_empty_key").lower() not in self._taken:
+            self._keys.append(key)
+            self._taken.add((key or "_empty_key").lower())
+            return True
+        if self.checks < self.SLOW_CHECKS:
+            self.checks += 1
+            names = dict(column_names((*self._keys, key)))
+            if all(names[k] == name for k, name in self._protected.items()):
+                self._keys.append(key)
+                self._taken = _lowered(names.values())
+                return True
+        self._refused.add(key)
+        return False
+
+
+def _lowered(names: Iterable[str]) -> set[str]:
+    return {n.lower() for n in (*names, *RESERVED_COLUMNS)}
 
 
 # -- internals -------------------------------------------------------------------------------

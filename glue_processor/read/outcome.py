@@ -8,7 +8,7 @@ room (tasks admit keys in parallel; a part with keys past the cut is folded when
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from contracts.ledger import SourceRecord
@@ -16,6 +16,7 @@ from glue_processor.plan.manifests import BatchPlan, Rejection, SourceFile
 from glue_processor.plan.ranges import object_outcomes
 from glue_processor.plan.tasks import gzipped
 from glue_processor.read.extra import admit
+from glue_processor.read.ndjson import StableNames
 from glue_processor.read.task import FileOutcome, Staged, TaskResult
 
 REASON_UNROUTED = "no route of the routing file leads its key to a table (unmatched: ignore)"
@@ -113,12 +114,15 @@ def gather(
     *,
     known: set[str],
     max_columns: int,
+    held: Collection[str] = (),
 ) -> set[str]:
     """Fold the tasks' ``results`` (and the objects left ``unread``) into ``outcome``; the keys known
-    after the batch (``known`` and the new ones admitted as columns; ``outcome.final_keys`` too)."""
+    after the batch (``known`` and the new ones admitted as columns; ``outcome.final_keys`` too). A
+    new key that would rename a column of ``known`` or ``held`` is not admitted (``StableNames``)."""
     found_by_object, lost = object_outcomes([*unread, *(found for r in results for found in r.files)])
     keys = sorted(known)
     seen = set(keys)
+    names = StableNames({*known, *held})
     for result in sorted(results, key=lambda r: r.index):
         outcome.rescued += result.rescued
         outcome.extra_values += result.extra_values
@@ -132,7 +136,7 @@ def gather(
         elif found.status == "superseded":
             outcome.add(source, "superseded", reason=found.reason)
         else:
-            admit(keys, seen, found.new_keys, max_columns)
+            admit(keys, seen, found.new_keys, max_columns, names.join)
             outcome.read(source, found)
     for part in lost:  # a range that could not be read, of an object whose other ranges loaded
         source = files[part.item]

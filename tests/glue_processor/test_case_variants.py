@@ -48,3 +48,24 @@ def test_a_case_variant_of_the_partition_key_cannot_stop_the_stream(spark: Any, 
     assert [r["i"] for r in _rows(table, EqualTo("kind", "a"))] == ["1"]
     (other,) = _rows(table, IsNull("kind"))
     assert other["i"] == "2" and dict(other["_extra"]) == {"Kind": "B"}
+
+
+def test_new_case_variants_never_take_the_name_of_a_known_column(spark: Any, tmp_path: Path) -> None:
+    # Given a table whose records had the key "kind__2" (its column is named so)
+    env = Env(tmp_path)
+    job = env.job(spark)
+    job.run([env.manifest("m0", [env.put("f0.json", b'{"kind__2": "k2", "i": 0}\n')])], 0)
+    # When a later batch brings "kind" and "Kind", both new (the second would be suffixed "__2")
+    body = b'{"kind": "a", "i": 1}\n{"Kind": "B", "i": 2}\n{"kind__2": "k2", "i": 3}\n'
+    job.run([env.manifest("m1", [env.put("f1.json", body)])], 1)
+    # Then "kind__2" keeps its column and its values alone, and no two columns differ only by case
+    table = load(env.settings)
+    names = [f.name for f in table.schema().fields]
+    assert len({n.lower() for n in names}) == len(names)
+    rows = _rows(table)
+    assert [r["kind__2"] for r in rows] == ["k2", None, None, "k2"]
+    # And every value is kept, under its own key: a column, else _extra
+    for r in rows:
+        values = {k: v for k, v in r.items() if k.lower().startswith("kind") and v is not None}
+        values |= dict(r["_extra"] or {})
+        assert values == {1: {"kind": "a"}, 2: {"Kind": "B"}}.get(int(r["i"]), {"kind__2": "k2"}), r

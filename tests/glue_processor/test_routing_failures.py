@@ -612,3 +612,31 @@ def test_a_share_set_aside_whose_record_cannot_be_read_at_a_restart_is_held_befo
     assert len(restarted.deferred) == 0
     columns = _columns(env, "audit")
     assert "kind" in columns and len({c.lower() for c in columns}) == len(columns)
+
+
+@pytest.mark.spark
+def test_new_cases_of_each_other_never_take_the_name_of_a_key_held_for_a_share_set_aside(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batch 0 brings ``kind__2`` and is set aside; batch 1, published first, brings ``kind`` and
+    ``Kind``. Named together, those two are ``Kind`` and ``kind__2``: batch 1's ``kind`` would have
+    had the column that batch 0's ``kind__2`` goes into, one column for two keys."""
+    env = routed_env(tmp_path, publish_hold_seconds="0")
+    job = started(env, spark)
+    failing = CommitsFail(monkeypatch, "audit", "AccessDeniedException")
+    job.run([env.manifest("m0", [env.put("audit/0.json", lines({"u": "a", "kind__2": "x"}))])], 0)
+    assert len(job.deferred) == 1
+    not_due(job)
+    failing.on = False
+    job.run([env.manifest("m1", [env.put("audit/1.json", lines({"u": "b", "Kind": "y"}, {"u": "c", "kind": "z"}))])], 1)
+    assert len(job.deferred) == 1  # batch 1 went in first
+    force_due(job)
+    job.run([env.manifest("m2", [env.put("orders/2.json", lines({"id": 2, "ts": "2026-11-01T10:00:00Z"}))])], 2)
+    assert len(job.deferred) == 0
+    columns = _columns(env, "audit")
+    assert len({c.lower() for c in columns}) == len(columns)
+    # Then the column kind__2 holds batch 0's value alone, and each value is under its own key
+    rows = {r["u"]: r for r in rows_of(env, "audit")}
+    assert {u: r["kind__2"] for u, r in rows.items()} == {"a": "x", "b": None, "c": None}
+    for u, key, value in (("b", "Kind", "y"), ("c", "kind", "z")):
+        assert rows[u].get(key) == value or dict(rows[u]["_extra"] or [])[key] == value
