@@ -225,49 +225,72 @@ def _family(base: str) -> object:
 
 
 class StableNames:
-    """Which new keys may become columns of a table without renaming its own: :func:`column_names`
-    names a set of keys, so a key joining it may change the names of keys already in it (a known
-    ``kind__2`` is renamed ``kind__2__2`` when ``kind`` and ``Kind`` come, and ``kind``'s values then
-    land in the table's column ``kind__2``). A new key joins only when ``protected`` (the table's
-    keys, and those held for its shares set aside) keep their names.
+    """Which new keys may become columns without renaming one: :func:`column_names` names a set of
+    keys, so a key joining the set may move the names of keys already in it (a known ``kind__2`` is
+    named ``kind__2__2`` once ``kind`` and ``Kind`` come, and ``kind``'s values would land in the
+    table's column ``kind__2``).
 
-    A key whose name is free (no key of the set is named as it, nor a column of the job's own) joins
-    at once: nothing is renamed, nothing computed. Any other key is checked by naming the whole set
-    again, at most ``SLOW_CHECKS`` times a batch (a file of thousands of case variants costs no
-    more); past that, such keys are refused, and their values kept in ``_extra``."""
+    Two sets are named: the batch's (``known`` and the keys admitted), which its files are written
+    with, and the same with the keys ``held`` for the table's shares set aside, which the table will
+    have once those are published. A new key joins only when, in both, every known key keeps its
+    name, a held key keeps the name its share gives it, every admitted key has the same name (what is
+    written now is what the table will call it), and no key that is not held takes a held key's name
+    or another case of it.
 
-    SLOW_CHECKS = 64
+    A key whose name is free in both (no key is named as it, nor a column of the job's own, nor a
+    held key) joins at once: nothing moves. Any other is checked by naming both sets again, within
+    ``CHECK_KEYS`` keys named a batch (~0.2 s; a file of thousands of case variants costs no more);
+    past that, such keys are refused. A refused key's values stay in ``_extra`` under their own key."""
 
-    def __init__(self, protected: Collection[str]) -> None:
-        self._protected = dict(column_names(tuple(protected)))
-        self._keys = list(self._protected)
-        self._taken = _lowered(self._protected.values())
+    CHECK_KEYS = 200_000
+
+    def __init__(self, known: Collection[str], held: Collection[str] = ()) -> None:
+        self._final = sorted(set(known))  # what the batch's columns are named by: known, then admitted
+        self._held_keys = sorted(set(held) - set(known))
+        full = dict(column_names((*self._final, *self._held_keys)))
+        table = dict(column_names(self._final))
+        # a known key whose name the held keys would move already: none of them may move at all
+        self._known = {k: table[k] if table[k] == full[k] else "" for k in self._final}
+        self._held = {k: full[k] for k in self._held_keys}
+        # the names no key but a held one may take: a held key's name, and another case of the key
+        self._fenced = {n.lower() for n in self._held.values()} | {k.lower() for k in self._held}
+        self._taken = _lowered(table.values(), full.values(), self._fenced)
         self._refused: set[str] = set()
-        self.checks = 0
+        self.checks = self.named = 0
 
     def join(self, key: str) -> bool:
-        """True, and ``key`` is one of the set's keys, when it renames none of ``protected``."""
-        if key in self._protected:
-            return True  # a held key brought by a row: its own name
+        """True, and ``key`` is one of the batch's keys, when it moves no name (see the class)."""
         if key in self._refused:
             return False
-        if (key or "_empty_key").lower() not in self._taken:
-            self._keys.append(key)
-            self._taken.add((key or "_empty_key").lower())
+        base = (key or "_empty_key").lower()
+        if key not in self._held and base not in self._taken:
+            self._final.append(key)
+            self._taken.add(base)
             return True
-        if self.checks < self.SLOW_CHECKS:
+        cost = 2 * len(self._final) + len(self._held) + 2
+        if self.named + cost <= self.CHECK_KEYS:
             self.checks += 1
-            names = dict(column_names((*self._keys, key)))
-            if all(names[k] == name for k, name in self._protected.items()):
-                self._keys.append(key)
-                self._taken = _lowered(names.values())
+            self.named += cost
+            final = dict(column_names((*self._final, key)))
+            full = dict(column_names((*self._final, *self._held_keys, key)))
+            if self._keeps(final, full):
+                self._final.append(key)
+                self._taken = _lowered(final.values(), full.values(), self._fenced)
                 return True
         self._refused.add(key)
         return False
 
+    def _keeps(self, final: dict[str, str], full: dict[str, str]) -> bool:
+        for k, name in final.items():
+            if full[k] != name or name != self._known.get(k, self._held.get(k, name)):
+                return False
+            if k not in self._known and k not in self._held and name.lower() in self._fenced:
+                return False
+        return all(full[k] == name for k, name in self._held.items())
 
-def _lowered(names: Iterable[str]) -> set[str]:
-    return {n.lower() for n in (*names, *RESERVED_COLUMNS)}
+
+def _lowered(*names: Iterable[str]) -> set[str]:
+    return {n.lower() for group in (*names, RESERVED_COLUMNS) for n in group}
 
 
 # -- internals -------------------------------------------------------------------------------

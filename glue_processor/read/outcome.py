@@ -122,7 +122,7 @@ def gather(
     found_by_object, lost = object_outcomes([*unread, *(found for r in results for found in r.files)])
     keys = sorted(known)
     seen = set(keys)
-    names = StableNames({*known, *held})
+    names = StableNames(known, held)
     for result in sorted(results, key=lambda r: r.index):
         outcome.rescued += result.rescued
         outcome.extra_values += result.extra_values
