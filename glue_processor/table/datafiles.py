@@ -38,6 +38,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Record, TableVersion
 from pyiceberg.types import BinaryType, StringType
 
+from glue_processor.commit.publication import PublishRefused
 from glue_processor.table.footer import metadata_of
 
 # the metrics of a string partition source column whose table's configuration keeps no bounds for it
@@ -159,7 +160,12 @@ class DataFiles:
             else:
                 with self.io.new_input(path).open() as stream:
                     parquet = pq.read_metadata(stream)
-            stats = self.plan.of(parquet)
+            try:
+                stats = self.plan.of(parquet)
+            except (ValueError, ArithmeticError, KeyError, TypeError) as exc:
+                # the file's content, not the moment (a bound Python cannot read, a column the schema
+                # does not type so): every attempt would fail alike, so the share is refused, not retried
+                raise PublishRefused(f"{path}: its table statistics cannot be worked out: {exc}"[:1000]) from exc
         else:
             self.from_tasks += 1
         entry = DataFile.from_args(

@@ -129,8 +129,27 @@ def convert(raw: pa.Array, column: Column) -> tuple[pa.Array, pa.Array]:
         values = _vectorised(raw, column, target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         values = pa.array([_one(v, column) for v in raw.to_pylist()], target)
+    if column.type in ("date", "timestamp"):
+        values = _in_calendar(values)
     failed = pc.and_(pc.is_valid(raw), pc.is_null(values))
     return values, failed
+
+
+# The days and instants a table may hold: years 1 to 9999, in UTC. Arrow parses year 0 and, through
+# an offset, year 10000 (and epoch values up to int64); pyiceberg reads a file's bounds into Python's
+# datetime, which stops at these, so one such value made every attempt to publish its batch fail
+# (OverflowError), and engines disagree past them. Such a value is rescued, as 1e400 is for a double.
+FIRST = datetime(1, 1, 1, tzinfo=UTC)
+LAST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+
+
+def _in_calendar(values: pa.Array) -> pa.Array:
+    if pa.types.is_date(values.type):
+        low, high = pa.scalar(FIRST.date(), values.type), pa.scalar(LAST.date(), values.type)
+    else:
+        low, high = pa.scalar(FIRST, values.type), pa.scalar(LAST, values.type)
+    inside = pc.and_(pc.greater_equal(values, low), pc.less_equal(values, high))
+    return pc.if_else(inside, values, pa.nulls(len(values), values.type))
 
 
 def _vectorised(raw: pa.Array, column: Column, target: pa.DataType) -> pa.Array:

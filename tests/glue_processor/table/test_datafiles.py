@@ -23,6 +23,7 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.transforms import DayTransform, IdentityTransform
 from pyiceberg.types import NestedField, StringType, TimestamptzType
 
+from glue_processor.commit.publication import PublishRefused, refused
 from glue_processor.table.datafiles import DataFiles, StatsPlan, WrittenFile
 from glue_processor.table.footer import footer_of, metadata_of
 from glue_processor.table.iceberg import IcebergSink
@@ -137,6 +138,20 @@ def test_an_entry_whose_plan_is_not_the_table_s_is_worked_out_again(tmp_path: Pa
     doctored = WrittenFile(footer, dataclasses.replace(own, values={**own.values, "record_count": 41}))
     assert entries.entry(path, 100, doctored).record_count == 41
     assert entries.from_tasks == 1
+
+
+def test_a_file_whose_statistics_cannot_be_worked_out_refuses_its_share_rather_than_retrying(tmp_path: Path) -> None:
+    # Given a file whose ts bound Python cannot read (year 0: Arrow writes it, datetime has no such year)
+    metadata = new_table_metadata(SCHEMA, SPEC, UNSORTED_SORT_ORDER, str(tmp_path), {})
+    year_0 = pa.array([-62167219200000000], pa.timestamp("us", tz="UTC"))
+    path, footer = _file(tmp_path, {"ts": year_0, "kind": pa.array(["a"])})
+    # When its entry is made for the append
+    with pytest.raises(PublishRefused, match="statistics cannot be worked out") as refused_with:
+        DataFiles(None, metadata).entry(path, 100, WrittenFile(footer))  # type: ignore[arg-type]
+    # Then it is the share's content (refused: set aside for its rows' quarantine), not a failure
+    # retried for as long as it takes, which held every later batch back
+    assert refused(refused_with.value)
+    assert isinstance(refused_with.value.__cause__, OverflowError)
 
 
 def test_partition_sources_keep_their_bounds_whatever_the_metrics_configuration(tmp_path: Path) -> None:

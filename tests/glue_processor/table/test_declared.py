@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -94,6 +94,46 @@ def test_doubles_refuse_what_a_double_cannot_hold() -> None:
     values, failed = convert(pa.array(["1.5", "1e400", "NaN", "-0", "007"]), Column("x", "double"))
     assert values.to_pylist() == [1.5, None, None, -0.0, None]
     assert failed.to_pylist() == [False, True, True, False, True]
+
+
+def test_days_and_instants_outside_years_1_to_9999_are_rescued() -> None:
+    # Arrow parses year 0, and year 10000 through an offset or an epoch; pyiceberg reads a file's
+    # bounds into Python's datetime, which has neither, so the batch could never be published
+    ts = ["0000-01-01T00:00:00Z", "9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z"]
+    values, failed = convert(pa.array(ts), Column("ts", "timestamp"))
+    assert values.to_pylist() == [
+        None,
+        None,
+        datetime(1, 1, 1, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+    ]
+    assert failed.to_pylist() == [True, True, False, False]
+    values, failed = convert(pa.array(["-1e15", "253402300800000", "0"]), Column("t", "timestamp", "epoch_ms"))
+    assert failed.to_pylist() == [True, True, False]
+    values, failed = convert(pa.array(["0000-01-01", "0001-01-01", "9999-12-31"]), Column("d", "date"))
+    assert values.to_pylist() == [None, date(1, 1, 1), date(9999, 12, 31)] and failed.to_pylist() == [
+        True,
+        False,
+        False,
+    ]
+
+
+@pytest.mark.spark
+def test_one_instant_past_year_9999_cannot_hold_its_batch_back(spark: Any, tmp_path: Path) -> None:
+    # Given a declared timestamp, an object with a value of year 0 and one in year 10000 (UTC), and
+    # another producer's object in the same batch
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"columns": {"ts": "timestamp", "d": "date"}}))
+    env = Env(tmp_path, schema=schema.as_uri())
+    odd = b'{"i": 1, "ts": "0000-01-01T00:00:00Z"}\n{"i": 2, "ts": "9999-12-31T23:59:59-23:59", "d": "0000-01-01"}\n'
+    good = b'{"i": 3, "ts": "2026-11-25T10:00:00Z", "d": "2026-11-25"}\n'
+    record = env.job(spark).run([env.manifest("m0", [env.put("odd.json", odd), env.put("good.json", good)])], 0)
+    # Then the batch is published: every row, the values no table holds rescued with their text
+    assert record.stats.records_out == 3 and record.stats.rescued_values == 3
+    rows = {r["i"]: r for r in load(env.settings).scan().to_arrow().to_pylist()}
+    assert rows["3"]["ts"] == datetime(2026, 11, 25, 10, tzinfo=UTC) and rows["3"]["d"] == date(2026, 11, 25)
+    assert dict(rows["1"]["_rescued"]) == {"ts": "0000-01-01T00:00:00Z"} and rows["1"]["ts"] is None
+    assert dict(rows["2"]["_rescued"]) == {"ts": "9999-12-31T23:59:59-23:59", "d": "0000-01-01"}
 
 
 def test_the_schema_setting_is_the_jobs_schema_argument() -> None:
