@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 LINEAGE_COLUMNS = ("_source_uri", "_source_etag", "_line", "_event_time", "_batch_id", "_ingest_time")
 # Other columns of the job's own: keys past the column bound, and declared values that did not convert.
 RESERVED_COLUMNS = (*LINEAGE_COLUMNS, "_extra", "_rescued")
+# The fields inside those two maps: Iceberg indexes a schema's names with nested ones spelled out, so
+# a column named so is refused ("Cannot add column, name already exists: _extra.key"), and with it
+# every object of its batch's share. A key of that name is no column.
+NESTED_NAMES = tuple(f"{column}.{field}" for column in ("_extra", "_rescued") for field in ("key", "value"))
 
 REASON_NOT_UTF8 = "line is not valid UTF-8"
 REASON_TRAILING = "trailing content after the JSON object"
@@ -177,8 +181,9 @@ def parse_pieces(
 
 
 def nameable(key: str) -> bool:
-    """True when a key can be a column (its name valid as it is; the empty key is ``_empty_key``)."""
-    return key == "" or valid_column_name(key)
+    """True when a key can be a column (its name valid as it is and not a field of the job's maps,
+    :data:`NESTED_NAMES`; the empty key is ``_empty_key``)."""
+    return key == "" or (valid_column_name(key) and key not in NESTED_NAMES)
 
 
 def column_names(keys: Sequence[str]) -> list[tuple[str, str]]:

@@ -69,3 +69,20 @@ def test_new_case_variants_never_take_the_name_of_a_known_column(spark: Any, tmp
         values = {k: v for k, v in r.items() if k.lower().startswith("kind") and v is not None}
         values |= dict(r["_extra"] or {})
         assert values == {1: {"kind": "a"}, 2: {"Kind": "B"}}.get(int(r["i"]), {"kind__2": "k2"}), r
+
+
+def test_a_key_named_as_a_field_of_the_job_s_maps_is_no_column(spark: Any, tmp_path: Path) -> None:
+    """Iceberg indexes nested names spelled out (``_extra.key``, ``_rescued.value``): a column so
+    named was refused, and with it every object of the batch, another producer's too."""
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"columns": {"n": "bigint"}}')
+    env = Env(tmp_path, schema=schema.as_uri())
+    good = b"".join(b'{"i": %d, "n": 1}\n' % i for i in range(3))
+    odd = b'{"i": 9, "_extra.key": "k", "_rescued.value": "r", "_Extra.Key": "K", "n": "x"}\n'
+    record = env.job(spark).run([env.manifest("m0", [env.put("good.json", good), env.put("odd.json", odd)])], 0)
+    # Then every row is in the table, the two keys' values in _extra under their own names
+    assert record.stats.records_out == 4
+    rows = _rows(load(env.settings))
+    assert [r["i"] for r in rows] == ["0", "1", "2", "9"]
+    assert dict(rows[3]["_extra"]) == {"_extra.key": "k", "_rescued.value": "r"}
+    assert rows[3]["_Extra.Key"] == "K" and dict(rows[3]["_rescued"]) == {"n": "x"}
