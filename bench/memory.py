@@ -35,6 +35,13 @@ def _huge_line(path: Path, mb: int) -> tuple[int, ...]:
     return (0,)
 
 
+def _malformed_huge_line(path: Path, mb: int) -> tuple[int, ...]:
+    """A line of control characters (malformed JSON): quarantined, its record six times its bytes were
+    it kept whole (each one written as \\u0001)."""
+    path.write_bytes(b'{"a":"' + b"\x01" * (8 * mb * MIB) + b'"}\n{"a":"y"}\n')
+    return (0,)
+
+
 def _tiny_lines(path: Path, mb: int) -> tuple[int, ...]:
     path.write_bytes(b'{"a":1}\n' * (mb * MIB // 8))
     return (0,)
@@ -63,6 +70,7 @@ SHAPES: dict[str, Callable[[Path, int], tuple[int, ...]]] = {
     "1000 known columns x empty rows": _known_empty,
     "1000 keys on line 1, then empty rows": _keys_then_empty,
     "one huge line (8x the size)": _huge_line,
+    "one malformed huge line (8x the size)": _malformed_huge_line,
     "many tiny lines": _tiny_lines,
     "a new key per line": _distinct_keys,
     "tiny rows over 10,000 partitions": _many_partitions,

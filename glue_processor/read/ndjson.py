@@ -69,7 +69,14 @@ STRING = pa.string()
 class BadLine:
     line: int
     reason: str
-    raw: str
+    raw: str  # the line's text, its first RAW_BYTES when it is longer
+    size: int = 0  # the line's bytes, when raw holds only the first of them
+
+
+# The most of a bad line a quarantine record keeps: a malformed line may be up to --max_line_mb, and its
+# JSON in the record up to 6x that (a control byte is written \u0001). The source object has the rest,
+# by its line number.
+RAW_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -142,7 +149,7 @@ def parse_ndjson(
         keys=tuple(keys),
         columns=arrays,
         lines=pa.Array.from_buffers(LINE, rows, [None, pa.py_buffer(lines)]),
-        bad=[BadLine(n, _REASONS[code], _text(data[a:b])) for n, code, a, b in bad],
+        bad=[_bad_line(data, n, _REASONS[code], a, b) for n, code, a, b in bad],
         extra=extra_array,
         consumed=consumed,
         next_line=next_line,
@@ -320,6 +327,12 @@ def _extra(parts: Extra, rows: int) -> pa.Array:
         null_count=nulls,
         children=[pairs],
     )
+
+
+def _bad_line(data: bytes | memoryview, line: int, reason: str, start: int, end: int) -> BadLine:
+    if end - start <= RAW_BYTES:
+        return BadLine(line, reason, _text(data[start:end]))
+    return BadLine(line, reason, _text(data[start : start + RAW_BYTES]), end - start)
 
 
 def _text(line: bytes | memoryview) -> str:

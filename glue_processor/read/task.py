@@ -11,7 +11,7 @@ exactly those, so a retried task's leftovers are never published.
 
 Memory: a task holds at most :func:`memory_bound` bytes, whatever the shape of its input. The text
 is read a block at a time (two read ahead) in chunks of whole lines (``Limits.chunk_bytes``, or one
-line up to ``Limits.max_line_bytes``, copied at most three times); a chunk is parsed in pieces of
+line up to ``Limits.max_line_bytes``, held at most :data:`LINE_COPIES` times over); a chunk is parsed in pieces of
 at most ``MAX_CELLS`` cells (rows x columns, each an offset and a validity bit: :data:`CELL_BYTES`),
 and rows wait to be written until they weigh a row group or hold ``MAX_CELLS`` cells, so at most
 about four pieces' cells are held at once (the piece being parsed, those waiting, the row group
@@ -399,14 +399,17 @@ def _parsed(piece: Chunk, keys: list[str], spec: TaskSpec) -> Iterator[ParsedTex
 def _renumbered(parsed: ParsedText, starts: np.ndarray) -> ParsedText:
     """A JSON document's records (parsed as lines 1, 2, ...) numbered by the lines they start on."""
     lines = pa.array(starts[np.asarray(parsed.lines.to_numpy(zero_copy_only=False)) - 1], pa.int64())
-    bad = [BadLine(int(starts[b.line - 1]), b.reason.replace("line is", "record is"), b.raw) for b in parsed.bad]
+    bad = [
+        dataclasses.replace(b, line=int(starts[b.line - 1]), reason=b.reason.replace("line is", "record is"))
+        for b in parsed.bad
+    ]
     return dataclasses.replace(parsed, lines=lines, bad=bad)
 
 
 def _long_line_record(item: FileTask, long: LongLine, batch_id: int) -> dict[str, Any]:
     raw = long.head.decode("utf-8", errors="replace")
     reason = f"{REASON_LONG_LINE} ({long.size} bytes; the first {len(long.head)} in raw)"
-    return _quarantine_record(item, BadLine(long.line, reason, raw), batch_id)
+    return _quarantine_record(item, BadLine(long.line, reason, raw, long.size), batch_id)
 
 
 def _stopped_record(item: FileTask, reason: str, batch_id: int) -> dict[str, Any]:
@@ -465,6 +468,7 @@ def _quarantine_record(item: FileTask, bad: BadLine, batch_id: int) -> dict[str,
         "line": bad.line,
         "reason": bad.reason,
         "raw": bad.raw,
+        **({"raw_bytes": bad.size} if bad.size else {}),  # raw is the first RAW_BYTES of that many
         "manifest_uri": item.manifest_uri,
         "batch_id": batch_id,
     }
@@ -727,9 +731,17 @@ class _ParquetFiles:
 CELL_BYTES = 4.125
 
 
+# What one line of a single value costs a task, in copies of it (11x measured, 64 to 250 MiB lines,
+# bench/memory.py): its text read and carried (~3), parsed into a column (~1), and Arrow's Parquet
+# statistics of the value (~6: computed whole for the page and the column chunk, min and max; pyarrow
+# has no bound on their size, and without them the table would lose its bounds). A bad line costs
+# ~1: it is never written, and its quarantine record keeps only its head (ndjson.RAW_BYTES).
+LINE_COPIES = 12
+
+
 def memory_bound(limits: Limits | None = None, *, longest_line: int = 0) -> int:
     """What one parse task holds at most, in bytes, above its process's start (see *Memory* in the
     module docstring): with the defaults and lines under a chunk, about 900 MiB (770 MiB when the
     table is not partitioned from the record: nothing is held)."""
-    text = 2 * READ_BYTES + 4 * (limits or Limits()).chunk_bytes + 3 * longest_line
+    text = 2 * READ_BYTES + 4 * (limits or Limits()).chunk_bytes + LINE_COPIES * longest_line
     return int(text + 4 * CELL_BYTES * MAX_CELLS + 64 * MIB + HELD_BYTES + CELL_BYTES * MAX_CELLS)

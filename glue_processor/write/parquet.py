@@ -25,17 +25,26 @@ OPTIONS: dict[str, Any] = {"compression": "snappy", "store_schema": False}
 # A column gets a dictionary when at most this share of a sample's values are distinct.
 DICTIONARY_MAX_DISTINCT = 0.5
 SAMPLE_ROWS = 2000
+DICTIONARY_MAX_VALUE = 64 * 1024
 
 
 def dictionary_columns(table: pa.Table) -> list[str]:
     """The flat columns of ``table`` with few distinct values in its first rows (nested columns,
-    here the maps, are mostly NULL and keep plain encoding)."""
+    here the maps, are mostly NULL and keep plain encoding; so do columns with a value longer than
+    ``DICTIONARY_MAX_VALUE``: a dictionary of such values saves nothing, and the sample's hash of a
+    line-long value would be one more copy of it)."""
     chosen = []
     for name, column in zip(table.column_names, table.columns, strict=True):
         if pa.types.is_nested(column.type):
             continue
         sample = column.slice(0, SAMPLE_ROWS).drop_null()
-        if len(sample) and len(pc.unique(sample)) <= DICTIONARY_MAX_DISTINCT * len(sample):
+        if not len(sample):
+            continue
+        if pa.types.is_string(sample.type) or pa.types.is_binary(sample.type):
+            longest = pc.max(pc.binary_length(sample)).as_py()
+            if longest is not None and longest > DICTIONARY_MAX_VALUE:
+                continue
+        if len(pc.unique(sample)) <= DICTIONARY_MAX_DISTINCT * len(sample):
             chosen.append(name)
     return chosen
 

@@ -112,14 +112,24 @@ def test_a_task_s_peak_memory_stays_under_its_stated_bound_whatever_the_shape(sh
         "1000 known columns x empty rows": 2 * 1024 * 1024 // 3,
         "1000 keys on line 1, then empty rows": 2 * 1024 * 1024 // 3 + 1,
         "one huge line (8x the size)": 2,
+        "one malformed huge line (8x the size)": 1,
         "many tiny lines": 2 * 1024 * 1024 // 8,
         "a new key per line": 140_000,
         "tiny rows over 10,000 partitions": 90_000,
     }[shape]
-    assert (got["rows"], got["bad"]) == (expected, 0)
+    assert (got["rows"], got["bad"]) == (expected, 1 if "malformed" in shape else 0)
     # And the task's peak stays under the bound tasks.memory_bound states
     longest = 16 * 1024 * 1024 if "huge" in shape else 0
     assert (got["peak_mib"] - got["start_mib"]) * 1024 * 1024 <= memory_bound(longest_line=longest), got
+
+
+@pytest.mark.parametrize("shape", ["one huge line (8x the size)", "one malformed huge line (8x the size)"])
+def test_a_line_of_248_mib_stays_under_the_bound_that_its_copies_state(shape: str, tmp_path: Path) -> None:
+    # Given one line near --max_line_mb (where the line, not the constant part of the bound, decides):
+    # a value costs its text, its column and Arrow's statistics of it (the bound said 3 copies; 11)
+    got = measure(shape, 31, tmp_path)
+    assert got["rows"] == (1 if "malformed" in shape else 2)
+    assert (got["peak_mib"] - got["start_mib"]) * 1024 * 1024 <= memory_bound(longest_line=248 * 1024 * 1024), got
 
 
 def test_a_scan_holds_at_most_its_cells_and_a_chunk_is_read_in_pieces() -> None:
@@ -268,6 +278,19 @@ def test_a_record_longer_than_max_line_mb_is_quarantined_and_the_rest_load(tmp_p
     rows, bad = _one_task(tmp_path, "long.json", body, limits=Limits(max_line_bytes=1024))
     assert [(r["a"], r["_line"]) for r in rows] == [("small", 2)]
     assert [(b["line"], b["raw"][:7]) for b in bad] == [(1, '{"a":"x')]
+
+
+@pytest.mark.parametrize("name", ["line.json", "document.json"])
+def test_a_long_bad_line_keeps_its_head_and_its_size_in_its_quarantine_record(tmp_path: Path, name: str) -> None:
+    # Given a malformed line of 1 MiB of control characters (its JSON, kept whole, was 6 MiB)
+    line = b'{"a":"' + b"\x01" * (1024 * 1024) + b'"}'
+    body = line + b'\n{"a":"ok"}\n' if name == "line.json" else b"[" + line + b',\n{"a":"ok"}]'
+    rows, bad = _one_task(tmp_path, name, body)
+    # Then the record says where and how long it was, and keeps its first RAW_BYTES
+    assert [r["a"] for r in rows] == ["ok"]
+    ((record),) = bad
+    assert (record["line"], record["raw_bytes"], len(record["raw"])) == (1, len(line), ndjson.RAW_BYTES)
+    assert record["raw"].startswith('{"a":"\x01')
 
 
 def test_a_large_document_split_in_ranges_is_read_whole(tmp_path: Path) -> None:
