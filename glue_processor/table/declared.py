@@ -39,7 +39,9 @@ from glue_processor.read.ndjson import STRING
 RESCUED = "_rescued"
 RESCUED_TYPE = pa.map_(pa.string(), pa.string())
 TIMESTAMP = pa.timestamp("us", tz="UTC")
-_INT = r"^-?[0-9]{1,18}$"
+_INT = r"^-?[0-9]{1,19}$"
+_INT_DIGITS = pa.decimal128(19, 0)
+_INT64 = (pa.scalar(-(2**63), _INT_DIGITS), pa.scalar(2**63 - 1, _INT_DIGITS))
 _NUMBER = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
 _DATE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 _ISO = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,9})?)?)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)?$"
@@ -156,8 +158,10 @@ def _vectorised(raw: pa.Array, column: Column, target: pa.DataType) -> pa.Array:
     null = pa.nulls(len(raw), STRING)
     if column.type == "boolean":
         return pc.if_else(pc.equal(raw, "true"), True, pc.if_else(pc.equal(raw, "false"), False, None))
-    if column.type == "bigint":
-        return pc.if_else(pc.match_substring_regex(raw, _INT), raw, null).cast(pa.int64())
+    if column.type == "bigint":  # up to 19 digits, through an exact decimal: every int64, nothing past it
+        digits = pc.if_else(pc.match_substring_regex(raw, _INT), raw, null).cast(_INT_DIGITS)
+        inside = pc.and_(pc.greater_equal(digits, _INT64[0]), pc.less_equal(digits, _INT64[1]))
+        return pc.if_else(inside, digits, pa.nulls(len(raw), _INT_DIGITS)).cast(pa.int64())
     if column.type == "double":
         number = pc.if_else(pc.match_substring_regex(raw, _NUMBER), raw, null).cast(pa.float64())
         return pc.if_else(pc.is_finite(number), number, None)  # 1e400 is not a double: rescued

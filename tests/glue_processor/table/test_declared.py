@@ -90,6 +90,19 @@ def test_bigint_conversion_keeps_every_value_as_a_number_or_its_text(values: lis
     )
 
 
+def test_bigints_hold_every_int64_and_nothing_past_it() -> None:
+    texts = [
+        "9223372036854775807",
+        "-9223372036854775808",
+        "1000000000000000000",
+        "9223372036854775808",
+        "-9999999999999999999",
+    ]
+    values, failed = convert(pa.array(texts), Column("n", "bigint"))
+    assert values.to_pylist() == [2**63 - 1, -(2**63), 10**18, None, None]  # 19 digits went to _rescued before
+    assert failed.to_pylist() == [False, False, False, True, True]
+
+
 def test_doubles_refuse_what_a_double_cannot_hold() -> None:
     values, failed = convert(pa.array(["1.5", "1e400", "NaN", "-0", "007"]), Column("x", "double"))
     assert values.to_pylist() == [1.5, None, None, -0.0, None]
