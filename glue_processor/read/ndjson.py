@@ -38,8 +38,13 @@ LINEAGE_COLUMNS = ("_source_uri", "_source_etag", "_line", "_event_time", "_batc
 RESERVED_COLUMNS = (*LINEAGE_COLUMNS, "_extra", "_rescued")
 # The fields inside those two maps: Iceberg indexes a schema's names with nested ones spelled out, so
 # a column named so is refused ("Cannot add column, name already exists: _extra.key"), and with it
-# every object of its batch's share. A key of that name is no column.
-NESTED_NAMES = tuple(f"{column}.{field}" for column in ("_extra", "_rescued") for field in ("key", "value"))
+# every object of its batch's share; and a Parquet column named as a map's leaf path shares its field
+# id in the file's statistics (its counts then add up the map's). A key of any of these names is no column.
+NESTED_NAMES = tuple(
+    f"{column}.{path}"
+    for column in ("_extra", "_rescued")
+    for path in ("key", "value", "key_value", "key_value.key", "key_value.value")
+)
 
 REASON_NOT_UTF8 = "line is not valid UTF-8"
 REASON_TRAILING = "trailing content after the JSON object"

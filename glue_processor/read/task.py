@@ -146,10 +146,21 @@ class TaskSpec:
 
     @functools.cached_property
     def taken(self) -> frozenset[str]:
-        """The table's keys (and those held for its shares set aside) and the names of their
-        columns, lower-cased: a new key that is another case of either goes to _extra (``KIND__2``
-        next to a known ``kind`` named ``kind__2`` would rename it too)."""
-        return frozenset(k.lower() for k in (*self.known, *self.held)) | {name.lower() for _, name in self._names}
+        """The table's keys (and those held for its shares set aside), the names of their columns and
+        of its time partitions, lower-cased: a new key that is another case of either goes to _extra
+        (``KIND__2`` next to a known ``kind`` named ``kind__2`` would rename it too)."""
+        return (
+            frozenset(k.lower() for k in (*self.known, *self.held))
+            | {name.lower() for _, name in self._names}
+            | {name.lower() for name in self.partition_names}
+        )
+
+    @property
+    def partition_names(self) -> tuple[str, ...]:
+        """The names of the table's time partition fields (``ingest_day``, ``ts_day``): Iceberg lets
+        no column share one, so a key of such a name goes to _extra."""
+        fields = self.partitions.fields if self.partitions is not None else ()
+        return tuple(f.name for f in fields if f.transform != "identity")
 
     @functools.cached_property
     def exact(self) -> frozenset[str]:

@@ -33,6 +33,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.table.update import AssertRefSnapshotId, TableRequirement, TableUpdate
+from pyiceberg.transforms import IdentityTransform
 
 from contracts.exceptions import ConfigError
 from contracts.ledger import CommitRecord, TableShare
@@ -210,6 +211,11 @@ class IcebergSink:
         schema = table.schema()
         new = missing_columns(schema, share.keys, written)
         refuse_columns([f.name for f in schema.fields] + new)
+        # a time partition's field may not share a column's name (Iceberg checks it at the commit, with
+        # a ValueError that would be retried: ``ingest_day`` as a key held every later batch back)
+        fields = {f.name for spec in table.specs().values() for f in spec.fields if f.transform != IdentityTransform()}
+        if clash := sorted(fields & set(new)):
+            raise PublishRefused(f"columns named as the table's partition fields: {clash[:5]!r}")
         if new:
             try:
                 table.transaction().update_schema().union_by_name(data_columns(share.keys, written))

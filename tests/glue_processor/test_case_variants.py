@@ -10,8 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyiceberg.expressions import EqualTo, IsNull
 
+from glue_processor.commit.publication import PublishRefused, refused
 from glue_processor.table.read import load
 from tests.glue_processor.test_batch import Env
 
@@ -78,11 +80,51 @@ def test_a_key_named_as_a_field_of_the_job_s_maps_is_no_column(spark: Any, tmp_p
     schema.write_text('{"columns": {"n": "bigint"}}')
     env = Env(tmp_path, schema=schema.as_uri())
     good = b"".join(b'{"i": %d, "n": 1}\n' % i for i in range(3))
-    odd = b'{"i": 9, "_extra.key": "k", "_rescued.value": "r", "_Extra.Key": "K", "n": "x"}\n'
+    odd = (
+        b'{"i": 9, "_extra.key": "k", "_rescued.value": "r", "_extra.key_value.key": "p", '
+        b'"_Extra.Key": "K", "n": "x"}\n'
+    )
     record = env.job(spark).run([env.manifest("m0", [env.put("good.json", good), env.put("odd.json", odd)])], 0)
-    # Then every row is in the table, the two keys' values in _extra under their own names
+    # Then every row is in the table, those keys' values in _extra under their own names
     assert record.stats.records_out == 4
     rows = _rows(load(env.settings))
     assert [r["i"] for r in rows] == ["0", "1", "2", "9"]
-    assert dict(rows[3]["_extra"]) == {"_extra.key": "k", "_rescued.value": "r"}
+    assert dict(rows[3]["_extra"]) == {"_extra.key": "k", "_rescued.value": "r", "_extra.key_value.key": "p"}
     assert rows[3]["_Extra.Key"] == "K" and dict(rows[3]["_rescued"]) == {"n": "x"}
+
+
+@pytest.mark.parametrize(("partition_by", "key"), [("", "ingest_day"), ("day(ts)", "ts_day")])
+def test_a_key_named_as_a_time_partition_field_is_no_column(
+    spark: Any, tmp_path: Path, partition_by: str, key: str
+) -> None:
+    """Iceberg lets no column share a time partition's name (``ingest_day`` by default): its commit
+    failed with a ValueError that was retried for ever, every later batch held back behind it."""
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"columns": {"ts": "timestamp"}}')
+    env = Env(tmp_path, schema=schema.as_uri(), **({"partition_by": partition_by} if partition_by else {}))
+    good = b'{"i": 0, "ts": "2026-11-25T10:00:00Z"}\n'
+    odd = b'{"i": 1, "ts": "2026-11-25T11:00:00Z", "%s": "2024-01-02"}\n' % key.encode()
+    record = env.job(spark).run([env.manifest("m0", [env.put("good.json", good), env.put("odd.json", odd)])], 0)
+    # Then both rows are in the table, the key's value in _extra under its own name
+    assert record.stats.records_out == 2
+    rows = _rows(load(env.settings))
+    assert [dict(r["_extra"] or {}) for r in rows] == [{}, {key: "2024-01-02"}]
+    assert key not in rows[0]
+
+
+def test_a_share_whose_columns_would_take_a_time_partition_s_name_is_refused_not_retried(
+    spark: Any, tmp_path: Path
+) -> None:
+    # Given a share whose keys name a column as the table's partition field (a share committed by a
+    # job before the parse rule, or any way round it)
+    env = Env(tmp_path)
+    job = env.job(spark)
+    record = job.run([env.manifest("m0", [env.put("f.json", b'{"i": 1}\n')])], 0)
+    (share,) = record.tables
+    odd = share.model_copy(update={"keys": (*share.keys, "ingest_day")})
+    # When the sink checks it (before the commit record, and again at publication)
+    # Then it is refused for its content, not left to fail at the commit and be retried
+    with pytest.raises(PublishRefused, match="partition fields: \\['ingest_day'\\]") as refused_with:
+        job.tables.sink(share.table).check(odd)
+    assert refused(refused_with.value)
+    job.tables.sink(share.table).check(share)  # the share as it was passes
