@@ -19,7 +19,9 @@ fail for two kinds of reasons, and they are handled differently:
 
 Schema changes are validated before the commit record is written (``Sink.check``; a share that
 would be refused is quarantined then), so the second kind is rare; it is there for what only the
-catalog knows.
+catalog knows. An error a library raises on the share's content (``ValueError``, ``TypeError``,
+``KeyError``, ``ArithmeticError``, none of them from I/O) is of the second kind too: such an error
+retried for as long as it takes wedged the stream (a key ``ingest_day``; a timestamp of year 0).
 """
 
 from __future__ import annotations
@@ -57,6 +59,12 @@ class PublishRefused(Exception):
     """The table refused the batch for its own content: publishing it again cannot succeed."""
 
 
+# What passes with time (the network, the catalog's conflicts); and errors a library raises on the
+# share's content, which cannot (never from I/O: a chain through one of TRANSIENT is waited out)
+TRANSIENT = (CommitFailedException, CommitStateUnknownException, BotoCoreError, OSError, TimeoutError)
+DETERMINISTIC = (ValueError, TypeError, KeyError, ArithmeticError)
+
+
 def refuse_columns(names: list[str]) -> None:
     """Raise :class:`PublishRefused` for a column set the Glue Data Catalog would refuse (see
     :mod:`contracts.column_names`): a name it does not accept, or more columns than one UpdateTable
@@ -73,12 +81,17 @@ def refused(exc: BaseException) -> bool:
     False for what passes with time or an operator's fix (throttling, outages, access, conflicts)."""
     if isinstance(exc, PublishRefused):
         return True
-    if isinstance(exc, CommitFailedException | CommitStateUnknownException | BotoCoreError | OSError | TimeoutError):
+    if isinstance(exc, TRANSIENT):
         return False
-    for cause in _chain(exc):
+    chain = _chain(exc)
+    for cause in chain:
         if isinstance(cause, ClientError):
             return cause.response.get("Error", {}).get("Code", "") in REFUSAL_CODES
-    return False
+    if any(isinstance(cause, TRANSIENT) for cause in chain):
+        return False
+    # a library validating the share (pyiceberg's ValueError on a schema or spec it will not take,
+    # Arrow's on a file's metadata): the same share fails the same way however long it waits
+    return isinstance(exc, DETERMINISTIC)
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

@@ -137,3 +137,27 @@ def test_what_is_refused_and_what_is_waited_out() -> None:
     assert refused(refusal("InvalidInputException")) and refused(PublishRefused("x"))
     assert not refused(refusal("AccessDeniedException")) and not refused(refusal("ThrottlingException"))
     assert not refused(ConnectionError("reset")) and not refused(TimeoutError())
+    # an error a library raises on the share's content is refused too, unless I/O is in its chain
+    assert refused(ValueError("Cannot create partition with a name that exists in schema: ingest_day"))
+    assert refused(OverflowError("date value out of range")) and refused(KeyError("_extra.key_value.key"))
+    wrapped = ValueError("could not read the metadata")
+    wrapped.__cause__ = ConnectionResetError("reset")
+    assert not refused(wrapped)
+
+
+def test_an_unexpected_error_on_the_share_s_content_is_poison_not_a_wedge(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a catalog whose commit fails with a ValueError no check foresaw, every time
+    env = Env(tmp_path)
+    job = job_with_metrics(env, spark, tmp_path)
+    catalog = Refusing(monkeypatch, [ValueError("a spec the schema does not fit (injected)") for _ in range(100)])
+    # When the batch runs, Then it is refused max_batch_attempts times and abandoned, not retried for ever
+    job.run([env.manifest("m1", [env.put("in/x.json", b'{"a":1}\n')])], 0)
+    assert catalog.calls == env.settings.max_batch_attempts
+    (record,) = [r for r in env.quarantine() if r["kind"] == "file"]
+    assert "ValueError" in record["reason"]
+    # And the next batch lands
+    catalog.errors.clear()
+    env.job(spark).run([env.manifest("m2", [env.put("in/y.json", b'{"a":3}\n')])], 1)
+    assert [r["a"] for r in read_rows(tmp_path / "output")] == ["3"]
