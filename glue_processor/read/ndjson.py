@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import ndjson_arrow
 import pyarrow as pa
 
-from contracts.column_names import fit, request_bytes, utf16_length, valid_column_name
+from contracts.column_names import fit, valid_column_name
 from glue_processor.read.extra import EXTRA_TYPE, to_map
 
 if TYPE_CHECKING:
@@ -206,39 +206,32 @@ def column_names(keys: Sequence[str]) -> list[tuple[str, str]]:
     ``__2``, ``__3``... in sorted order (the key cut short when that would make the name too long
     for :mod:`contracts.column_names`). An empty key becomes ``_empty_key``.
 
-    Linear in the keys, whatever their cases: the k-th case variant of a key would try the k - 1
-    suffixes its variants took before finding its own (281 variants of a 100-character key took
-    1.85 s, and every batch of that table names its columns several times). Variants whose
-    suffixed names are the same but for case (:func:`_family`) start past the last suffix taken.
+    Linear in the keys, whatever they are: a key would try every suffix the keys before it took of
+    the same name (281 case variants of a 100-character key took 1.85 s a naming, and the driver names
+    a table's keys several times a batch; 3,000 128-character keys that the cut makes alike, 63 s).
+    Suffixed names are the same, lower-cased, for every key whose cut name is (its *stem*, with the
+    suffix's digits as zeros: digits neither case nor change a cut), so each key starts past the last
+    suffix a key of its stem found taken.
     """
     taken = {name.lower() for name in RESERVED_COLUMNS}
-    last: dict[object, int] = {}  # a family of case variants -> the suffix its latest member took
+    tried: dict[str, int] = {}  # a stem -> the last suffix found taken (names only get taken)
     mapping: list[tuple[str, str]] = []
     for key in sorted(set(keys)):
-        base = key if key else "_empty_key"
-        family = _family(base)
-        n = last.get(family, 1)
-        name = base if n == 1 else fit(base, f"__{n}")
+        name = base = key if key else "_empty_key"
+        n = 1
         while name.lower() in taken:
             n += 1
+            digits = len(str(n))
+            stem = fit(base, "__" + "0" * digits).lower()
+            n = max(n, tried.get(stem, 0) + 1)
+            if len(str(n)) != digits:
+                n -= 1  # past this many digits: the next turn takes the stem of the longer suffixes
+                continue
             name = fit(base, f"__{n}")
-        last[family] = n
+            tried[stem] = n
         taken.add(name.lower())
         mapping.append((key, name))
     return sorted(mapping, key=lambda kv: (kv[1].lower(), kv[1]))
-
-
-def _family(base: str) -> object:
-    """What decides a name's suffixed forms but for case: two bases of one family have, for every
-    suffix, names that differ only by case (``fit`` cuts both at the same character). An ASCII base's
-    characters are one unit, one byte and one request byte whatever their case; any other base's
-    family is its characters lower-cased, each with the measures ``fit`` cuts by (a base with a
-    capital sigma is a family of its own: it lowers to a final sigma before a suffix only)."""
-    if base.isascii():
-        return base.lower()
-    if "\u03a3" in base:  # capital sigma: the one character str.lower() cases by its neighbours
-        return (base,)
-    return tuple((c.lower(), utf16_length(c), len(c.encode("utf-8", "surrogatepass")), request_bytes(c)) for c in base)
 
 
 class StableNames:
@@ -256,10 +249,11 @@ class StableNames:
 
     A key whose name is free in both (no key is named as it, nor a column of the job's own, nor a
     held key) joins at once: nothing moves. Any other is checked by naming both sets again, within
-    ``CHECK_KEYS`` keys named a batch (~0.2 s; a file of thousands of case variants costs no more);
+    ``CHECK_KEYS`` keys named a batch (at most ~1 s, for 128-character keys that all need a suffix; a
+    file of thousands of case variants costs no more);
     past that, such keys are refused. A refused key's values stay in ``_extra`` under their own key."""
 
-    CHECK_KEYS = 200_000
+    CHECK_KEYS = 20_000
 
     def __init__(self, known: Collection[str], held: Collection[str] = ()) -> None:
         self._final = sorted(set(known))  # what the batch's columns are named by: known, then admitted

@@ -105,3 +105,23 @@ def test_the_bound_is_the_job_s_and_the_stack_s() -> None:
     assert len(RESERVED_COLUMNS) + 1 == C.RESERVED  # the lineage columns, _extra, _rescued, and one spare
     assert DEFAULT_MAX_COLUMNS == C.MAX_DATA_COLUMNS
     assert JobSettings.model_fields["max_columns"].metadata[-1].le == C.MAX_DATA_COLUMNS
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F) | st.sampled_from("é\u03a3\U0001f600"), max_size=140))
+def test_fit_measures_each_character_as_json_dumps_does(name: str) -> None:
+    # fit() takes an ASCII character's request bytes from a table: the same cut as json.dumps of each
+    for suffix in ("", "__2", "__10"):
+        units, octets, sent, out = (
+            C.MAX_LENGTH - len(suffix),
+            C.MAX_UTF8_BYTES - len(suffix),
+            C.MAX_NAME_REQUEST_BYTES - len(suffix),
+            [],
+        )
+        for c in name:
+            width, size, cost = (2 if ord(c) > 0xFFFF else 1), len(c.encode("utf-8")), len(json.dumps(c)) - 2
+            if width > units or size > octets or cost > sent:
+                break
+            out.append(c)
+            units, octets, sent = units - width, octets - size, sent - cost
+        assert C.fit(name, suffix) == "".join(out) + suffix

@@ -70,15 +70,29 @@ def test_column_names_name_small_sets_of_tricky_words_as_they_always_did(alphabe
         assert T.column_names(keys) == _reference_names(keys), keys
 
 
-def test_column_names_of_many_case_variants_cost_a_fit_or_two_each(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Given 281 case variants of a 100-character key (the quadratic naming fit() ~40,000 suffixes)
-    keys = ["".join("K" if (i >> j) & 1 else "k" for j in range(9)) + "k" * 91 for i in range(281)]
+@pytest.mark.parametrize(
+    "keys",
+    [
+        # 281 case variants of a 100-character key (the quadratic naming fit() ~40,000 suffixes)
+        ["".join("K" if (i >> j) & 1 else "k" for j in range(9)) + "k" * 91 for i in range(281)],
+        # 800 128-character keys in case pairs that the cut makes alike: every suffixed name of one
+        # is every other's (not case variants of each other; 3,000 took 1.1 million fit() calls, 63 s)
+        [
+            "p" * 124 + tail
+            for t in itertools.islice(itertools.product("abcdefghijklmnopqrstuvwxyz", repeat=4), 400)
+            for tail in ("".join(t), "".join(t).upper())
+        ],
+    ],
+    ids=["case variants", "alike once cut"],
+)
+def test_column_names_cost_a_few_fits_a_key_whatever_the_keys(keys: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
     real = T.fit
     monkeypatch.setattr(T, "fit", lambda name, suffix="": calls.append(1) or real(name, suffix))
     names = T.column_names(keys)
-    # Then each key tried at most two suffixes, and the names are the ones the table always had
-    assert len(calls) <= 2 * len(keys)
+    # Then each key cut at most a few suffixes (one a digit count, and its own), and the names are
+    # the ones the table always had
+    assert len(calls) <= 5 * len(keys)
     monkeypatch.setattr(T, "fit", real)
     assert names == _reference_names(keys)
 
@@ -154,7 +168,7 @@ def test_thousands_of_case_variants_cost_a_bounded_number_of_keys_named(monkeypa
     joined = [k for k in crafted if names.join(k)]
     # Then the sets were named again for at most CHECK_KEYS keys in all (once each to start with)
     assert sum(named[2:]) <= T.StableNames.CHECK_KEYS
-    assert names.checks > 50 and len(joined) > 15
+    assert names.checks > 10 and len(joined) > 15
     # And no key moved: the known ones in the batch's set, known and held in the table's to come
     monkeypatch.setattr(T, "column_names", real)
     assert _renamed(known, joined) == {} and _renamed(known | held, joined) == {}
