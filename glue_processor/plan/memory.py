@@ -14,7 +14,7 @@ from glue_processor.commit.ledger import BatchCommitter
 from glue_processor.plan.dedupe import DedupeIndex, load_snapshot, save_snapshot
 from glue_processor.plan.routes import Routes, TableConfig
 from glue_processor.plan.sizing import LearnedRatio
-from glue_processor.read.ndjson import LINEAGE_COLUMNS, nameable
+from glue_processor.read.names import LINEAGE_COLUMNS, nameable
 from glue_processor.settings import JobSettings
 
 GZIP_EXPANSION_PRIOR = 5.0

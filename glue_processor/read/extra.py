@@ -27,7 +27,7 @@ def admit(
     joins: Callable[[str], bool] | None = None,
 ) -> list[str]:
     """Grow ``keys`` (and ``seen``) with the keys of ``found`` it has room for (and that ``joins``
-    lets in: see ``ndjson.StableNames``), in order; the rest: the keys of ``found`` that go to
+    lets in: see ``names.StableNames``), in order; the rest: the keys of ``found`` that go to
     ``_extra``."""
     spill: list[str] = []
     for key in found:

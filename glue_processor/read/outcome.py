@@ -16,7 +16,7 @@ from glue_processor.plan.manifests import BatchPlan, Rejection, SourceFile
 from glue_processor.plan.ranges import object_outcomes
 from glue_processor.plan.tasks import gzipped
 from glue_processor.read.extra import admit
-from glue_processor.read.ndjson import StableNames
+from glue_processor.read.names import StableNames
 from glue_processor.read.task import FileOutcome, Staged, TaskResult
 
 REASON_UNROUTED = "no route of the routing file leads its key to a table (unmatched: ignore)"

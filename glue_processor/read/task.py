@@ -42,15 +42,8 @@ import pyarrow as pa
 
 from glue_processor.defaults import DEFAULT_MAX_COLUMNS
 from glue_processor.read.extra import EXTRA, EXTRA_TYPE
-from glue_processor.read.ndjson import (
-    LINEAGE_COLUMNS,
-    MAX_CELLS,
-    STRING,
-    BadLine,
-    ParsedText,
-    column_names,
-    parse_pieces,
-)
+from glue_processor.read.names import LINEAGE_COLUMNS, column_names
+from glue_processor.read.ndjson import MAX_CELLS, STRING, BadLine, ParsedText, parse_pieces
 from glue_processor.read.objects import ObjectMissing, ObjectStore, VersionGone, store_for
 from glue_processor.read.text import (
     MIB,

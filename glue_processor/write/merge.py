@@ -33,7 +33,8 @@ import pyarrow.parquet as pq
 
 from glue_processor.plan.sizing import plan_groups
 from glue_processor.read.extra import EXTRA, to_map, values_in
-from glue_processor.read.ndjson import LINEAGE_COLUMNS, STRING, column_names
+from glue_processor.read.names import LINEAGE_COLUMNS, column_names
+from glue_processor.read.ndjson import STRING
 from glue_processor.read.objects import ObjectStore, local_path, store_for
 from glue_processor.read.task import Staged, _output_table
 from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema

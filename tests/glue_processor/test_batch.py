@@ -16,7 +16,7 @@ import pytest
 from contracts.manifest import Manifest, ManifestEntry
 from glue_processor.batch import ManifestBatchJob
 from glue_processor.local.buckets import LocalBuckets
-from glue_processor.read.ndjson import LINEAGE_COLUMNS
+from glue_processor.read.names import LINEAGE_COLUMNS
 from glue_processor.settings import JobSettings, settings_from_mapping
 from tests.helpers import read_rows, visible_parquet
 

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from glue_processor.read import names
 from glue_processor.read import ndjson as T
 
 MAX_DEPTH = ndjson_arrow.MAX_DEPTH
@@ -242,12 +243,12 @@ def _reference(data: bytes, known: list[str], room: int) -> dict[str, Any]:
                 dense[key] = value
             elif key in spilled or value is not None:
                 spilled[key] = value
-        for key in [k for k in dense if k in new_keys and not T.nameable(k.decode())]:
+        for key in [k for k in dense if k in new_keys and not names.nameable(k.decode())]:
             value = dense.pop(key)  # a key that cannot name a column: its value goes to extra
             if value is not None:
                 spilled[key] = value
         rows.append((number, dense, sorted((k, v) for k, v in spilled.items() if v is not None) or None))
-    new_keys = [k for k in new_keys if T.nameable(k.decode())]
+    new_keys = [k for k in new_keys if names.nameable(k.decode())]
     keys = [k.encode() for k in known] + new_keys
     return {
         "new_keys": [k.decode() for k in new_keys],

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from glue_processor.read.extra import EXTRA, admit, to_map
-from glue_processor.read.ndjson import LINEAGE_COLUMNS, column_names
+from glue_processor.read.names import LINEAGE_COLUMNS, column_names
 from glue_processor.read.objects import local_path
 from glue_processor.read.task import TaskSpec, run_task
 from glue_processor.write.merge import MergeSpec, merge_parts

@@ -22,7 +22,7 @@ import pytest
 from bench.memory import SHAPES, measure
 from contracts.column_names import MAX_LENGTH, valid_column_name
 from glue_processor.plan.ranges import count_lines, number_ranges
-from glue_processor.read import ndjson
+from glue_processor.read import names, ndjson
 from glue_processor.read.objects import local_path
 from glue_processor.read.task import FileTask, memory_bound, run_task
 from glue_processor.read.text import Limits
@@ -228,7 +228,7 @@ def test_a_key_that_cannot_name_a_column_keeps_its_value_in_extra_under_its_own_
 
 def test_column_names_stay_valid_when_a_suffix_makes_them_distinct() -> None:
     long = "K" * MAX_LENGTH
-    mapping = dict(ndjson.column_names([long, long.lower()]))
+    mapping = dict(names.column_names([long, long.lower()]))
     assert all(valid_column_name(n) for n in mapping.values())
     assert len({n.lower() for n in mapping.values()}) == 2
 

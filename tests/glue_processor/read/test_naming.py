@@ -1,6 +1,6 @@
 """How keys are named as columns: ``column_names`` names a set of keys (linear in them, whatever
 their cases), and a new key becomes a column only when no column of the table is renamed by it
-(``ndjson.StableNames``)."""
+(``names.StableNames``)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts.column_names import fit
-from glue_processor.read import ndjson as T
+from glue_processor.read import names as T
 from glue_processor.read.extra import admit
+from glue_processor.read.ndjson import parse_ndjson
 from glue_processor.read.task import TaskSpec
 
 
@@ -184,7 +185,7 @@ def _brought(known: set[str], held: set[str], found: list[str]) -> list[str]:
     table or of a held one goes to _extra there)."""
     spec = TaskSpec(0, (), tuple(sorted(known)), "", "", 0, NOW, 1, held=tuple(sorted(held)))
     row = json.dumps(dict.fromkeys(found, "v")).encode()
-    parsed = T.parse_ndjson(row, spec.known, taken=spec.taken, exact=spec.exact)
+    parsed = parse_ndjson(row, spec.known, taken=spec.taken, exact=spec.exact)
     return [k for k in parsed.keys if k not in known]
 
 

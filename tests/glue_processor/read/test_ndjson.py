@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from glue_processor.read import names
 from glue_processor.read import ndjson as T
 
 
@@ -122,7 +123,7 @@ def test_another_case_of_a_known_key_s_column_name_goes_to_extra_too() -> None:
     # Given known keys "Kind" and "kind", whose columns are Kind and kind__2
     known = ("Kind", "kind")
     spec = TaskSpec(0, (), known, "file:///d", "file:///q", 0, datetime.now(UTC), 1)
-    assert dict(T.column_names(known)) == {"Kind": "Kind", "kind": "kind__2"}
+    assert dict(names.column_names(known)) == {"Kind": "Kind", "kind": "kind__2"}
     # When a line brings "KIND__2" (which sorts first and would take kind__2, renaming kind's column)
     parsed = T.parse_ndjson(b'{"kind":"a","KIND__2":"b"}\n', list(known), taken=spec.taken)
     # Then it is no column: its value is in _extra, and the known keys keep their names
@@ -163,11 +164,10 @@ def test_deep_nesting_within_the_limit_is_kept_as_text() -> None:
 
 
 def test_column_names_are_unique_case_insensitively() -> None:
-    mapping = dict(T.column_names(["a", "A", "_line", "", "b"]))
+    mapping = dict(names.column_names(["a", "A", "_line", "", "b"]))
     assert mapping == {"A": "A", "a": "a__2", "_line": "_line__2", "": "_empty_key", "b": "b"}
-    assert len({v.lower() for v in mapping.values()} | {c.lower() for c in T.LINEAGE_COLUMNS}) == len(mapping) + len(
-        T.LINEAGE_COLUMNS
-    )
+    lowered = {v.lower() for v in mapping.values()} | {c.lower() for c in names.LINEAGE_COLUMNS}
+    assert len(lowered) == len(mapping) + len(names.LINEAGE_COLUMNS)
 
 
 json_values = st.recursive(

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from glue_processor.read import task as tasks
-from glue_processor.read.ndjson import LINEAGE_COLUMNS
+from glue_processor.read.names import LINEAGE_COLUMNS
 from glue_processor.read.objects import LocalStore, ObjectMissing, S3Store, local_path, split_s3, store_for
 from glue_processor.read.task import FileTask, Staged, TaskSpec, run_task
 from glue_processor.write.merge import MergeSpec, merge_parts

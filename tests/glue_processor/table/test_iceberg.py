@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from glue_processor.read.ndjson import LINEAGE_COLUMNS
+from glue_processor.read.names import LINEAGE_COLUMNS
 from glue_processor.table.compact import compact, delete_orphans, expire_snapshots
 from glue_processor.table.iceberg import BATCH_ID, QUERY_ID, BatchAppended, IcebergSink, find_snapshot
 from glue_processor.table.read import current_files, load, local_file
