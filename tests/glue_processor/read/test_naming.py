@@ -193,17 +193,20 @@ def _brought(known: set[str], held: set[str], found: list[str]) -> list[str]:
 @given(
     st.lists(
         st.tuples(
-            st.sampled_from(["publish", "set aside", "publish one set aside"]), st.lists(st.sampled_from(CROWDED))
+            st.sampled_from(["publish", "set aside", "publish one set aside", "abandon one set aside"]),
+            st.lists(st.sampled_from(CROWDED)),
+            st.integers(0, 5),
         ),
         min_size=2,
-        max_size=6,
+        max_size=7,
     )
 )
 def test_through_batches_published_and_set_aside_no_key_moves_and_no_column_is_two_keys(
-    steps: list[tuple[str, list[str]]],
+    steps: list[tuple[str, list[str], int]],
 ) -> None:
-    # Given batches that bring crowded keys, published in turn or set aside and published later
-    # (a share's files are named by its own keys, and the table takes their union by name)
+    # Given batches that bring crowded keys, published in turn, or set aside and then published later
+    # in any order or abandoned (a share's files are named by its own keys, and the table takes their
+    # union by name)
     known: set[str] = set()
     aside: list[set[str]] = []
     table: dict[str, str] = {}  # key -> its column
@@ -216,10 +219,12 @@ def test_through_batches_published_and_set_aside_no_key_moves_and_no_column_is_t
             table[key] = name
         known.update(keys)
 
-    for action, found in steps:
-        if action == "publish one set aside":
+    for action, found, which in steps:
+        if action.endswith("one set aside"):
             if aside:
-                publish(aside.pop(0))
+                share = aside.pop(which % len(aside))
+                if action.startswith("publish"):
+                    publish(share)
             continue
         held = set().union(*aside) - known
         keys = sorted(known)
@@ -229,4 +234,4 @@ def test_through_batches_published_and_set_aside_no_key_moves_and_no_column_is_t
         else:
             aside.append(set(keys))
     while aside:
-        publish(aside.pop(0))
+        publish(aside.pop())
