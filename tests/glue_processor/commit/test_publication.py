@@ -54,6 +54,14 @@ def job_with_metrics(env: Env, spark: Any, tmp_path: Path) -> Any:
     return job
 
 
+def refusing_job(
+    env: Env, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, errors: list[BaseException]
+) -> tuple[Any, Refusing]:
+    """The job, with metrics, over a catalog whose data-table commits raise ``errors`` first."""
+    job = job_with_metrics(env, spark, tmp_path)
+    return job, Refusing(monkeypatch, errors)
+
+
 def emitted(job: Any, tmp_path: Path, name: str) -> float:
     job.metrics.publisher.flush()
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines() if (tmp_path / "metrics.jsonl").exists() else []
@@ -65,9 +73,8 @@ def test_a_catalog_that_refuses_for_a_while_is_waited_out_and_every_record_lands
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = Env(tmp_path)
-    job = job_with_metrics(env, spark, tmp_path)
     # Given a catalog that denies the job's commits five times (a policy an operator then fixes)
-    catalog = Refusing(monkeypatch, [refusal("AccessDeniedException") for _ in range(5)])
+    job, catalog = refusing_job(env, spark, tmp_path, monkeypatch, [refusal("AccessDeniedException") for _ in range(5)])
     manifest = env.manifest("m1", [env.put("in/x.json", b'{"a":1}\n{"a":2}\n')])
     # When the batch runs
     job.run([manifest], 0)
@@ -85,10 +92,10 @@ def test_a_batch_the_catalog_refuses_for_its_content_is_poison_and_the_stream_mo
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = Env(tmp_path)
-    job = job_with_metrics(env, spark, tmp_path)
-    manifest = env.manifest("m1", [env.put("in/x.json", b'{"a":1}\n{"a":2}\n')])
     # Given a catalog that refuses the batch's request itself, every time
-    catalog = Refusing(monkeypatch, [refusal("InvalidInputException") for _ in range(100)])
+    errors: list[BaseException] = [refusal("InvalidInputException") for _ in range(100)]
+    job, catalog = refusing_job(env, spark, tmp_path, monkeypatch, errors)
+    manifest = env.manifest("m1", [env.put("in/x.json", b'{"a":1}\n{"a":2}\n')])
     # When the batch runs
     job.run([manifest], 0)
     # Then after max_batch_attempts refusals the table's share is abandoned: its object quarantined with the cause
@@ -150,8 +157,9 @@ def test_an_unexpected_error_on_the_share_s_content_is_poison_not_a_wedge(
 ) -> None:
     # Given a catalog whose commit fails with a ValueError no check foresaw, every time
     env = Env(tmp_path)
-    job = job_with_metrics(env, spark, tmp_path)
-    catalog = Refusing(monkeypatch, [ValueError("a spec the schema does not fit (injected)") for _ in range(100)])
+    job, catalog = refusing_job(
+        env, spark, tmp_path, monkeypatch, [ValueError("a spec (injected)") for _ in range(100)]
+    )
     # When the batch runs, Then it is refused max_batch_attempts times and abandoned, not retried for ever
     job.run([env.manifest("m1", [env.put("in/x.json", b'{"a":1}\n')])], 0)
     assert catalog.calls == env.settings.max_batch_attempts
