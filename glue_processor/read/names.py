@@ -86,19 +86,19 @@ class StableNames:
     A key whose name is free in both (no key is named as it, nor a column of the job's own, nor a
     held key) joins at once: nothing moves. Any other is checked by naming both sets again, within
     ``CHECK_KEYS`` keys named a batch (at most ~1 s, for 128-character keys that all need a suffix; a
-    file of thousands of case variants costs no more);
-    past that, such keys are refused. A refused key's values stay in ``_extra`` under their own key."""
+    file of thousands of case variants costs no more); past that, such keys are refused. A refused
+    key's values stay in ``_extra`` under their own key."""
 
     CHECK_KEYS = 20_000
 
     def __init__(self, known: Collection[str], held: Collection[str] = ()) -> None:
         self._final = sorted(set(known))  # what the batch's columns are named by: known, then admitted
-        self._held_keys = sorted(set(held) - set(known))
-        full = dict(column_names((*self._final, *self._held_keys)))
+        held_keys = set(held) - set(known)
+        full = dict(column_names((*self._final, *held_keys)))
         table = dict(column_names(self._final))
         # a known key whose name the held keys would move already: none of them may move at all
         self._known = {k: table[k] if table[k] == full[k] else "" for k in self._final}
-        self._held = {k: full[k] for k in self._held_keys}
+        self._held = {k: full[k] for k in held_keys}  # a held key -> the name its share gives it
         # the names no key but a held one may take: a held key's name, and another case of the key
         self._fenced = {n.lower() for n in self._held.values()} | {k.lower() for k in self._held}
         self._taken = _lowered(table.values(), full.values(), self._fenced)
@@ -119,7 +119,7 @@ class StableNames:
             self.checks += 1
             self.named += cost
             final = dict(column_names((*self._final, key)))
-            full = dict(column_names((*self._final, *self._held_keys, key)))
+            full = dict(column_names((*self._final, *self._held, key)))
             if self._keeps(final, full):
                 self._final.append(key)
                 self._taken = _lowered(final.values(), full.values(), self._fenced)

@@ -63,9 +63,14 @@ def writer(
     return pq.ParquetWriter(target, first.schema, use_dictionary=chosen, metadata_collector=metadata, **OPTIONS)
 
 
-def write(table: pa.Table, path: str | Path, use_dictionary: list[str] | None = None) -> None:
-    """``table`` as one row group."""
-    with writer(path, table, use_dictionary) as out:
+def write(
+    table: pa.Table,
+    where: str | Path | pa.NativeFile,
+    use_dictionary: list[str] | None = None,
+    metadata: list[pq.FileMetaData] | None = None,
+) -> None:
+    """``table`` as one row group (its FileMetaData appended to ``metadata``)."""
+    with writer(where, table, use_dictionary, metadata) as out:
         out.write_table(table, row_group_size=max(1, len(table)))
 
 
@@ -74,6 +79,5 @@ def encode(table: pa.Table, use_dictionary: list[str] | None = None) -> tuple[pa
     read-back). For rows already in memory: the file is smaller than they are."""
     sink = pa.BufferOutputStream()
     metadata: list[pq.FileMetaData] = []
-    with writer(sink, table, use_dictionary, metadata) as out:
-        out.write_table(table, row_group_size=max(1, len(table)))
+    write(table, sink, use_dictionary, metadata)
     return sink.getvalue(), metadata[0]
