@@ -10,7 +10,6 @@ not read; a stream that breaks (corrupt or truncated gzip) stops with :class:`Re
 
 from __future__ import annotations
 
-import gzip
 import queue
 import threading
 import zlib
@@ -20,6 +19,8 @@ from typing import BinaryIO
 
 import numpy as np
 from ndjson_arrow import Framer, newlines, sniff_document
+
+from glue_processor.read.gunzip import Gunzip
 
 MIB = 1024 * 1024
 READ_BYTES = 8 * MIB
@@ -71,8 +72,9 @@ class ReadFailed(StreamStopped):
 
 
 def decompressed(stream: BinaryIO, *, gzipped: bool) -> BinaryIO:
-    """The text stream of an object: gunzipped as it is read (every gzip member) when ``gzipped``."""
-    return gzip.GzipFile(fileobj=stream, mode="rb") if gzipped else stream  # type: ignore[return-value]
+    """The text stream of an object: gunzipped as it is read (every gzip member, every byte decoded
+    before a break: :mod:`glue_processor.read.gunzip`) when ``gzipped``."""
+    return Gunzip(stream) if gzipped else stream  # type: ignore[return-value]
 
 
 def read_ahead(stream: BinaryIO, size: int, *, depth: int = 2) -> Iterator[bytes]:

@@ -113,11 +113,21 @@ def test_duplicate_keys_case_variants_and_type_drift(outcome: dict[str, Any]) ->
     assert drift == sorted(['{"x":1}', "1", "one"])
 
 
-def test_corrupt_compression_is_quarantined_whole(outcome: dict[str, Any]) -> None:
-    for key in ("in/truncated.json.gz", "in/not gzip.json.gz"):
-        assert outcome["status"][key].status == "unreadable"
-        assert "could not be read or decompressed" in reasons(outcome, f"s3://{BUCKET}/{key}")[None]
-    assert not [r for r in outcome["rows"] if r["_source_uri"].endswith(".gz")]
+def test_an_object_that_is_not_gzip_is_quarantined_whole(outcome: dict[str, Any]) -> None:
+    key = "in/not gzip.json.gz"
+    assert outcome["status"][key].status == "unreadable"
+    assert "could not be read or decompressed" in reasons(outcome, f"s3://{BUCKET}/{key}")[None]
+    assert not [r for r in outcome["rows"] if r["_source_uri"].endswith("not gzip.json.gz")]
+
+
+def test_a_truncated_gzip_loads_its_lines_before_the_cut_and_says_from_where_not(outcome: dict[str, Any]) -> None:
+    uri = f"s3://{BUCKET}/in/truncated.json.gz"
+    loaded = sorted(r["_line"] for r in outcome["rows"] if r["_source_uri"] == uri)
+    assert loaded and loaded == list(range(1, len(loaded) + 1)) and len(loaded) < 2000
+    assert outcome["status"]["in/truncated.json.gz"].status == "ingested"
+    assert outcome["status"]["in/truncated.json.gz"].records == len(loaded)
+    why = reasons(outcome, uri)[None]
+    assert "could not be read or decompressed" in why and f"lines from {len(loaded) + 1} on were not loaded" in why
 
 
 def test_bad_manifests_and_entries_outside_the_allowed_places(outcome: dict[str, Any]) -> None:

@@ -307,3 +307,28 @@ def test_a_large_document_split_in_ranges_is_read_whole(tmp_path: Path) -> None:
     assert problems == [] and [(i.start, i.end) for i in numbered] == [(0, None)]
     result = run_task(spec(numbered, f"file://{tmp_path}/out"))
     assert sum(f.good for f in result.files) == 1000
+
+
+def test_a_truncated_gzip_object_loads_every_line_before_the_break(tmp_path: Path) -> None:
+    # Given a gzip object of 40,000 lines (~1.4 MB of text: less than one 8 MiB read) cut half way
+    lines = [b'{"id":"%d","pad":"%s"}\n' % (i, b"x" * (i % 50)) for i in range(40_000)]
+    body = gzip.compress(b"".join(lines))
+    rows, bad = _one_task(tmp_path, "cut.json.gz", body[: len(body) // 2])
+    # Then every whole line decoded before the break loads (GzipFile lost the whole read: no row)
+    loaded = sorted(int(str(r["id"])) for r in rows)
+    assert len(loaded) > 15_000 and loaded == list(range(len(loaded)))
+    assert [r["_line"] for r in rows] == [int(str(r["id"])) + 1 for r in rows]
+    # ... and one record says the rest was not: from the first line not loaded, the cut one
+    (stop,) = bad
+    assert "truncated" in stop["reason"] and f"lines from {len(loaded) + 1} on were not loaded" in stop["reason"]
+
+
+def test_bytes_that_are_not_gzip_after_a_member_lose_no_line_of_it(tmp_path: Path) -> None:
+    # Given one gzip member (what gunzip reads, warning of "trailing garbage") followed by other bytes
+    body = gzip.compress(b"".join(b'{"id":"%d"}\n' % i for i in range(5_000))) + b"GARBAGE"
+    rows, bad = _one_task(tmp_path, "tail.json.gz", body)
+    # Then all its lines load, and a record names the bytes after it (they could be data)
+    assert sorted(int(str(r["id"])) for r in rows) == list(range(5_000))
+    (stop,) = bad
+    assert "after gzip member 1 are not gzip" in stop["reason"] and "GARBAGE" in stop["reason"]
+    assert "lines from 5001 on were not loaded" in stop["reason"]
