@@ -30,8 +30,10 @@ NESTED_NAMES = tuple(
 
 def nameable(key: str) -> bool:
     """True when a key can be a column (its name valid as it is and not a field of the job's maps,
-    :data:`NESTED_NAMES`; the empty key is ``_empty_key``)."""
-    return key == "" or (valid_column_name(key) and key not in NESTED_NAMES)
+    :data:`NESTED_NAMES`, in any case: Iceberg's Java index by lower-case name, which Spark binds
+    filters through by default, would keep one of ``_Extra.Key`` and the map's key field; the empty
+    key is ``_empty_key``)."""
+    return key == "" or (valid_column_name(key) and key.lower() not in NESTED_NAMES)
 
 
 def column_names(keys: Sequence[str]) -> list[tuple[str, str]]:
