@@ -20,6 +20,7 @@ from glue_processor.read.names import StableNames
 from glue_processor.read.task import FileOutcome, Staged, TaskResult
 
 REASON_UNROUTED = "no route of the routing file leads its key to a table (unmatched: ignore)"
+REASON_ALL_BAD = "no line loaded: every line was quarantined"
 
 
 class Outcome:
@@ -52,14 +53,19 @@ class Outcome:
             self._record(item.entry, item.manifest_uri, "ignored", reason=REASON_UNROUTED)
 
     def read(self, source: SourceFile, found: FileOutcome) -> None:
-        """An object that was read and parsed (ingested, or empty)."""
+        """An object that was read and parsed (ingested, or empty). Its record says why when it is
+        not whole: reading stopped at a line (a gzip break, the text cap), or every line it has was
+        quarantined (no longer told from an object with no line at all)."""
         self.records_out += found.good
         self.bad_records += found.bad
         self.text_bytes += found.text_bytes
         if gzipped(source):
             self.gzip_bytes += source.entry.size
             self.gzip_text_bytes += found.text_bytes
-        self._record(source.entry, source.manifest_uri, found.status, records=found.good, bad=found.bad)
+        reason = found.reason
+        if reason is None and found.bad and not found.good:
+            reason = f"{REASON_ALL_BAD} ({found.bad})"
+        self._record(source.entry, source.manifest_uri, found.status, records=found.good, bad=found.bad, reason=reason)
 
     def add(self, source: SourceFile, status: Any, *, reason: str | None = None) -> None:
         self._record(source.entry, source.manifest_uri, status, reason=reason)

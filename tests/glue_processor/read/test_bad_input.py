@@ -13,6 +13,7 @@ import pytest
 
 from contracts.manifest import Manifest, ManifestEntry
 from glue_processor.read import ndjson as T
+from glue_processor.read.outcome import REASON_ALL_BAD
 from tests.glue_processor.test_batch import BUCKET, Env
 from tests.helpers import read_rows
 
@@ -29,6 +30,7 @@ FILES: dict[str, bytes] = {
         b'{"id":"1"}\nnot json\n[1,2]\n42\n{"id":"2"} junk\n{"id":"3"}{"id":"4"}\n{"v":"\xff"}\n{"id":"5"}\n'
     ),
     "in/empty.json": b"",
+    "in/all bad.json": b'null\n"a"\n[1]\n',
     "in/blank.json": b"\n  \n\r\n",
     "in/big line.json": json.dumps({"id": "big", "blob": BIG}).encode() + b"\n",
     "in/deep.json": DEEP.encode() + b"\n",
@@ -96,7 +98,15 @@ def test_non_utf8_line_is_never_stored_changed(outcome: dict[str, Any]) -> None:
 def test_empty_and_blank_files_are_read_and_yield_nothing(outcome: dict[str, Any]) -> None:
     for key in ("in/empty.json", "in/blank.json"):
         assert outcome["status"][key].status == "empty"
+        assert outcome["status"][key].reason is None
         assert reasons(outcome, f"s3://{BUCKET}/{key}") == {}
+
+
+def test_an_object_of_only_bad_lines_is_told_from_an_empty_one(outcome: dict[str, Any]) -> None:
+    source = outcome["status"]["in/all bad.json"]
+    assert (source.status, source.records, source.bad_records) == ("empty", 0, 3)
+    assert source.reason == f"{REASON_ALL_BAD} (3)"
+    assert sorted(reasons(outcome, f"s3://{BUCKET}/in/all bad.json")) == [1, 2, 3]
 
 
 def test_a_50_mb_line_and_deep_nesting_are_ingested(outcome: dict[str, Any]) -> None:
@@ -126,6 +136,7 @@ def test_a_truncated_gzip_loads_its_lines_before_the_cut_and_says_from_where_not
     assert loaded and loaded == list(range(1, len(loaded) + 1)) and len(loaded) < 2000
     assert outcome["status"]["in/truncated.json.gz"].status == "ingested"
     assert outcome["status"]["in/truncated.json.gz"].records == len(loaded)
+    assert f"lines from {len(loaded) + 1} on were not loaded" in str(outcome["status"]["in/truncated.json.gz"].reason)
     why = reasons(outcome, uri)[None]
     assert "could not be read or decompressed" in why and f"lines from {len(loaded) + 1} on were not loaded" in why
 
