@@ -39,6 +39,7 @@ REASON_SCALAR = "line is a JSON scalar, expected an object"
 REASON_MALFORMED = "malformed JSON"
 REASON_TOO_DEEP = f"JSON nested deeper than {ndjson_arrow.MAX_DEPTH} levels"
 REASON_TOO_MANY_KEYS = f"more than {ndjson_arrow.MAX_LINE_KEYS} distinct keys in one object"
+REASON_SURROGATE = "lone UTF-16 surrogate escape (\\uD800-\\uDFFF unpaired): not a character, no UTF-8 text holds it"
 _REASONS = {
     ndjson_arrow.NOT_UTF8: REASON_NOT_UTF8,
     ndjson_arrow.TRAILING: REASON_TRAILING,
@@ -47,6 +48,7 @@ _REASONS = {
     ndjson_arrow.MALFORMED: REASON_MALFORMED,
     ndjson_arrow.TOO_DEEP: REASON_TOO_DEEP,
     ndjson_arrow.TOO_MANY_KEYS: REASON_TOO_MANY_KEYS,
+    ndjson_arrow.SURROGATE: REASON_SURROGATE,
 }
 # The most cells (rows x columns: an offset each, 4 bytes, and a validity bit) a scan holds, and so
 # a chunk's columns at most ~150 MB, whatever its rows and the columns known (see tasks.MEMORY).

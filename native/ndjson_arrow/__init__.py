@@ -27,7 +27,8 @@ bad, extra, consumed, next_line, probes)``:
 - ``probes``: the hash-table slots its key lookups visited (its cost, for tests of the bound).
 
 Lines nested deeper than :data:`MAX_DEPTH` levels are bad (``TOO_DEEP``), and so are objects with
-more than :data:`MAX_LINE_KEYS` distinct keys (``TOO_MANY_KEYS``). Keys are hashed with SipHash-1-3
+more than :data:`MAX_LINE_KEYS` distinct keys (``TOO_MANY_KEYS``), and lines with an escaped lone
+UTF-16 surrogate, which names no character (``SURROGATE``). Keys are hashed with SipHash-1-3
 under a key drawn at random per process: an input cannot choose keys that collide. The GIL is
 released while scanning, over a private copy of ``data`` when its buffer is writable.
 
@@ -46,20 +47,21 @@ line numbers: several times faster than ``bytes.count``).
 from ndjson_arrow._scan import MAX_DEPTH, MAX_LINE_KEYS, MAX_SCAN_KEYS, Framer, newlines, scan
 from ndjson_arrow._scan import sniff as sniff_document
 
-NOT_UTF8, TRAILING, ARRAY, SCALAR, MALFORMED, TOO_DEEP, TOO_MANY_KEYS = range(1, 8)
+NOT_UTF8, TRAILING, ARRAY, SCALAR, MALFORMED, TOO_DEEP, TOO_MANY_KEYS, SURROGATE = range(1, 9)
 
 __all__ = [
     "ARRAY",
-    "Framer",
     "MALFORMED",
     "MAX_DEPTH",
     "MAX_LINE_KEYS",
     "MAX_SCAN_KEYS",
     "NOT_UTF8",
     "SCALAR",
+    "SURROGATE",
     "TOO_DEEP",
     "TOO_MANY_KEYS",
     "TRAILING",
+    "Framer",
     "newlines",
     "scan",
     "sniff_document",

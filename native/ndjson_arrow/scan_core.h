@@ -31,9 +31,20 @@
 #define MAX_SCAN_KEYS 65536
 
 /* reason codes, mirrored in ndjson_arrow/__init__.py */
-enum { R_NOT_UTF8 = 1, R_TRAILING = 2, R_ARRAY = 3, R_SCALAR = 4, R_MALFORMED = 5, R_TOO_DEEP = 6, R_TOO_MANY_KEYS = 7 };
+enum {
+    R_NOT_UTF8 = 1,
+    R_TRAILING = 2,
+    R_ARRAY = 3,
+    R_SCALAR = 4,
+    R_MALFORMED = 5,
+    R_TOO_DEEP = 6,
+    R_TOO_MANY_KEYS = 7,
+    R_SURROGATE = 8
+};
 /* how a value failed; F_FULL: the line would take the scan past its cell budget (it is left for the next) */
-enum { F_SYNTAX = 1, F_DEPTH = 2, F_NOMEM = 3, F_KEYS = 4, F_FULL = 5 };
+/* F_SURROGATE: a \u escape of a lone UTF-16 surrogate (RFC 8259 section 8.2: its grammar allows it,
+ * but it names no Unicode character, so no UTF-8 text holds it) */
+enum { F_SYNTAX = 1, F_DEPTH = 2, F_NOMEM = 3, F_KEYS = 4, F_FULL = 5, F_SURROGATE = 6 };
 
 typedef struct {
     char *p;
@@ -250,12 +261,13 @@ static const uint8_t *string_body(const uint8_t *p, const uint8_t *end, Buf *out
             len = 6;
             if (cp >= 0xD800 && cp <= 0xDBFF) { /* a high surrogate must pair with a low one */
                 uint32_t lo;
-                if (end - p < 12 || p[6] != '\\' || p[7] != 'u' || !hex4(p + 8, &lo) || lo < 0xDC00 || lo > 0xDFFF)
-                    goto bad;
+                if (end - p < 8 || p[6] != '\\' || p[7] != 'u') goto lone;
+                if (end - p < 12 || !hex4(p + 8, &lo)) goto bad;
+                if (lo < 0xDC00 || lo > 0xDFFF) goto lone;
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                 len = 12;
             } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                goto bad;
+                goto lone;
             }
             break;
         default:
@@ -274,6 +286,9 @@ static const uint8_t *string_body(const uint8_t *p, const uint8_t *end, Buf *out
     }
 bad:
     *fail = F_SYNTAX;
+    return NULL;
+lone:
+    *fail = F_SURROGATE;
     return NULL;
 }
 
@@ -746,7 +761,7 @@ static int add_bad(Scan *s, int64_t line, int reason, size_t start, size_t stop)
 static int not_object(Scan *s, const uint8_t *p, const uint8_t *end) {
     int fail = 0;
     const uint8_t *q = value(s, p, end, NULL, 0, &fail);
-    if (!q) return fail == F_DEPTH ? R_TOO_DEEP : R_MALFORMED;
+    if (!q) return fail == F_DEPTH ? R_TOO_DEEP : fail == F_SURROGATE ? R_SURROGATE : R_MALFORMED;
     if (skip_white(q, end) < end) return R_TRAILING;
     return *p == '[' ? R_ARRAY : R_SCALAR;
 }
@@ -811,10 +826,11 @@ static void scan_lines(Scan *s, const uint8_t *data, size_t size) {
                 } else {
                     rollback(s, s->rows, nkeys, nentries, extra_len, admitted);
                     if (got == F_FULL) break; /* the line is the next scan's first */
-                    reason = got == -1        ? R_TRAILING
-                             : got == F_DEPTH ? R_TOO_DEEP
-                             : got == F_KEYS  ? R_TOO_MANY_KEYS
-                                              : R_MALFORMED;
+                    reason = got == -1            ? R_TRAILING
+                             : got == F_DEPTH     ? R_TOO_DEEP
+                             : got == F_KEYS      ? R_TOO_MANY_KEYS
+                             : got == F_SURROGATE ? R_SURROGATE
+                                                  : R_MALFORMED;
                 }
             } else {
                 reason = not_object(s, p, end);

@@ -65,16 +65,16 @@ def _string(b: bytes, i: int) -> tuple[int, bytes]:
         elif e == ord("u"):
             cp = _hex4(b, i + 2)
             i += 6
-            if 0xD800 <= cp <= 0xDBFF:
+            if 0xD800 <= cp <= 0xDBFF:  # a high surrogate: a low one must follow
                 if b[i : i + 2] != b"\\u":
-                    raise _Bad(ndjson_arrow.MALFORMED)
+                    raise _Bad(ndjson_arrow.SURROGATE)
                 lo = _hex4(b, i + 2)
                 if not 0xDC00 <= lo <= 0xDFFF:
-                    raise _Bad(ndjson_arrow.MALFORMED)
+                    raise _Bad(ndjson_arrow.SURROGATE)
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)
                 i += 6
             elif 0xDC00 <= cp <= 0xDFFF:
-                raise _Bad(ndjson_arrow.MALFORMED)
+                raise _Bad(ndjson_arrow.SURROGATE)
             out += chr(cp).encode()
         else:
             raise _Bad(ndjson_arrow.MALFORMED)

@@ -53,6 +53,11 @@ def test_fields_are_strings_and_nested_values_compact_json_text() -> None:
     }
 
 
+def test_a_surrogate_pair_is_one_character() -> None:
+    (row,) = rows_of(T.parse_ndjson(b'{"e":"\\ud83d\\ude00","k\\ud83d\\ude00":"x"}')).values()
+    assert row == {"e": "\U0001f600", "k\U0001f600": "x"}
+
+
 def test_duplicate_keys_last_wins_and_case_variants_kept() -> None:
     (row,) = rows_of(T.parse_ndjson(b'{"a":1,"a":2,"A":3}', ["a"])).values()
     assert row == {"a": "2", "A": "3"}
@@ -68,6 +73,12 @@ def test_duplicate_keys_last_wins_and_case_variants_kept() -> None:
         (b'{"a":"\xff"}', T.REASON_NOT_UTF8),
         (b'{"a":{"b":"\xc3"}}', T.REASON_NOT_UTF8),
         (b'{"a":' * 10_500 + b"1" + b"}" * 10_500, T.REASON_TOO_DEEP),
+        # a lone surrogate (what JSON.stringify writes for a cut emoji): in a value, nested, in a key
+        (b'{"name":"caf\\ud83d"}', T.REASON_SURROGATE),
+        (b'{"name":"\\ud83d\\u0041"}', T.REASON_SURROGATE),
+        (b'{"a":{"b":["\\udc00"]}}', T.REASON_SURROGATE),
+        (b'{"\\ud800k":1}', T.REASON_SURROGATE),
+        (b'{"a":"\\ud83d\\uzzzz"}', T.REASON_MALFORMED),
     ],
 )
 def test_rejected_lines_carry_a_reason(line: bytes, reason: str) -> None:
@@ -289,8 +300,8 @@ def test_known_keys_keep_their_order_and_are_null_where_absent() -> None:
     assert [c.to_pylist() for c in parsed.columns] == [["1"], [None], ["2"]]
 
 
-def test_lone_surrogate_escapes_are_malformed_anywhere() -> None:
+def test_lone_surrogate_escapes_are_refused_anywhere_with_their_reason() -> None:
     lines = [b'{"a":"\\ud800"}', b'{"a":{"b":"\\udc00"}}', b'{"\\ud800":1}', b'{"a":"\\ud83d\\ude00"}']
     parsed = T.parse_ndjson(b"\n".join(lines))
-    assert [(b.line, b.reason) for b in parsed.bad] == [(n, T.REASON_MALFORMED) for n in (1, 2, 3)]
+    assert [(b.line, b.reason) for b in parsed.bad] == [(n, T.REASON_SURROGATE) for n in (1, 2, 3)]
     assert rows_of(parsed) == {4: {"a": "\U0001f600"}}
