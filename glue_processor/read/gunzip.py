@@ -84,9 +84,6 @@ class Gunzip:
             raise self._broken
         return bytes(out)
 
-    def close(self) -> None:
-        self._done = True
-
     def _decode(self, limit: int) -> bytes:
         """Some decoded bytes (at most ``limit``), possibly none while a member starts or ends."""
         if self._member is None:

@@ -757,11 +757,19 @@ static int add_bad(Scan *s, int64_t line, int reason, size_t start, size_t stop)
     return 0;
 }
 
+/* The reason code of a line whose value failed with ``fail`` (F_*). */
+static int reason_of(int fail) {
+    return fail == F_DEPTH       ? R_TOO_DEEP
+           : fail == F_KEYS      ? R_TOO_MANY_KEYS
+           : fail == F_SURROGATE ? R_SURROGATE
+                                 : R_MALFORMED;
+}
+
 /* Why a line that is not an object (p at its first token) is bad. */
 static int not_object(Scan *s, const uint8_t *p, const uint8_t *end) {
     int fail = 0;
     const uint8_t *q = value(s, p, end, NULL, 0, &fail);
-    if (!q) return fail == F_DEPTH ? R_TOO_DEEP : fail == F_SURROGATE ? R_SURROGATE : R_MALFORMED;
+    if (!q) return reason_of(fail);
     if (skip_white(q, end) < end) return R_TRAILING;
     return *p == '[' ? R_ARRAY : R_SCALAR;
 }
@@ -826,11 +834,7 @@ static void scan_lines(Scan *s, const uint8_t *data, size_t size) {
                 } else {
                     rollback(s, s->rows, nkeys, nentries, extra_len, admitted);
                     if (got == F_FULL) break; /* the line is the next scan's first */
-                    reason = got == -1            ? R_TRAILING
-                             : got == F_DEPTH     ? R_TOO_DEEP
-                             : got == F_KEYS      ? R_TOO_MANY_KEYS
-                             : got == F_SURROGATE ? R_SURROGATE
-                                                  : R_MALFORMED;
+                    reason = got == -1 ? R_TRAILING : reason_of(got);
                 }
             } else {
                 reason = not_object(s, p, end);
