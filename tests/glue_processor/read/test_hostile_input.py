@@ -273,6 +273,17 @@ def test_elements_that_are_not_objects_are_quarantined_with_their_position(tmp_p
     ]
 
 
+def test_an_empty_top_level_array_contributes_no_record_and_no_quarantine(tmp_path: Path) -> None:
+    # Given documents whose top-level arrays are containers of records, some of them empty
+    rows, bad = _one_task(tmp_path, "empty.json", b"[]\n")
+    assert (rows, bad) == ([], [])
+    rows, bad = _one_task(tmp_path, "mixed.json", b'[]\n{"id":"1"}\n[]\n[{"id":"2"}, []]\n')
+    # Then the records load where they start; an empty array is no record (as an export of none),
+    # while an array inside one is an element that is not an object
+    assert sorted((r["id"], r["_line"]) for r in rows) == [("1", 2), ("2", 4)]
+    assert [(b["line"], b["reason"]) for b in bad] == [(4, "record is a JSON array, expected an object")]
+
+
 def test_a_record_longer_than_max_line_mb_is_quarantined_and_the_rest_load(tmp_path: Path) -> None:
     body = b'[{"a":"' + b"x" * 4096 + b'"},\n{"a":"small"}]'
     rows, bad = _one_task(tmp_path, "long.json", body, limits=Limits(max_line_bytes=1024))
