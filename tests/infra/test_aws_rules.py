@@ -323,6 +323,29 @@ def test_the_declared_schema_is_optional_and_readable_by_the_job() -> None:
     assert routes == {"Fn::If": ["HasRoutes", {"Ref": "RoutesUri"}, {"Ref": "AWS::NoValue"}]}
 
 
+def test_a_role_that_reads_an_object_which_may_be_missing_may_list_its_bucket_unconditionally() -> None:
+    # S3 API Reference, GetObject, Permissions: "If the object that you request doesn't exist, the
+    # error that Amazon S3 returns depends on whether you also have the s3:ListBucket permission":
+    # 404 (NoSuchKey) with it, 403 (AccessDenied) without. A GetObject request carries no s3:prefix
+    # (Amazon S3 User Guide, "Policy condition keys": it is a key of ListBucket requests), so a grant
+    # conditioned on it does not count. The control plane's first tick reads a state no tick has
+    # written yet (lambdas/control_plane/state.py takes NoSuchKey as "no state"; a 403 fails every
+    # tick, and the job is never started); the job reads objects a producer may have deleted
+    # (glue_processor/read/objects.py quarantines NoSuchKey/NoSuchVersion; a 403 fails the batch).
+    cases = {
+        "ControlPlane": {"Fn::GetAtt": ["ArtifactsBucket", "Arn"]},
+        "GlueJob": {"Fn::GetAtt": ["LandingBucket", "Arn"]},
+    }
+    for resource, bucket in cases.items():
+        listing = [
+            st
+            for st in role_statements(R[resource]["Properties"]["Role"])
+            if st["Effect"] == "Allow" and "s3:ListBucket" in actions(st) and st["Resource"] == bucket
+        ]
+        assert listing, f"{resource}: no s3:ListBucket on {bucket}"
+        assert any("Condition" not in st for st in listing), f"{resource}: s3:ListBucket on {bucket} is conditioned"
+
+
 def test_the_job_may_read_every_artifact_it_starts_from() -> None:
     # Glue fetches the script, --extra-py-files and the S3 wheels of --additional-python-modules with
     # the job's role (AWS Glue Developer Guide, "Using Python libraries with AWS Glue"; "Setting up
