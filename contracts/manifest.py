@@ -18,6 +18,11 @@ from contracts.exceptions import ManifestError
 from contracts.validation import describe
 
 # 2 adds ``version_id``; version 1 manifests (without it) are still read.
+# The largest object S3 can hold: 10,000 parts of at most 5 GiB (Amazon S3 User Guide, "Amazon S3
+# objects overview": objects up to 50 TB, 53.7 TB exactly). A larger size in an event is not an S3
+# object's: refused, so no sum or metric of sizes can overflow (10**309 made float() raise), and a
+# manifest's total stays a number of at most 20 digits in its name (contracts.layout).
+MAX_OBJECT_BYTES = 10_000 * 5 * 1024**3
 SCHEMA_VERSION: Literal[2] = 2
 
 
@@ -28,7 +33,7 @@ class ManifestEntry(BaseModel):
 
     bucket: str = Field(min_length=3, max_length=255)
     key: str = Field(min_length=1, max_length=1024)
-    size: int = Field(ge=0)
+    size: int = Field(ge=0, le=MAX_OBJECT_BYTES)
     etag: str = Field(min_length=1, max_length=128)
     event_time: datetime
     sequencer: str | None = None

@@ -24,6 +24,7 @@ from urllib.parse import unquote_plus
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from contracts.manifest import ManifestEntry
+from contracts.validation import describe
 from lambdas.manifest_builder.exceptions import NotificationError
 
 
@@ -168,12 +169,16 @@ def to_entry(created: CreatedObject) -> ManifestEntry:
     """A manifest entry for one event."""
     if not created.etag:
         raise NotificationError(f"object-created event without eTag for s3://{created.bucket}/{created.key}")
-    return ManifestEntry(
-        bucket=created.bucket,
-        key=created.key,
-        size=created.size,
-        etag=created.etag.strip('"'),
-        event_time=created.event_time,
-        sequencer=created.sequencer,
-        version_id=created.version_id if created.version_id not in (None, "null") else None,
-    )
+    try:
+        return ManifestEntry(
+            bucket=created.bucket,
+            key=created.key,
+            size=created.size,
+            etag=created.etag.strip('"'),
+            event_time=created.event_time,
+            sequencer=created.sequencer,
+            version_id=created.version_id if created.version_id not in (None, "null") else None,
+        )
+    except ValidationError as exc:  # a size no S3 object has, a key over 1,024 characters, ...
+        where = f"s3://{created.bucket[:255]}/{created.key[:1024]}"
+        raise NotificationError(f"object-created event for {where} cannot be listed: {describe(exc)}") from exc

@@ -48,14 +48,13 @@ class _Collector:
 
     def __call__(self, record: SQSRecord) -> int:
         try:
-            events = parse_body(record.body)
+            entries_of = [to_entry(event) for event in parse_body(record.body)]
         except NotificationError as exc:
             # the message fails alone (retried, then dead-lettered); say why where operators look
-            logger.warning("message rejected", extra={"message_id": record.message_id, "reason": str(exc)})
+            logger.warning("message rejected", extra={"message_id": record.message_id, "reason": str(exc)[:2000]})
             raise
         entries = []
-        for event in events:
-            entry = to_entry(event)
+        for entry in entries_of:
             if self.settings.accepts(entry.key):
                 entries.append(entry)
             else:

@@ -211,3 +211,36 @@ def test_canonical_event_key_is_decoded(pipeline: Pipeline) -> None:
     (manifest,) = pipeline.manifests().values()
     assert manifest.entries[0].key == "incoming/2026/11/22/my file+1 ü 100%.json"
     assert manifest.entries[0].event_time.isoformat() == "2026-11-22T10:15:30.123000+00:00"
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"size": 10**309}, "s3://landing-bucket/incoming/huge.json cannot be listed: size"),
+        ({"size": 10_000 * 5 * 1024**3 + 1}, "cannot be listed: size"),
+        ({"key": "incoming/" + "k" * 1100}, "cannot be listed: key"),
+    ],
+)
+def test_an_event_no_s3_object_could_send_fails_its_message_alone_and_says_why(
+    pipeline: Pipeline, change: dict[str, Any], reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a batch of a real event and a crafted one (a size past S3's largest object, 10,000 parts
+    # of 5 GiB: 10**309 used to overflow the invocation's metrics and fail every message of the batch)
+    from tests.conftest import load_event
+
+    pipeline.put("incoming/good.json")
+    event = lambda_sqs_event(pipeline.receive(), pipeline.queue_arn)
+    crafted = load_event("s3_object_created.json")
+    obj = crafted["Records"][0]["s3"]["object"]
+    crafted["Records"][0]["s3"]["bucket"]["name"] = LANDING
+    obj.update({"key": "incoming/huge.json", **change})
+    event["Records"].append(sqs_record(crafted, "crafted"))
+    caplog.clear()
+
+    response = handler.lambda_handler(event, FakeLambdaContext())
+
+    # Then only the crafted message fails, the log says which object and why, and the good one is listed
+    assert response == {"batchItemFailures": [{"itemIdentifier": "crafted"}]}
+    assert any(r.getMessage() == "message rejected" and reason in getattr(r, "reason", "") for r in caplog.records)
+    (manifest,) = pipeline.manifests().values()
+    assert [e.key for e in manifest.entries] == ["incoming/good.json"]
