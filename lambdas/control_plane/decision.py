@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from lambdas.control_plane.settings import ControlSettings
 
-Action = Literal["none", "start", "restart", "scale", "wait", "alarm"]
+Action = Literal["none", "start", "restart", "scale", "stop", "wait", "alarm"]
 ACTIVE = {"STARTING", "RUNNING", "WAITING"}
 FAILED = {"FAILED", "ERROR"}
 # Runs that ended for a routine reason: not failures, no back-off, no count toward max_restarts.
@@ -87,6 +87,10 @@ def decide(obs: Observation, job: JobView, s: ControlSettings, now: datetime) ->
     keep = _clamp(job.desired_workers or current, s)
 
     if job.paused:
+        if job.state in ACTIVE:  # a start that raced the operator's stop, or one from the console
+            return Decision(
+                "stop", keep, f"a run is {job.state} while paused by an operator (stop): stopping it", inputs
+            )
         return Decision("none", keep, "paused by an operator (stop); 'start' resumes", inputs)
     if job.state == "STOPPING":
         return Decision("wait", keep, "the run is stopping; start once it has stopped", inputs)

@@ -13,6 +13,7 @@ from botocore.config import Config
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.surge import DETAIL_TYPE, SOURCE, SurgeDetail
+from lambdas.control_plane.exceptions import ControlPlaneError
 from lambdas.control_plane.glue_gateway import GlueJobGateway
 from lambdas.control_plane.manifests import S3ManifestListing
 from lambdas.control_plane.metrics_reader import CloudWatchReader
@@ -91,4 +92,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
             metrics.add_dimension(name=name, value=value)
     for d in outcome.datums:
         metrics.add_metric(name=d.name, unit=MetricUnit(d.unit), value=d.value)
+    if outcome.error is not None:
+        logger.error("the command acted, then failed", extra={"response": outcome.body})
+        raise ControlPlaneError(outcome.error)
     return outcome.body

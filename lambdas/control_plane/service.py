@@ -42,7 +42,7 @@ BATCH_FIGURES = (
     "BadRecords",
 )
 # Decisions that act on the job: of two ticks that decided on the same state, only one does.
-ACTING = {"start", "restart", "scale"}
+ACTING = {"start", "restart", "scale", "stop"}
 # Conditional writes of the state before giving up (each refused one means another invocation wrote).
 STATE_WRITE_TRIES = 5
 
@@ -53,6 +53,7 @@ class Outcome:
 
     body: dict[str, Any]
     datums: list[Datum] = field(default_factory=list)
+    error: str | None = None  # what went wrong after the command acted: the Lambda fails with it
 
 
 class ControlPlane:
@@ -118,6 +119,10 @@ class ControlPlane:
         if unhealthy is not None:
             body["unhealthy_optimizers"] = unhealthy
             datums.append(datum(M.TABLE_OPTIMIZERS_UNHEALTHY, len(unhealthy), {"JobName": self.s.job_name}))
+        error = decision.inputs.get("metrics_error")
+        if error is not None:  # the job was kept alive; the Lambda still fails, for the errors alarm
+            body["sizing_skipped"] = f"metrics unreadable: {error}"
+            return Outcome(body, datums, error=f"tick acted ({decision.action}), but sizing skipped: {error}")
         return Outcome(body, datums)
 
     def surge(self, oldest: datetime | None = None) -> Outcome:
@@ -172,23 +177,39 @@ class ControlPlane:
         st, version = self.state.load_versioned()
         view = self.jobs.view(paused=bool(st["paused"]), desired_workers=st.get("desired_workers"))
         now = self.clock()
-        obs = observe(
-            self.metrics,
-            self.s,
-            workers=view.workers if view.state == "RUNNING" else None,
-            running_since=view.started_at,
-            now=now,
-            remembered_rate=st.get("worker_bytes_per_s"),
-        )
-        if written is not None:
+        obs, error = self._observe(view, st, now)
+        if written is not None and error is None:
             obs = with_written(obs, written, now)
         self._observed = obs
         decision = decide(obs, view, self.s, now)
+        if error is not None:  # with no datapoints, decide() keeps alive and holds the size
+            decision = dataclasses.replace(
+                decision,
+                reason=f"{decision.reason}; sizing skipped, the size kept: metrics unreadable",
+                inputs=decision.inputs | {"metrics_error": error},
+            )
         if written is not None:
             backlog = obs.backlog_bytes[-1] / 1e9 if obs.backlog_bytes else 0.0
             why = f"surge: backlog {backlog:.1f} GB with the manifests listed; {decision.reason}"
             decision = dataclasses.replace(decision, reason=why)
         return decision, view, st, version
+
+    def _observe(self, view: JobView, st: dict[str, Any], now: datetime) -> tuple[Observation, str | None]:
+        """The metrics the sizing reads, or none and why: only the sizing needs them, so a CloudWatch
+        failure (throttling, a denied read) must not stop a tick from keeping the job alive."""
+        try:
+            obs = observe(
+                self.metrics,
+                self.s,
+                workers=view.workers if view.state == "RUNNING" else None,
+                running_since=view.started_at,
+                now=now,
+                remembered_rate=st.get("worker_bytes_per_s"),
+            )
+        except ControlPlaneError as exc:
+            logger.error("metrics unreadable: sizing skipped, the size kept", extra={"error": str(exc)})
+            return Observation(worker_bytes_per_s=st.get("worker_bytes_per_s")), str(exc)
+        return obs, None
 
     def _claim(self, st: dict[str, Any], version: str | None, decision: Decision, changes: dict[str, Any]) -> bool:
         """Write the tick's decision, and what it changes, over the state it was decided on, only if
@@ -224,6 +245,10 @@ class ControlPlane:
             self._start(decision.desired_workers)
         elif decision.action == "scale":
             self.jobs.stop(self.jobs.active_run_ids())
+        elif decision.action == "stop":
+            ids = self.jobs.active_run_ids()
+            logger.warning("a run is active while paused: stopping it", extra={"run_ids": ids})
+            self.jobs.stop(ids)
         elif decision.action == "alarm":
             logger.error("restarts exhausted", extra={"decision": decision.as_json()})
 
@@ -307,24 +332,20 @@ class ControlPlane:
     def status(self) -> Outcome:
         st = self.state.load()
         decision, view = self._decide()
-        figures = {
-            name: self.metrics.series(name, minutes=self.s.lookback_minutes, stat="Maximum")[-5:]
-            for name in BATCH_FIGURES
-        }
-        backlog: dict[str, float | None] = {
-            name: next(reversed(self.metrics.series(name, minutes=self.s.lookback_minutes)), None)
-            for name in (M.BACKLOG_MANIFESTS.name, M.BACKLOG_BYTES.name, M.BACKLOG_AGE.name)
-        }
-        return Outcome(
-            {
-                "command": "status",
-                "job": _view_json(view),
-                "last_batches": figures,
-                "backlog": backlog,
-                "would_decide": decision.as_json(),
-                "recent_decisions": st.get("decisions", [])[-5:],
+        body: dict[str, Any] = {"command": "status", "job": _view_json(view), "last_batches": {}, "backlog": {}}
+        try:
+            body["last_batches"] = {
+                name: self.metrics.series(name, minutes=self.s.lookback_minutes, stat="Maximum")[-5:]
+                for name in BATCH_FIGURES
             }
-        )
+            body["backlog"] = {
+                name: next(reversed(self.metrics.series(name, minutes=self.s.lookback_minutes)), None)
+                for name in (M.BACKLOG_MANIFESTS.name, M.BACKLOG_BYTES.name, M.BACKLOG_AGE.name)
+            }
+        except ControlPlaneError as exc:  # the job, the decision and the record are still worth showing
+            body["metrics_error"] = str(exc)
+        body |= {"would_decide": decision.as_json(), "recent_decisions": st.get("decisions", [])[-5:]}
+        return Outcome(body)
 
     # -- helpers --------------------------------------------------------------------------------
     def _remember(self, **changes: Any) -> None:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lambdas.control_plane.exceptions import ControlPlaneError
@@ -14,6 +17,7 @@ from lambdas.control_plane.exceptions import ControlPlaneError
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
+logger = Logger(service="control-plane", child=True)
 KEEP_DECISIONS = 20
 
 
@@ -36,6 +40,51 @@ class StateStore(Protocol):
 
 def empty_state() -> dict[str, Any]:
     return {"paused": False, "desired_workers": None, "decisions": []}
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def _is_rate(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+# What each field the control plane reads must be; a field that is not is read as empty_state()'s.
+FIELDS: dict[str, Callable[[Any], bool]] = {
+    "paused": lambda v: isinstance(v, bool),
+    "desired_workers": lambda v: v is None or _is_count(v),
+    "decisions": lambda v: isinstance(v, list) and all(isinstance(d, dict) for d in v),
+    "worker_bytes_per_s": lambda v: v is None or _is_rate(v),
+}
+
+
+def parse_state(body: bytes, where: str) -> dict[str, Any]:
+    """The state in ``body``. A body that is not a JSON object, or a field of the wrong type (a hand
+    edit, a foreign writer), must not stop the control plane: it reads as empty_state() (that field
+    only, for a field), with an error logged naming the object; the next write replaces it."""
+    try:
+        loaded = json.loads(body)
+    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8
+        return _unreadable(where, f"not JSON ({exc}); read as the empty state", empty_state())
+    if not isinstance(loaded, dict):
+        problem = f"not a JSON object but {type(loaded).__name__}; read as the empty state"
+        return _unreadable(where, problem, empty_state())
+    state = {**empty_state(), **loaded}
+    wrong = [k for k, ok in FIELDS.items() if not ok(state.get(k))]
+    if wrong:
+        bad = ", ".join(f"{k}={state[k]!r:.80}" for k in wrong)
+        problem = f"wrong type: {bad}; read as the empty state's"
+        return _unreadable(where, problem, {**state, **{k: empty_state().get(k) for k in wrong}})
+    return state
+
+
+def _unreadable(where: str, problem: str, state: dict[str, Any]) -> dict[str, Any]:
+    logger.error(
+        f"control-plane state {where} unreadable: {problem}",
+        extra={"object": where, "problem": problem},
+    )
+    return state
 
 
 def with_decision(state: dict[str, Any], record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -74,7 +123,7 @@ class S3StateStore:
             raise ControlPlaneError(f"read s3://{self.bucket}/{self.key} failed: {exc}") from exc
         except BotoCoreError as exc:
             raise ControlPlaneError(f"read s3://{self.bucket}/{self.key} failed: {exc}") from exc
-        return {**empty_state(), **json.loads(body)}, got["ETag"]
+        return parse_state(body, f"s3://{self.bucket}/{self.key}"), got["ETag"]
 
     def save(self, state: dict[str, Any]) -> None:
         self._put(state)
@@ -115,7 +164,7 @@ class FileStateStore:
         if not self.path.exists():
             return empty_state(), None
         body = self.path.read_bytes()
-        return {**empty_state(), **json.loads(body)}, hashlib.sha256(body).hexdigest()
+        return parse_state(body, str(self.path)), hashlib.sha256(body).hexdigest()
 
     def save_if(self, state: dict[str, Any], version: str | None) -> None:
         if self.load_versioned()[1] != version:

@@ -14,7 +14,7 @@ import pytest
 
 from lambdas.control_plane import handler
 from lambdas.control_plane.state import S3StateStore, StateConflict
-from tests.lambdas.control_plane.test_handler_moto import STATE_BUCKET, plane, runs
+from tests.lambdas.control_plane.test_handler_moto import STATE_BUCKET, invoke, plane, runs, script
 from tests.lambdas.control_plane.test_surge import GB, _write, surging
 
 __all__ = ["plane", "surging"]  # the fixtures, used by name
@@ -148,3 +148,22 @@ def test_an_operator_s_command_never_erases_a_tick_s_claim(surging: Any, monkeyp
     state = _state()
     assert state["paused"] is True and state["desired_workers"] == 10
     assert [d["action"] for d in state["decisions"]][-2:] == ["scale", "none"]
+
+
+def test_an_operator_s_stop_between_a_tick_s_claim_and_its_start_is_enforced_by_the_next_tick(plane: Any) -> None:
+    # Given a run that just ended, so a tick decides to start one
+    invoke({"command": "start"})
+    script(runs(plane)[0]["Id"], "STOPPED", ago_s=5)
+    tick, operator = handler._plane.__wrapped__(), handler._plane.__wrapped__()
+    # When the operator's stop runs whole after the tick's claim went in, before its StartJobRun
+    seen = _then(tick.state, "save_if", lambda: operator.handle("stop").body)
+    assert tick.tick().body["decision"]["action"] == "start"
+    assert seen["other"]["stopped"] == []  # nothing was running yet
+    assert runs(plane)[0]["JobRunState"] == "STARTING" and _state()["paused"] is True
+    # Then the next tick stops the run the raced start left going, and records it
+    body = invoke()
+    assert body["decision"]["action"] == "stop" and "paused" in body["decision"]["reason"]
+    assert [r["JobRunState"] for r in runs(plane)] == ["STOPPED", "STOPPED"]
+    assert _state()["paused"] is True and _state()["decisions"][-1]["action"] == "stop"
+    # And once stopped, the ticks leave it alone
+    assert invoke()["decision"]["action"] == "none" and len(runs(plane)) == 2

@@ -101,6 +101,13 @@ def test_paused_job_is_left_alone() -> None:
     assert decide(Observation(), JobView("STOPPED", paused=True), S, NOW).action == "none"
 
 
+@pytest.mark.parametrize("state", ["STARTING", "RUNNING", "WAITING"])
+def test_a_run_active_while_paused_is_stopped(state: str) -> None:
+    # a start that raced the operator's stop, or one from the console: the stop is never undone
+    d = decide(Observation([1.5, 1.5]), JobView(state, workers=4, paused=True, desired_workers=6), S, NOW)
+    assert (d.action, d.desired_workers) == ("stop", 6)
+
+
 def test_glue_auto_scaling_mode_does_not_resize() -> None:
     auto = load_settings(job_name="ingest", scaling_mode="glue-auto-scaling")
     assert decide(Observation([1.5, 1.5]), RUNNING, auto, NOW).action == "none"

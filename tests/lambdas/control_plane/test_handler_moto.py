@@ -349,3 +349,152 @@ def test_no_fresh_backlog_datapoint_holds(plane: Any) -> None:
     _put("BacklogManifests", [(20, 200)], DIMS)  # 20 minutes old
     body = invoke()
     assert body["decision"]["action"] == "none" and "no fresh backlog datapoint" in body["decision"]["reason"]
+
+
+# -- a state object that is not the control plane's (a hand edit, a foreign writer) ---------------
+STATE_KEY = "control-plane/state.json"
+
+
+def _stored_state() -> Any:
+    return json.loads(boto3.client("s3").get_object(Bucket=STATE_BUCKET, Key=STATE_KEY)["Body"].read())
+
+
+@pytest.mark.parametrize(
+    "raw", [b"", b'{"paused": tru', b"[]", b"null", b'{"decisions": null}', b'{"paused": "no", "decisions": [1]}']
+)
+def test_a_corrupt_state_reads_as_empty_and_every_command_still_works(
+    plane: Any, caplog: pytest.LogCaptureFixture, raw: bytes
+) -> None:
+    # Given a running job, and a state object that is not a JSON object of the expected shape
+    invoke({"command": "start"})
+    first = runs(plane)[0]["Id"]
+    script(first, "RUNNING", ago_s=7200)
+    boto3.client("s3").put_object(Bucket=STATE_BUCKET, Key=STATE_KEY, Body=raw)
+    # When the schedule ticks, the tick answers, and its claim replaces the object over its ETag
+    assert invoke()["decision"]["action"] == "none"
+    assert isinstance(_stored_state()["decisions"], list)
+    # And an error names the object and what was wrong with it
+    (error,) = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert error.startswith("control-plane state s3://ingest-artifacts/control-plane/state.json unreadable: ")
+    # And the operator's commands work on it
+    boto3.client("s3").put_object(Bucket=STATE_BUCKET, Key=STATE_KEY, Body=raw)
+    assert invoke({"command": "status"})["job"]["state"] == "RUNNING"
+    assert invoke({"command": "stop"})["stopped"] == [first]
+    assert _stored_state()["paused"] is True
+    boto3.client("s3").put_object(Bucket=STATE_BUCKET, Key=STATE_KEY, Body=raw)
+    assert invoke({"command": "start"})["decision"]["action"] == "start"
+    assert runs(plane)[0]["JobRunState"] == "STARTING"
+    # And a job that dies under a corrupt state is restarted by the next tick
+    script(runs(plane)[0]["Id"], "FAILED", ago_s=3600)
+    boto3.client("s3").put_object(Bucket=STATE_BUCKET, Key=STATE_KEY, Body=raw)
+    assert invoke()["decision"]["action"] == "restart"
+    assert [r["JobRunState"] for r in runs(plane)][:2] == ["STARTING", "FAILED"]
+
+
+def test_a_state_field_of_the_wrong_type_reads_as_empty_and_the_others_stay() -> None:
+    from lambdas.control_plane.state import parse_state
+
+    where = "s3://b/k"
+    assert parse_state(b'{"paused": true, "decisions": null, "desired_workers": 4}', where) == {
+        "paused": True,
+        "decisions": [],
+        "desired_workers": 4,
+    }
+    assert parse_state(b'{"paused": "false", "desired_workers": "4"}', where)["paused"] is False
+    assert parse_state(b'{"desired_workers": 0, "worker_bytes_per_s": "fast"}', where) | {"decisions": []} == {
+        "paused": False,
+        "desired_workers": None,
+        "decisions": [],
+        "worker_bytes_per_s": None,
+    }
+    assert parse_state(b"\xff\xfe", where) == {"paused": False, "desired_workers": None, "decisions": []}
+
+
+# -- CloudWatch unreadable: only the sizing needs metrics ------------------------------------------
+def _metrics_fail(error: Exception) -> list[str]:
+    """Every GetMetricData of the Lambda's CloudWatch client raises ``error``; returns the metrics asked for."""
+    asked: list[str] = []
+
+    def broken(**kwargs: Any) -> Any:
+        asked.append(kwargs["MetricDataQueries"][0]["MetricStat"]["Metric"]["MetricName"])
+        raise error
+
+    handler._plane().metrics.client.get_metric_data = broken  # type: ignore[attr-defined]
+    return asked
+
+
+def _throttled() -> Exception:
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "GetMetricData")
+
+
+def _unreachable() -> Exception:
+    from botocore.exceptions import EndpointConnectionError
+
+    return EndpointConnectionError(endpoint_url="https://monitoring.us-east-1.amazonaws.com")
+
+
+@pytest.mark.parametrize("error", [_throttled, _unreachable])
+def test_unreadable_metrics_still_restart_a_dead_job_and_fail_the_lambda(plane: Any, error: Any) -> None:
+    from lambdas.control_plane.exceptions import ControlPlaneError
+
+    # Given a run that ended (routine), and CloudWatch refusing every read
+    invoke({"command": "scale", "workers": 5})
+    invoke()
+    script(runs(plane)[0]["Id"], "TIMEOUT", ago_s=30)
+    asked = _metrics_fail(error())
+    # When the schedule ticks, the Lambda fails (the control-plane-errors alarm counts it) ...
+    with pytest.raises(ControlPlaneError, match=r"tick acted \(start\), but sizing skipped: get_metric_data"):
+        invoke()
+    assert asked
+    # ... after it started the job again at its last size
+    assert [(r["JobRunState"], r["NumberOfWorkers"]) for r in runs(plane)] == [("STARTING", 5), ("TIMEOUT", 5)]
+    assert _stored_state()["decisions"][-1]["action"] == "start"
+
+
+def test_unreadable_metrics_hold_the_size_respect_the_pause_and_the_back_off(plane: Any) -> None:
+    invoke({"command": "start"})
+    script(runs(plane)[0]["Id"], "RUNNING", ago_s=3600)
+    _metrics_fail(_throttled())
+    tick = handler._plane().tick
+    # a running job: the size is kept, nothing stopped, and the response says why
+    held = tick()
+    assert held.body["decision"]["action"] == "none" and runs(plane)[0]["JobRunState"] == "RUNNING"
+    assert "sizing skipped" in held.body["decision"]["reason"]
+    assert "ThrottlingException" in held.body["sizing_skipped"] and "ThrottlingException" in (held.error or "")
+    # status and dry-run still answer, and say what they could not read
+    status = handler._plane().handle("status").body
+    assert status["job"]["state"] == "RUNNING" and "ThrottlingException" in status["metrics_error"]
+    assert "metrics_error" in handler._plane().handle("dry-run").body["decision"]["inputs"]
+    # a failed run waits out its back-off, then restarts
+    script(runs(plane)[0]["Id"], "FAILED", ago_s=5)
+    assert tick().body["decision"]["action"] == "wait"
+    script(runs(plane)[0]["Id"], "FAILED", ago_s=120)
+    assert tick().body["decision"]["action"] == "restart"
+    assert [r["JobRunState"] for r in runs(plane)] == ["STARTING", "FAILED"]
+    # a paused job stays paused
+    handler._plane().handle("stop")
+    script(runs(plane)[0]["Id"], "STOPPED", ago_s=5)
+    assert tick().body["decision"]["action"] == "none"
+    assert len(runs(plane)) == 2
+
+
+def test_a_run_started_while_paused_is_stopped_by_the_next_tick(plane: Any) -> None:
+    # Given a job an operator stopped
+    invoke({"command": "start"})
+    script(runs(plane)[0]["Id"], "RUNNING")
+    invoke({"command": "stop"})
+    # When a run starts anyway (from the console, or Glue's own maintenance restart)
+    other = plane.start_job_run(JobName=JOB, NumberOfWorkers=3, WorkerType="G.1X")["JobRunId"]
+    script(other, "RUNNING")
+    body = invoke()
+    # Then the tick stops it, records it, and keeps the pause
+    assert body["decision"]["action"] == "stop"
+    newest = runs(plane)[0]
+    assert (newest["Id"], newest["JobRunState"]) == (other, "STOPPED")
+    status = invoke({"command": "status"})
+    assert status["job"]["paused"] is True and status["recent_decisions"][-1]["action"] == "stop"
+    # And the operator's start still resumes the job
+    assert invoke({"command": "start"})["decision"]["action"] == "start"
+    assert runs(plane)[0]["JobRunState"] == "STARTING" and invoke()["decision"]["action"] == "none"
