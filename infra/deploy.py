@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -25,10 +26,8 @@ from infra.build import render
 from infra.exceptions import DeployError, StackNotFound
 from infra.package import ROOT, build, content_digest, content_key, wheelhouse
 
-# The Glue job's code: when one of these changes, the running job must restart to pick it up.
-# a change of any restarts the running job (its code, or the routing file it reads at start-up)
-JOB_CODE_PARAMETERS = ("JobScriptKey", "JobPackageKey", "JobNativeWheelKey", "JobWheelhousePrefix", "RoutesUri")
 CONTROL_PLANE = "ControlPlane"
+JOB = "GlueJob"
 
 
 @dataclass(frozen=True)
@@ -205,10 +204,37 @@ def apply(
     done = cfn_stack.describe(clients.cfn, stack) or {}
     for o in done.get("Outputs", []):
         print(f"{o['OutputKey']:24} {o['OutputValue']}")
-    changed = [k for k in JOB_CODE_PARAMETERS if k in given and previous.get(k) not in (None, given[k])]
+    changed = [k for k in job_parameters(template) if previous.get(k) not in (None, values.get(k))]
     if outcome == "updated" and changed:
         restart_job(clients, stack, reason=", ".join(changed))
     return outcome
+
+
+def job_parameters(template: dict[str, Any]) -> list[str]:
+    """The stack parameters the Glue job's definition is made of (its code, arguments, workers). A
+    run keeps the definition it started with, while the roles, alarms and control plane follow an
+    update at once: a change of any (its code, a routing file it reads at start-up, its metrics'
+    namespace, its query name) restarts the running job, or it would put metrics the role no longer
+    allows, under names the alarms no longer watch, until its next restart."""
+    declared = set(template.get("Parameters", {}))
+    found: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("Ref"), str):
+                found.add(node["Ref"])
+            sub = node.get("Fn::Sub")
+            if sub is not None:
+                text = sub if isinstance(sub, str) else sub[0]
+                found.update(re.findall(r"\$\{([A-Za-z0-9]+)\}", text))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(template.get("Resources", {}).get(JOB, {}))
+    return sorted(found & declared)
 
 
 def restart_job(clients: Clients, stack: str, *, reason: str) -> None:

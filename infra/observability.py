@@ -399,6 +399,43 @@ def alarm_resources() -> dict[str, dict[str, Any]]:
             threshold=0,
             operator="GreaterThanThreshold",
         ),
+        # objects a manifest named that were not loaded: quarantined with the cause, never silent
+        "MissingObjects": _metric_alarm(
+            "missing-objects",
+            "objects a manifest listed were gone when the job read them (deleted, or their version expired before "
+            "the backlog reached it): each is quarantined with its cause; check LandingNoncurrentDays against the "
+            "backlog, and the producers' deletes",
+            M.MISSING_OBJECTS,
+            stat="Sum",
+            period=300,
+            periods=1,
+            threshold=0,
+            operator="GreaterThanThreshold",
+        ),
+        "UnreadableObjects": _metric_alarm(
+            "unreadable-objects",
+            "objects could not be read or decompressed (a broken gzip, a read that kept failing): each is "
+            "quarantined with its cause and the lines before the break are loaded",
+            M.UNREADABLE_OBJECTS,
+            stat="Sum",
+            period=300,
+            periods=1,
+            threshold=0,
+            operator="GreaterThanThreshold",
+        ),
+        # notified objects the manifest Lambda did not list: after a LandingPrefix or suffix change, the
+        # events still in flight for the old filter (docs/operations.md, "Moving the landing prefix")
+        "ObjectsIgnored": _metric_alarm(
+            "objects-ignored",
+            "notified objects were outside the prefix/suffix filter and were not listed: the manifest Lambda's log "
+            "names them; make reconcile lists the objects never loaded",
+            M.OBJECTS_IGNORED,
+            stat="Sum",
+            period=300,
+            periods=1,
+            threshold=0,
+            operator="GreaterThanThreshold",
+        ),
         "PoisonManifests": _metric_alarm(
             "quarantined-manifests",
             "manifests were quarantined (invalid, or failed too many times)",

@@ -220,7 +220,7 @@ def test_the_job_may_read_the_versions_its_events_name() -> None:
     # GetObject with a VersionId needs s3:GetObjectVersion (S3 API Reference, GetObject: Permissions);
     # the job reads exactly the version an event named (glue_processor/read/objects.py)
     statements = role_statements(R["GlueJob"]["Properties"]["Role"])
-    landing = {"Fn::Sub": "${LandingBucket.Arn}/${LandingPrefix}*"}
+    landing = {"Fn::Sub": "${LandingBucket.Arn}/*"}
     assert grants(statements, "s3:GetObjectVersion", landing)
     assert grants(statements, "s3:GetObject", landing)
 

@@ -20,6 +20,7 @@ from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
 
 from infra import concurrency, deploy, teardown
+from infra.build import render
 from infra.exceptions import DeployError
 from infra.package import content_key
 
@@ -43,9 +44,12 @@ TEMPLATE: dict[str, Any] = {
             "ManifestLambdaReservedConcurrency": "0",
             "ControlPlaneReservedConcurrency": "0",
             "ManifestLambdaMaxConcurrency": "5",
+            "MetricsNamespace": "NdjsonIngest",
+            "TriggerIntervalSeconds": "30",
         }.items()
     },
-    "Resources": {},
+    # the job as the stack defines it: which parameters it is made of decides a restart
+    "Resources": {"GlueJob": render()["Resources"]["GlueJob"]},
 }
 ACCOUNT = {"AccountLimit": {"ConcurrentExecutions": 1000, "UnreservedConcurrentExecutions": 1000}}
 
@@ -372,16 +376,21 @@ def test_a_describe_error_is_reported_as_itself_not_as_no_stack(
 
 
 @pytest.mark.parametrize(
-    ("changed", "old_key"),
+    ("changed", "old_key", "argv"),
     [
-        ("JobPackageKey", "artifacts/job_package-0000.zip"),
-        ("JobNativeWheelKey", "artifacts/0000/ndjson_arrow-0.1.0-cp311-cp311-manylinux_2_17_x86_64.whl"),
+        ("JobPackageKey", "artifacts/job_package-0000.zip", ()),
+        ("JobNativeWheelKey", "artifacts/0000/ndjson_arrow-0.1.0-cp311-cp311-manylinux_2_17_x86_64.whl", ()),
+        # the job's definition, not its code: a run keeps the arguments it started with, while the role's
+        # metrics condition and the alarms follow the new namespace at once (infra probe's MEDIUM 2)
+        ("MetricsNamespace", "OldNamespace", ("--param", "MetricsNamespace=NewNamespace")),
+        ("TriggerIntervalSeconds", "30", ("--param", "TriggerIntervalSeconds=60")),
     ],
 )
 def test_a_code_update_restarts_the_job_through_the_control_plane(
-    world: World, capsys: pytest.CaptureFixture[str], changed: str, old_key: str
+    world: World, capsys: pytest.CaptureFixture[str], changed: str, old_key: str, argv: tuple[str, ...]
 ) -> None:
-    # Given a stack whose job runs an older build (its Python package, or its native parser)
+    # Given a stack whose job runs an older build (its Python package, or its native parser), or an
+    # older definition
     previous = world.previous(**{changed: old_key})
     world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", previous), None)
     world.lambda_stub.add_response("get_account_settings", ACCOUNT, {})
@@ -408,12 +417,20 @@ def test_a_code_update_restarts_the_job_through_the_control_plane(
         {"FunctionName": "ingest-control-plane", "Payload": ANY},
     )
     # When make deploy updates the stack with new job code
-    assert run("deploy") == 0
+    assert run("deploy", *argv) == 0
     # Then, after the update finished, the control plane is asked to restart the job
     assert world.calls.index("ExecuteChangeSet") < world.calls.index("Invoke")
     assert json.loads(world.requests["Invoke"]["Payload"]) == {"command": "restart"}
     assert changed in capsys.readouterr().out
     world.lambda_stub.assert_no_pending_responses()
+
+
+def test_the_job_restarts_on_a_change_of_what_its_definition_is_made_of_and_only_then() -> None:
+    job = set(deploy.job_parameters(render()))
+    code = {"JobScriptKey", "JobPackageKey", "JobNativeWheelKey", "JobWheelhousePrefix", "RoutesUri"}
+    assert code | {"MetricsNamespace", "QueryName", "TriggerIntervalSeconds", "WorkerType"} <= job
+    # the alarms' e-mail, the landing prefix (the role's, the Lambda's), the Lambdas' code: no restart
+    assert not job & {"AlarmEmail", "LandingPrefix", "ManifestLambdaKey", "ControlPlaneKey", "MaxWorkers"}
 
 
 def test_the_native_wheel_is_uploaded_under_its_own_file_name(tmp_path: Path) -> None:

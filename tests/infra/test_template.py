@@ -174,6 +174,29 @@ def test_alarm_dimensions_equal_the_emitted_ones() -> None:
     assert needed <= set(alarms)
 
 
+def test_every_way_an_object_is_not_loaded_is_alarmed() -> None:
+    # "Nothing is silently lost": an object quarantined, ignored, refused, or whose event waits
+    # unhandled raises an alarm, not only a log line or a dashboard figure
+    alarms = of_type("AWS::CloudWatch::Alarm")
+    by_metric = {a["Properties"].get("MetricName"): a["Properties"] for a in alarms.values()}
+    for metric in (M.MISSING_OBJECTS, M.UNREADABLE_OBJECTS, M.OBJECTS_IGNORED, M.REFUSED_OBJECTS):
+        props = by_metric[metric.name]
+        assert (props["Statistic"], props["Threshold"], props["ComparisonOperator"]) == (
+            "Sum",
+            0,
+            "GreaterThanThreshold",
+        ), metric.name
+        assert props["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+    # events waiting on the landing queue (the manifest Lambda disabled or starved): no manifest is
+    # written, so no job metric moves, and SQS deletes a message after its retention period
+    # (ApproximateAgeOfOldestMessage: Amazon SQS Developer Guide, "Available CloudWatch metrics")
+    waiting = alarms["LandingEventsWaiting"]["Properties"]
+    assert (waiting["Namespace"], waiting["MetricName"]) == ("AWS/SQS", "ApproximateAgeOfOldestMessage")
+    assert waiting["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": ["LandingQueue", "QueueName"]}}]
+    assert waiting["Threshold"] == {"Ref": "LatencySlaSeconds"}
+    assert waiting["Period"] * waiting["EvaluationPeriods"] < R["LandingQueue"]["Properties"]["MessageRetentionPeriod"]
+
+
 def test_cfn_lint_reports_nothing(tmp_path: Path) -> None:
     path = tmp_path / "template.json"
     path.write_text(json.dumps(T))
