@@ -15,7 +15,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 SourceStatus = Literal["ingested", "empty", "missing", "unreadable", "rejected", "duplicate", "superseded", "ignored"]
 
@@ -61,6 +68,11 @@ class BatchStats(_Frozen):
     rescued_values: int = 0  # values of declared columns that did not convert (kept in _rescued)
     extra_values: int = 0  # values kept in _extra: keys past max_columns or no column (see ndjson.parse_ndjson)
     null_partition_records: int = 0  # rows whose partition value was missing or did not convert
+    # rows moved to the null partition (their values to _extra) from partitions past the share's
+    # --partition_limit_per_batch, and how many partitions they came from; written only when not 0
+    # (OMITTED_AT_ZERO), so a job rolled back to a version without them still reads every other record
+    overflow_records: int = 0
+    overflow_partitions: int = 0
     output_files: int = 0
     output_bytes: int = 0
     partitions: int = 0  # table partitions the batch's data files are in
@@ -69,6 +81,20 @@ class BatchStats(_Frozen):
     stage_s: dict[str, float] = Field(default_factory=dict)
     max_latency_s: float | None = None
     p95_latency_s: float | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_zero_counts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # the record forbids fields it does not know: a field added later is left out at its default,
+        # so a record that has nothing to say in it reads in a job of the version before
+        data: dict[str, Any] = handler(self)
+        for name in OMITTED_AT_ZERO:
+            if data.get(name) == 0:
+                del data[name]
+        return data
+
+
+# Fields of BatchStats added after records were first written: left out of a record at 0.
+OMITTED_AT_ZERO = ("overflow_records", "overflow_partitions")
 
 
 class TableShare(_Frozen):

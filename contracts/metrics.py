@@ -105,6 +105,13 @@ EXTRA_VALUES = _m(
 NULL_PARTITION_RECORDS = _m(
     "NullPartitionRecords", "Count", J, "rows whose partition value was missing or did not convert (null partition)"
 )
+PARTITION_OVERFLOW_RECORDS = _m(
+    "PartitionOverflowRecords",
+    "Count",
+    J,
+    "rows of partitions past --partition_limit_per_batch, moved to the null partition with their partition values "
+    "in _extra (nothing lost; alarms)",
+)
 # -- the table, per committed batch ----------------------------------------------------------
 TABLE_COMMIT_DURATION = _m(
     "TableCommitDuration",

@@ -276,6 +276,8 @@ class ManifestBatchJob:
                             target_bytes=s.config.target_file_bytes,
                             declared=s.config.declared,
                             stats=s.sink.stats_plan(s.outcome.final_keys, s.config.declared),
+                            partitions=s.config.partitions,
+                            partition_limit=self.settings.partition_limit_per_batch,
                         )
                         for s in shares
                     ],
@@ -432,6 +434,19 @@ class ManifestBatchJob:
                 "a file, a merge and a manifest entry)",
                 extra={"batch_id": record.batch_id, "partitions": record.stats.partitions},
             )
+        for share in record.tables:
+            if share.stats.overflow_partitions:
+                logger.warning(
+                    "table share touched more partitions than --partition_limit_per_batch: the rows of its smallest "
+                    "partitions went to the null partition, their partition values in _extra",
+                    extra={
+                        "batch_id": record.batch_id,
+                        "table": self.routes.name(share.table),
+                        "limit": self.settings.partition_limit_per_batch,
+                        "partitions_moved": share.stats.overflow_partitions,
+                        "rows_moved": share.stats.overflow_records,
+                    },
+                )
         if fresh:
             self._maybe_rotate(record.batch_id)
             logger.info("batch done", extra={"batch_id": record.batch_id, **record.stats.model_dump()})

@@ -106,6 +106,14 @@ class JobSettings(BaseModel):
         "once, the batch is slower (a file, a merge and a manifest entry per partition), and PartitionsPastBound "
         "alarms",
     )
+    partition_limit_per_batch: int = Field(
+        default=10000,
+        ge=1,
+        description="the most partitions a table's share of a batch writes: past it, the rows of its smallest "
+        "partitions go to the null partition, their partition values kept in _extra under their keys (never "
+        "lost; PartitionOverflowRecords alarms), so a partition source of unbounded cardinality cannot make "
+        "every batch a file per value",
+    )
     max_open_files_per_task: int = Field(
         default=64,
         ge=1,
@@ -195,6 +203,10 @@ class JobSettings(BaseModel):
             raise ValueError("partition_by needs table_format iceberg (hive-parquet partitions by dt=<ingest day>)")
         if self.routes_uri and self.table_format != "iceberg":
             raise ValueError("routes needs table_format iceberg (hive-parquet writes one table)")
+        if self.partition_limit_per_batch < self.max_partitions_per_batch:
+            raise ValueError(
+                "partition_limit_per_batch must be at least max_partitions_per_batch (the bound that alarms first)"
+            )
         if self.load_history_table and self.load_history_table == self.table_name:
             raise ValueError("load_history_table must differ from table_name")
         if "jsonl" in self.metrics_sinks and not self.metrics_jsonl_path:

@@ -109,8 +109,14 @@ def dashboard_body() -> dict[str, Any]:
             [series(M.PARQUET_FILES, "Sum"), series(M.PARQUET_AVG_SIZE, "Average", yAxis="right")],
         ),
         (
-            "Columns: values rescued (declared types), values past max_columns (_extra), rows in the null partition",
-            [series(M.RESCUED_VALUES, "Sum"), series(M.EXTRA_VALUES, "Sum"), series(M.NULL_PARTITION_RECORDS, "Sum")],
+            "Columns: values rescued (declared types), values past max_columns (_extra), rows in the null partition "
+            "(missing values; partitions past the limit)",
+            [
+                series(M.RESCUED_VALUES, "Sum"),
+                series(M.EXTRA_VALUES, "Sum"),
+                series(M.NULL_PARTITION_RECORDS, "Sum"),
+                series(M.PARTITION_OVERFLOW_RECORDS, "Sum"),
+            ],
         ),
         (
             "Table: commit duration (ms), snapshots and data files",
@@ -385,6 +391,18 @@ def alarm_resources() -> dict[str, dict[str, Any]]:
             stat="Sum",
             period=300,
             periods=3,
+            threshold=0,
+            operator="GreaterThanThreshold",
+        ),
+        "PartitionOverflow": _metric_alarm(
+            "partition-overflow",
+            "a batch touched more partitions than --partition_limit_per_batch: the rows of its smallest partitions "
+            "went to the null partition, their partition values in _extra (nothing lost); check --partition_by "
+            "against the data, or raise the limit",
+            M.PARTITION_OVERFLOW_RECORDS,
+            stat="Sum",
+            period=300,
+            periods=1,
             threshold=0,
             operator="GreaterThanThreshold",
         ),

@@ -103,6 +103,7 @@ def record_datums(
         datum(M.PARTITIONS_WRITTEN, s.partitions, dimensions, when),
         datum(M.RESCUED_VALUES, s.rescued_values, dimensions, when),
         datum(M.NULL_PARTITION_RECORDS, s.null_partition_records, dimensions, when),
+        datum(M.PARTITION_OVERFLOW_RECORDS, s.overflow_records, dimensions, when),
         datum(M.EXTRA_VALUES, s.extra_values, dimensions, when),
     ]
     processing = sum(s.stage_s.get(stage, 0.0) for stage in PARALLEL_STAGES)

@@ -42,6 +42,10 @@ class Outcome:
         self.rescued = 0
         self.extra_values = 0
         self.null_partitions = 0
+        # rows the write stage moved to the null partition, and from how many partitions: past the
+        # share's partition limit (glue_processor.plan.overflow)
+        self.overflow_records = 0
+        self.overflow_partitions = 0
         if plan is None:
             return
         for rejection in plan.rejections:
@@ -89,6 +93,7 @@ class Outcome:
         # nothing of it is written: its files and its bad lines' records go (a requeue reads it again)
         share.data_files, share.quarantine_files = [], []
         share.records_out = share.bad_records = share.rescued = share.extra_values = share.null_partitions = 0
+        share.overflow_records = share.overflow_partitions = 0
 
     def count(self, status: str) -> int:
         return sum(1 for s in self.sources if s.status == status)

@@ -196,6 +196,10 @@ class Staged:
     partition: str = ""  # the partition path of its rows ("" when the sink does not partition by row)
     folded: int = 0  # values the write stage moved to _extra (keys past the batch's column bound)
     shared: SharedRows | None = None  # a range of rows of a shared file, not a file of its own
+    # rows of a partition past the batch's partition limit, relabelled to the null partition: the write
+    # stage moves their partition values to _extra (glue_processor.plan.overflow)
+    overflow: bool = False
+    demoted: int = 0  # of an output file: rows the write stage moved so into the null partition
     # an output file's table statistics, worked out by the write task that wrote it (Iceberg tables)
     stats: FileStats | None = field(default=None, repr=False)
 

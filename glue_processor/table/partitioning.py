@@ -91,6 +91,34 @@ class PartitionPlan:
             table = table.set_column(table.column_names.index(EXTRA), EXTRA, extra)
         return table, moved
 
+    @property
+    def null_label(self) -> str:
+        """The label of the partition whose every field is NULL (where overflow rows go)."""
+        return "/".join(f"{f.path_name}={NULL}" for f in self.fields)
+
+    def demote(self, table: pa.Table) -> pa.Table:
+        """``table``'s rows moved to the null partition: every field's source value to ``_extra``
+        under its key, as text (ISO 8601 for a time), and its column NULL. For the rows of partitions
+        past a batch's ``--partition_limit_per_batch``: their files then agree with the partition
+        they are appended to, and no value is lost (``_extra['<key>']`` holds it)."""
+        sources = {f.column: f.key for f in self.fields}  # a column two fields read moves once
+        base = table.column(EXTRA).combine_chunks()
+        texts = []
+        for column, key in sources.items():
+            text = _as_text(table.column(column).combine_chunks())
+            if base.null_count < len(base):
+                # a map holds a key once (Trino refuses a row with two): a row whose _extra has the key
+                # already keeps its own. Only a lineage column can meet it there (a producer's own
+                # `_event_time` past the column bound), and the load history has that value again
+                taken = pc.is_valid(pc.map_lookup(base, pa.scalar(key), "first"))
+                text = pc.if_else(taken, pa.nulls(len(text), text.type), text)
+            texts.append(text)
+        extra = to_map(list(sources.values()), texts, len(table), base=base)
+        for column in sources:
+            i = table.column_names.index(column)
+            table = table.set_column(i, column, pa.nulls(len(table), table.schema.field(i).type))
+        return table.set_column(table.column_names.index(EXTRA), EXTRA, extra)
+
     def labels(self, table: pa.Table) -> tuple[pa.DictionaryArray, int]:
         """Each row's partition path (``name=value/...``) as a dictionary array (a batch has few
         partitions), and how many rows have a null value. The transforms run on distinct values
@@ -158,6 +186,16 @@ def _path_values(values: pa.Array) -> pa.Array:
         [v if ok or v is None else path_value(v) for v, ok in zip(values.to_pylist(), plain.to_pylist(), strict=True)],
         pa.string(),
     )
+
+
+def _as_text(values: pa.Array) -> pa.Array:
+    """A column's values as ``_extra`` holds values: strings as they are, times in ISO 8601 (UTC
+    with ``Z``), numbers and booleans as JSON writes them."""
+    if pa.types.is_timestamp(values.type):
+        zone = values.type.tz
+        text = pc.strftime(values, format="%Y-%m-%dT%H:%M:%S" + ("%z" if zone not in (None, "UTC") else ""))
+        return pc.binary_join_element_wise(text, pa.scalar("Z"), "") if zone == "UTC" else text
+    return values.cast(pa.string())
 
 
 def _format(values: pa.Array, transform: str) -> pa.Array:

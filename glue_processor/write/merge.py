@@ -45,6 +45,7 @@ from glue_processor.write.shared import SharedReader
 
 if TYPE_CHECKING:
     from glue_processor.table.datafiles import StatsPlan
+    from glue_processor.table.partitioning import PartitionPlan
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ class MergeSpec:
     declared: DeclaredSchema | None = None
     partition: str = ""
     stats: StatsPlan | None = None  # the table's, when the file's statistics are worked out here
+    partitions: PartitionPlan | None = None  # the table's: what an overflow part's rows move (plan.overflow)
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ def plan_merge(
     keep_parts: bool = True,
     declared: DeclaredSchema | None = None,
     stats: StatsPlan | None = None,
+    partitions: PartitionPlan | None = None,
 ) -> MergePlan:
     """Keep full parts with the final columns (when the sink may publish a staged part); pack the
     rest, partition by partition (a file never mixes two), into about ``total / target`` files named
@@ -88,7 +91,11 @@ def plan_merge(
     keep = [
         p
         for p in parts
-        if keep_parts and p.shared is None and p.bytes >= FULL * target_bytes and set(p.keys) == set(keys)
+        if keep_parts
+        and p.shared is None
+        and not p.overflow
+        and p.bytes >= FULL * target_bytes
+        and set(p.keys) == set(keys)
     ]
     kept = {p.uri for p in keep}
     by_partition: dict[str, list[Staged]] = {}
@@ -102,7 +109,7 @@ def plan_merge(
         for group in _packing([p.bytes for p in rest], target_bytes):
             i = len(merges)
             uri = f"{where}/{prefix}-{i:05d}.parquet"
-            merges.append(MergeSpec(i, tuple(rest[j] for j in group), keys, uri, declared, label, stats))
+            merges.append(MergeSpec(i, tuple(rest[j] for j in group), keys, uri, declared, label, stats, partitions))
     return MergePlan(tuple(keep), tuple(merges))
 
 
@@ -125,8 +132,9 @@ def _packing(sizes: list[int], target_bytes: int) -> list[list[int]]:
 
 
 def concatenable(spec: MergeSpec) -> bool:
-    """Every part is a file with the final columns: the file is their bytes, concatenated."""
-    return all(p.shared is None and set(p.keys) == set(spec.keys) for p in spec.parts)
+    """Every part is a file with the final columns, and none has rows to move to the null
+    partition: the file is their bytes, concatenated."""
+    return all(p.shared is None and not p.overflow and set(p.keys) == set(spec.keys) for p in spec.parts)
 
 
 def merge_parts(
@@ -173,31 +181,44 @@ def _with_shared(
     bytes when they have the final columns (the shared rows joining as one more row group), else
     rewritten."""
     folded = 0
-    tables = []
+    tables: dict[bool, list[pa.Table]] = {False: [], True: []}
     for part in spec.parts:
         if part.shared is not None:
             rows = reader.rows(part.uri, part.shared.first, part.shared.rows, part.shared.file_bytes)
             table, n = _conformed(rows, part.keys, spec)
-            tables.append(table)
+            tables[part.overflow].append(table)
             folded += n
-    rows = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    moved = _demoted(_concat(tables[True]), spec) if tables[True] else None
+    rows = _concat(tables[False] + ([moved] if moved is not None else []))
+    demoted = len(moved) if moved is not None else 0
     if not files:  # the rows are in memory already, and the file is smaller than they are
         body, metadata = parquet_writer.encode(rows, use_dictionary=reader.dictionary_columns(rows))
         with stores(spec.uri).writer(spec.uri) as path:
             path.write_bytes(body)
         footer = footer_at(pa.BufferReader(body), body.size)[0]
-        return Staged(spec.uri, body.size, spec.keys, footer, spec.partition, folded), metadata
+        return Staged(spec.uri, body.size, spec.keys, footer, spec.partition, folded, demoted=demoted), metadata
     own = dataclasses.replace(spec, parts=files)
     if concatenable(own):
         with tempfile.TemporaryDirectory(prefix="shared-") as tmp:
             extra = Path(tmp) / "shared.parquet"
             parquet_writer.write(rows, extra)
             try:
-                return dataclasses.replace(_concatenate(own, stores, extra=extra), folded=folded), None
+                return dataclasses.replace(_concatenate(own, stores, extra=extra), folded=folded, demoted=demoted), None
             except ConcatError:  # the parts' Parquet schema differs from the shared rows': rewrite
                 pass
     staged = _rewrite(own, stores, extra=rows)
-    return dataclasses.replace(staged, folded=staged.folded + folded), None
+    return dataclasses.replace(staged, folded=staged.folded + folded, demoted=staged.demoted + demoted), None
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+
+def _demoted(table: pa.Table, spec: MergeSpec) -> pa.Table:
+    """Rows of partitions past the batch's limit, moved to the null partition (plan.overflow)."""
+    if spec.partitions is None:
+        raise ValueError(f"{spec.uri}: rows to move to the null partition, and no partition plan to move them by")
+    return spec.partitions.demote(table)
 
 
 def _concatenate(spec: MergeSpec, stores: Callable[[str], ObjectStore], *, extra: Path | None = None) -> Staged:
@@ -256,7 +277,7 @@ def _conformed(table: pa.Table, keys: tuple[str, ...], spec: MergeSpec) -> tuple
 def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore], *, extra: pa.Table | None = None) -> Staged:
     """Rewrite parts with the final columns, one row group at a time (memory: one part's bytes and
     one row group), and ``extra`` rows (final columns already) after them."""
-    folded = 0
+    folded = demoted = 0
     with stores(spec.uri).writer(spec.uri) as path:
         writer: pq.ParquetWriter | None = None
         try:
@@ -265,6 +286,9 @@ def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore], *, extra: pa
                 for group in range(source.num_row_groups):
                     conformed, n = _conformed(source.read_row_group(group), part.keys, spec)
                     folded += n
+                    if part.overflow:
+                        conformed = _demoted(conformed, spec)
+                        demoted += len(conformed)
                     if writer is None:
                         writer = parquet_writer.writer(path, conformed)
                     writer.write_table(conformed, row_group_size=max(1, len(conformed)))
@@ -277,7 +301,7 @@ def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore], *, extra: pa
                 writer.close()
         size = path.stat().st_size
         footer = footer_of(path)
-    return Staged(spec.uri, size, spec.keys, footer, spec.partition, folded)
+    return Staged(spec.uri, size, spec.keys, footer, spec.partition, folded, demoted=demoted)
 
 
 def _type_of(key: str, declared: DeclaredSchema | None) -> pa.DataType:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.plan.manifests import Rejection
+from glue_processor.plan.overflow import overflow
 from glue_processor.plan.sizing import plan_groups
 from glue_processor.plan.tasks import SparkMap
 from glue_processor.read.objects import store_for
@@ -32,6 +33,7 @@ from glue_processor.write.uploads import BackgroundUploads
 
 if TYPE_CHECKING:
     from glue_processor.table.datafiles import StatsPlan
+    from glue_processor.table.partitioning import PartitionPlan
 
 # A batch writing at most this many files by concatenation does it on the driver.
 DRIVER_CONCATS = 4
@@ -49,6 +51,8 @@ class Destination:
     target_bytes: int
     declared: DeclaredSchema | None = None
     stats: StatsPlan | None = None  # the table's: each merge works out its file's statistics
+    partitions: PartitionPlan | None = None  # the table's partitions from the record, if any
+    partition_limit: int | None = None  # the most partitions the share writes (plan.overflow)
 
 
 def write_files(
@@ -60,7 +64,13 @@ def write_files(
 ) -> None:
     """Each destination's parts -> its data files, with its share's final columns. The merges of
     every table go into one Spark job (at most a task per core), so a batch of many tables costs
-    what its bytes cost."""
+    what its bytes cost. A share over more partitions than its limit moves the rows of the smallest
+    into the null partition (:mod:`glue_processor.plan.overflow`)."""
+    for d in destinations:
+        if d.partitions is not None and d.partition_limit is not None:
+            d.outcome.data_files, d.outcome.overflow_partitions = overflow(
+                d.outcome.data_files, d.partition_limit, d.partitions.null_label, run_bytes=d.target_bytes // 4
+            )
     plans = [
         plan_merge(
             d.outcome.data_files,
@@ -71,6 +81,7 @@ def write_files(
             keep_parts=keep_parts,
             declared=d.declared,
             stats=d.stats,
+            partitions=d.partitions,
         )
         for d in destinations
     ]
@@ -96,6 +107,7 @@ def write_files(
     for d, files in zip(destinations, written, strict=True):
         d.outcome.data_files = files
         d.outcome.extra_values += sum(f.folded for f in files)
+        d.outcome.overflow_records += sum(f.demoted for f in files)
 
 
 def _driver_merge(spec: MergeSpec) -> bool:

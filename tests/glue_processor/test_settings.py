@@ -50,6 +50,8 @@ def test_glue_style_argv_with_glue_arguments() -> None:
         (["--trigger", "sometimes"], "'processing-time' or 'available-now'"),
         (["--target_file_mb", "99999"], "--target_file_mb"),
         (["--source_uri_template", "s3://x/{key}"], "{bucket}"),
+        (["--partition_limit_per_batch", "999"], "partition_limit_per_batch must be at least max_partitions_per_batch"),
+        (["--partition_limit_per_batch", "0"], "--partition_limit_per_batch"),
     ],
 )
 def test_bad_settings_fail_at_start_naming_the_setting(extra: list[str], message: str) -> None:

@@ -283,3 +283,16 @@ def test_a_routing_file_with_the_one_table_settings_is_refused_before_the_stack_
     assert rule["RuleCondition"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "RoutesUri"}, ""]}]}
     refs = json.dumps(rule["Assertions"])
     assert '"SchemaUri"' in refs and '"PartitionBy"' in refs and '"TableFormat"' in refs
+
+
+def test_rows_moved_past_the_partition_limit_are_alarmed() -> None:
+    # a batch past --partition_limit_per_batch moves the rows of its smallest partitions into the null
+    # partition: nothing is lost, but a reader filtering on the partition column no longer finds them
+    alarms = of_type("AWS::CloudWatch::Alarm")
+    (props,) = [
+        a["Properties"]
+        for a in alarms.values()
+        if a["Properties"].get("MetricName") == M.PARTITION_OVERFLOW_RECORDS.name
+    ]
+    assert (props["Statistic"], props["Threshold"], props["ComparisonOperator"]) == ("Sum", 0, "GreaterThanThreshold")
+    assert props["AlarmActions"] == [{"Ref": "AlarmTopic"}]

@@ -120,3 +120,39 @@ def test_hostile_identity_values_stay_in_their_batch_each_in_its_own_partition(s
     assert long["i"] == str(HOSTILE.index("z" * 5000)) and dict(long["_extra"]) == {"kind": "z" * 5000}
     assert record.stats.null_partition_records == 3 and record.stats.extra_values == 1
     assert sorted(int(r["i"]) for r in table.scan().to_arrow().to_pylist()) == [*range(len(HOSTILE)), 100, 101]
+
+
+def test_a_value_per_row_writes_at_most_the_limit_and_reads_the_rest_as_runs(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An identity partition on a field that turns out to be unique per row: without the limit, 200,000
+    # such rows made a batch of 200,000 files (173 s and 1.7 GB on the driver here), every batch
+    from glue_processor.write import stage
+
+    plans = []
+
+    def plan_merge(*args: Any, **kwargs: Any) -> Any:
+        plans.append(stage_plan_merge(*args, **kwargs))
+        return plans[-1]
+
+    stage_plan_merge = stage.plan_merge
+    monkeypatch.setattr(stage, "plan_merge", plan_merge)
+    # Given two objects of 10,000 rows, each with a kind of its own, and a limit of 50 a batch
+    env = Env(tmp_path, partition_by="kind", max_partitions_per_batch="50", partition_limit_per_batch="50")
+    entries = [
+        env.put(
+            f"f{n}.json", "".join(json.dumps({"kind": f"k{n}-{i:05d}", "i": i}) + "\n" for i in range(10_000)).encode()
+        )
+        for n in range(2)
+    ]
+    record = env.job(spark).run([env.manifest("m0", entries)], 0)
+    # Then the batch wrote 50 partitions, and every row once: the moved ones with their kind in _extra
+    assert (record.stats.partitions, record.stats.output_files) == (50, 50)
+    assert (record.stats.overflow_partitions, record.stats.overflow_records) == (20_000 - 49, 20_000 - 49)
+    rows = load(env.settings).scan().to_arrow().to_pylist()
+    kinds = sorted(r["kind"] if r["kind"] is not None else dict(r["_extra"])["kind"] for r in rows)
+    assert kinds == sorted(f"k{n}-{i:05d}" for n in range(2) for i in range(10_000))
+    assert sum(1 for r in rows if r["kind"] is None) == 20_000 - 49
+    # And the null partition's file read the moved rows as runs of each shared file, not a range each
+    (null,) = [m for plan in plans for m in plan.merges if m.partition == "kind=null"]
+    assert len(null.parts) <= 2 * 50 and sum(p.shared.rows for p in null.parts if p.shared) == 20_000 - 49

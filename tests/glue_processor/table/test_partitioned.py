@@ -4,6 +4,7 @@ files open per task, says how many partitions it touched, and compacts like any 
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -104,3 +105,105 @@ def test_partitions_from_shared_files_and_own_parts_are_one_file_each_and_compac
     assert Counter(partition_dir(p) for p in current_files(table)) == dict.fromkeys(per_partition, 1)
     rows = read_rows(tmp_path / "output")
     assert sorted((int(r["batch"]), int(r["i"])) for r in rows) == [(b, i) for b in range(3) for i in range(4 * ROWS)]
+
+
+# -- past --partition_limit_per_batch ------------------------------------------------------------
+def _kinds_body() -> tuple[bytes, dict[str | None, int]]:
+    # kinds a, b and c weigh ~1.2, 0.9 and 0.6 MB (over OWN_BYTES: parts of their own), d to l a few
+    # rows each (the tasks' shared files), and five rows have no kind (the null partition's own)
+    rows: dict[str | None, int] = {"a": 600, "b": 450, "c": 300, None: 5}
+    rows |= {k: 3 + n for n, k in enumerate("defghijkl")}
+    lines = []
+    for kind, count in rows.items():
+        for i in range(count):
+            lines.append({"kind": kind, "i": i, "pad": "x" * 2000} if kind else {"i": i, "pad": "x" * 2000})
+    random.Random(27).shuffle(lines)  # every partition's rows spread over the object
+    return "".join(json.dumps(r) + "\n" for r in lines).encode(), rows
+
+
+def test_past_the_partition_limit_the_smallest_partitions_rows_join_the_null_partition_with_their_values(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyiceberg.expressions import EqualTo, IsNull
+
+    from glue_processor.write import stage
+
+    plans = []
+
+    def plan_merge(*args: Any, **kwargs: Any) -> Any:
+        plans.append(stage_plan_merge(*args, **kwargs))
+        return plans[-1]
+
+    stage_plan_merge = stage.plan_merge
+    monkeypatch.setattr(stage, "plan_merge", plan_merge)
+
+    # Given a table partitioned by kind, a limit of three partitions a batch, and a batch of thirteen
+    # (the null partition among them): one moved partition (c) has a part of its own, the rest shared rows
+    env = Env(
+        tmp_path, partition_by="kind", max_partitions_per_batch="2", partition_limit_per_batch="3", target_file_mb="4"
+    )
+    body, rows = _kinds_body()
+    record = env.job(spark).run([env.manifest("m0", [env.put("f.json", body)])], 0)
+    # (the null partition's file was made of moved shared rows and a moved part of its own, rewritten)
+    (null,) = [m for plan in plans for m in plan.merges if m.partition == "kind=null"]
+    assert {(p.shared is None, p.overflow) for p in null.parts} == {(True, True), (False, True), (False, False)}
+    # Then the batch wrote three partitions: the two largest, and the null partition
+    table = load(env.settings)
+    assert Counter(partition_dir(p) for p in current_files(table)) == {"kind=a": 1, "kind=b": 1, "kind=null": 1}
+    moved = {k: n for k, n in rows.items() if k not in ("a", "b", None)}
+    assert (record.stats.partitions, record.stats.overflow_partitions) == (3, len(moved))
+    assert record.stats.overflow_records == sum(moved.values())
+    # And every row is there once; a moved row's kind is in _extra, its column NULL; the others as they were
+    got = Counter()
+    for r in read_rows(tmp_path / "output"):
+        extra = dict(r["_extra"] or [])
+        got[(r["kind"], extra.get("kind"))] += 1
+        assert set(extra) <= {"kind"}
+    assert got == Counter(
+        {
+            **{(k, None): rows[k] for k in ("a", "b")},
+            (None, None): rows[None],
+            **{(None, k): n for k, n in moved.items()},
+        }
+    )
+    # And a reader finds them where their files say: c's rows only with the null partition
+    assert len(table.scan(row_filter=EqualTo("kind", "a")).to_arrow()) == rows["a"]
+    assert len(table.scan(row_filter=EqualTo("kind", "c")).to_arrow()) == 0
+    assert len(table.scan(row_filter=IsNull("kind")).to_arrow()) == rows[None] + sum(moved.values())
+    # And the metric says how many rows moved
+    got_metrics = {d.name: d.value for d in record_datums(record, dimensions=env.settings.metric_dimensions)}
+    assert got_metrics[M.PARTITION_OVERFLOW_RECORDS.name] == sum(moved.values())
+
+
+def test_past_the_partition_limit_a_time_partition_s_value_is_kept_in_iso_8601(spark: Any, tmp_path: Path) -> None:
+    # Given day(ts) over a declared timestamp, a limit of four, and late rows over twelve days (day 0 the largest)
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"columns": {"ts": "timestamp"}}))
+    env = Env(
+        tmp_path,
+        schema=schema.as_uri(),
+        partition_by="day(ts)",
+        max_partitions_per_batch="4",
+        partition_limit_per_batch="4",
+    )
+    start = datetime(2026, 10, 1, 12, 0, 0, 500000, tzinfo=UTC)
+    lines = [{"ts": (start + timedelta(days=d)).isoformat(), "d": d, "i": i} for d in range(12) for i in range(12 - d)]
+    body = "".join(json.dumps(r) + "\n" for r in lines).encode()
+    record = env.job(spark).run([env.manifest("m0", [env.put("f.json", body)])], 0)
+    # Then days 0-2 keep their partitions, and the rows of days 3-11 are in the null one with their time
+    table = load(env.settings)
+    assert sorted(partition_dir(p) for p in current_files(table)) == [
+        "ts_day=2026-10-01",
+        "ts_day=2026-10-02",
+        "ts_day=2026-10-03",
+        "ts_day=null",
+    ]
+    assert record.stats.overflow_partitions == 9
+    out = read_rows(tmp_path / "output")
+    assert len(out) == len(lines)
+    for r in out:
+        when = start + timedelta(days=int(r["d"]))
+        if int(r["d"]) < 3:
+            assert r["ts"] == when and r["_extra"] is None
+        else:
+            assert r["ts"] is None and dict(r["_extra"]) == {"ts": f"2026-10-{1 + int(r['d']):02d}T12:00:00.500000Z"}

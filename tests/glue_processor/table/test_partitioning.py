@@ -57,3 +57,79 @@ def test_labels_are_the_per_row_formatting(fields: tuple[Field, ...]) -> None:
     assert labels.to_pylist() == want
     assert nulls == sum(any(f"={NULL}" in part for part in label.split("/")) for label in want)
     assert len(labels.dictionary) == len(set(want))
+
+
+def test_demoted_rows_are_in_the_null_partition_with_their_values_in_extra() -> None:
+    from decimal import Decimal
+
+    from glue_processor.read.extra import EXTRA_TYPE, to_map
+
+    # Given rows of a spec over a timestamp, a date, a bigint, a decimal, a boolean and a string,
+    # one of them with an entry of _extra already, one with some values missing
+    fields = (
+        Field("day", "ts", "ts", "ts_day"),
+        Field("identity", "d", "d", "d"),
+        Field("identity", "n", "n", "n"),
+        Field("identity", "big", "big", "big"),
+        Field("identity", "ok", "ok", "ok"),
+        Field("identity", "Kind", "kind", "kind"),  # a key whose column has another name
+        Field("month", "ts", "ts", "ts_month"),  # a second field over the same column
+    )
+    plan = PartitionPlan(fields)
+    stamp = datetime(2026, 11, 22, 22, 30, 1, 250000, tzinfo=UTC)
+    table = pa.table(
+        {
+            "ts": pa.array([stamp, None], pa.timestamp("us", tz="UTC")),
+            "d": pa.array([date(2026, 1, 2), None]),
+            "n": pa.array([-9223372036854775808, 7], pa.int64()),
+            "big": pa.array([Decimal("9223372036854775807"), None], pa.decimal128(19, 0)),
+            "ok": pa.array([True, False]),
+            "kind": pa.array(["a/b", "é"]),
+            "other": pa.array(["x", "y"]),
+            "_extra": to_map(["past"], [pa.array(["1", None])], 2).cast(EXTRA_TYPE),
+        }
+    )
+    # When they are moved to the null partition
+    moved = plan.demote(table)
+    # Then every source column is NULL there, the others are as they were, and the labels say so
+    assert moved.schema == table.schema
+    for f in fields:
+        assert moved.column(f.column).null_count == 2
+    assert moved.column("other") == table.column("other")
+    labels, nulls = plan.labels(moved)
+    assert labels.dictionary.to_pylist() == [plan.null_label] and nulls == 2
+    # And _extra holds each value under its key, as text, after what the row had
+    assert [dict(m) if m is not None else None for m in moved.column("_extra").to_pylist()] == [
+        {
+            "past": "1",
+            "ts": "2026-11-22T22:30:01.250000Z",
+            "d": "2026-01-02",
+            "n": "-9223372036854775808",
+            "big": "9223372036854775807",
+            "ok": "true",
+            "Kind": "a/b",
+        },
+        {"n": "7", "ok": "false", "Kind": "é"},
+    ]
+    assert plan.null_label == "ts_day=null/d=null/n=null/big=null/ok=null/kind=null/ts_month=null"
+
+
+def test_a_demoted_value_never_makes_a_key_twice_in_a_row_s_extra() -> None:
+    from glue_processor.read.extra import to_map
+
+    # Given day(_event_time), and a row whose _extra holds a producer's own _event_time (past the bound)
+    plan = PartitionPlan((Field("day", "_event_time", "_event_time", "_event_time_day"),))
+    stamp = datetime(2026, 11, 22, tzinfo=UTC)
+    table = pa.table(
+        {
+            "_event_time": pa.array([stamp, stamp], pa.timestamp("us", tz="UTC")),
+            "_extra": to_map(["_event_time"], [pa.array(["producer's", None])], 2),
+        }
+    )
+    moved = plan.demote(table)
+    # Then that row keeps the producer's entry alone; the other row has the job's value
+    assert moved.column("_event_time").null_count == 2
+    assert [list(m) for m in moved.column("_extra").to_pylist()] == [
+        [("_event_time", "producer's")],
+        [("_event_time", "2026-11-22T00:00:00.000000Z")],
+    ]
