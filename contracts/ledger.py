@@ -12,17 +12,11 @@ as its ``--table_name``.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    model_serializer,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SourceStatus = Literal["ingested", "empty", "missing", "unreadable", "rejected", "duplicate", "superseded", "ignored"]
 
@@ -68,11 +62,9 @@ class BatchStats(_Frozen):
     rescued_values: int = 0  # values of declared columns that did not convert (kept in _rescued)
     extra_values: int = 0  # values kept in _extra: keys past max_columns or no column (see ndjson.parse_ndjson)
     null_partition_records: int = 0  # rows whose partition value was missing or did not convert
-    # rows moved to the null partition (their values to _extra) from partitions past the share's
-    # --partition_limit_per_batch, and how many partitions they came from; written only when not 0
-    # (OMITTED_AT_ZERO), so a job rolled back to a version without them still reads every other record
+    # rows moved to the null partition (their partition values to _extra) past the share's
+    # --partition_limit_per_batch; a record leaves it out at 0 (record_json)
     overflow_records: int = 0
-    overflow_partitions: int = 0
     output_files: int = 0
     output_bytes: int = 0
     partitions: int = 0  # table partitions the batch's data files are in
@@ -82,19 +74,11 @@ class BatchStats(_Frozen):
     max_latency_s: float | None = None
     p95_latency_s: float | None = None
 
-    @model_serializer(mode="wrap")
-    def _omit_zero_counts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # the record forbids fields it does not know: a field added later is left out at its default,
-        # so a record that has nothing to say in it reads in a job of the version before
-        data: dict[str, Any] = handler(self)
-        for name in OMITTED_AT_ZERO:
-            if data.get(name) == 0:
-                del data[name]
-        return data
 
-
-# Fields of BatchStats added after records were first written: left out of a record at 0.
-OMITTED_AT_ZERO = ("overflow_records", "overflow_partitions")
+# Fields of BatchStats added after records were first written: a record leaves them out at 0 (its
+# model forbids fields it does not know), so a job rolled back to the version before them still reads
+# every record that has nothing to say in them.
+OMITTED_AT_ZERO = ("overflow_records",)
 
 
 class TableShare(_Frozen):
@@ -169,3 +153,14 @@ class CommitRecord(_Frozen):
             for s in self.tables
         )
         return self.model_copy(update={"sources": sources, "tables": tables})
+
+
+def record_json(record: CommitRecord) -> bytes:
+    """The record as the ledger writes it: the fields of OMITTED_AT_ZERO left out of its figures and
+    of its shares' where they are 0."""
+    data = record.model_dump(mode="json")
+    for stats in [data["stats"], *(share["stats"] for share in data["tables"])]:
+        for name in OMITTED_AT_ZERO:
+            if stats.get(name) == 0:
+                del stats[name]
+    return json.dumps(data, indent=1, ensure_ascii=False).encode()

@@ -435,7 +435,7 @@ class ManifestBatchJob:
                 extra={"batch_id": record.batch_id, "partitions": record.stats.partitions},
             )
         for share in record.tables:
-            if share.stats.overflow_partitions:
+            if share.stats.overflow_records:
                 logger.warning(
                     "table share touched more partitions than --partition_limit_per_batch: the rows of its smallest "
                     "partitions went to the null partition, their partition values in _extra",
@@ -443,7 +443,6 @@ class ManifestBatchJob:
                         "batch_id": record.batch_id,
                         "table": self.routes.name(share.table),
                         "limit": self.settings.partition_limit_per_batch,
-                        "partitions_moved": share.stats.overflow_partitions,
                         "rows_moved": share.stats.overflow_records,
                     },
                 )

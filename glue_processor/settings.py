@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -21,6 +21,7 @@ from contracts.validation import describe
 from glue_processor.defaults import DEFAULT_MAX_COLUMNS
 
 MIB = 1024 * 1024
+DEFAULT_PARTITION_LIMIT = 10_000
 _URI = r"^(s3|s3a|file|hdfs)://.+"
 # Glue passes its own arguments too (--JOB_NAME, --enable-metrics, --TempDir, ...). Ours are
 # lower_snake_case; an unknown lower_snake_case argument is a typo and fails start-up.
@@ -107,12 +108,12 @@ class JobSettings(BaseModel):
         "alarms",
     )
     partition_limit_per_batch: int = Field(
-        default=10000,
+        default=DEFAULT_PARTITION_LIMIT,
         ge=1,
-        description="the most partitions a table's share of a batch writes: past it, the rows of its smallest "
-        "partitions go to the null partition, their partition values kept in _extra under their keys (never "
-        "lost; PartitionOverflowRecords alarms), so a partition source of unbounded cardinality cannot make "
-        "every batch a file per value",
+        description="the most partitions a table's share of a batch writes (unset: 10000, or "
+        "max_partitions_per_batch when that is more): past it, the rows of its smallest partitions go to the null "
+        "partition, their partition values kept in _extra under their keys (never lost; PartitionOverflowRecords "
+        "alarms), so a partition source of unbounded cardinality cannot make every batch a file per value",
     )
     max_open_files_per_task: int = Field(
         default=64,
@@ -191,6 +192,19 @@ class JobSettings(BaseModel):
     @classmethod
     def _dir(cls, value: str) -> str:
         return value.rstrip("/")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _limit_above_bound(cls, values: Any) -> Any:
+        # unset, the limit is never under the alarm's bound (a job raised past 10000 before the limit
+        # existed keeps every partition it wrote)
+        if isinstance(values, dict) and "partition_limit_per_batch" not in values:
+            try:
+                bound = int(values.get("max_partitions_per_batch", 0))
+            except (TypeError, ValueError):
+                return values  # the bound's own check names it
+            return {**values, "partition_limit_per_batch": max(DEFAULT_PARTITION_LIMIT, bound)}
+        return values
 
     @model_validator(mode="after")
     def _template(self) -> JobSettings:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from contracts.exceptions import FencedOut
 from contracts.layout import COMMITS_DIR, STAGING_DIR, is_commit_record
-from contracts.ledger import CommitRecord, TableShare
+from contracts.ledger import CommitRecord, TableShare, record_json
 from glue_processor import faults
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.read.objects import ObjectStore, store_for
@@ -92,7 +92,7 @@ class BatchCommitter:
         """Create the commit record (the commit point), unless another run did (:class:`FencedOut`).
         The batch is published next (:meth:`publish`)."""
         uri = self.record_uri(record.batch_id)
-        if not self.stores(uri).create_exclusive(uri, record.model_dump_json(indent=1).encode()):
+        if not self.stores(uri).create_exclusive(uri, record_json(record)):
             existing = self.load(record.batch_id)
             if existing is None or existing.attempt != record.attempt:
                 winner = existing.attempt if existing else "unknown"

@@ -4,12 +4,19 @@ Every partition a batch touches costs it a file, a merge, its statistics and a m
 the driver holds each file's entry until the commit (~8 KB: 200,000 partitions took 1.7 GB and 173 s
 here, most of it in the write stage). A partition source of unbounded cardinality (an identity
 partition on an id, a crafted ``ts`` spread over centuries) would otherwise make every batch that
-slow and that large, and the table millions of files. Past the limit, the rows of the smallest
-partitions (by bytes; ties by label, so a replay decides alike) join the null partition: the write
-stage moves their partition values to ``_extra`` under their keys and sets the columns NULL there
-(:meth:`glue_processor.table.partitioning.PartitionPlan.demote`), as it does for an identity value
-too long to be a partition. Nothing is lost, every row is written once, and the batch says how many
-rows and partitions were moved (``PartitionOverflowRecords``, which alarms). Pure: no I/O.
+slow and that large, and the table millions of files. Past the limit, rows join the null
+partition: their partition values move to ``_extra`` under their keys and the columns are NULL there
+(:meth:`glue_processor.table.partitioning.PartitionPlan.demote`), as for an identity value too long
+to be a partition. Two steps choose which:
+
+- a parse task keeps apart the rows of the first ``limit`` partitions it meets (the largest first
+  within a chunk) and moves any other's at once (``read.task._ParquetFiles._within_limit``), so what
+  it reports, and the driver holds, is bounded whatever its input;
+- of the partitions the tasks kept, the batch keeps the ``limit`` largest (by bytes; ties by label)
+  and the write stage moves the others' rows (:func:`overflow`, here).
+
+Nothing is lost, every row is written once, and the batch counts the rows moved
+(``PartitionOverflowRecords``, which alarms). Pure: no I/O.
 """
 
 from __future__ import annotations

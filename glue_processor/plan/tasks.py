@@ -81,6 +81,7 @@ def plan_tasks(
             limits=limits,
             declared=config.declared,
             partitions=config.partitions,
+            partition_limit=settings.partition_limit_per_batch if config.partitions is not None else None,
             max_columns=config.max_columns,
         )
         for i, group in enumerate(plan_groups(weights, parse_unit_count(weights, cores=cores)))

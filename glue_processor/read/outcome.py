@@ -42,10 +42,9 @@ class Outcome:
         self.rescued = 0
         self.extra_values = 0
         self.null_partitions = 0
-        # rows the write stage moved to the null partition, and from how many partitions: past the
-        # share's partition limit (glue_processor.plan.overflow)
+        # rows moved to the null partition past the share's partition limit, by the parse tasks or
+        # the write stage (glue_processor.plan.overflow)
         self.overflow_records = 0
-        self.overflow_partitions = 0
         if plan is None:
             return
         for rejection in plan.rejections:
@@ -93,7 +92,7 @@ class Outcome:
         # nothing of it is written: its files and its bad lines' records go (a requeue reads it again)
         share.data_files, share.quarantine_files = [], []
         share.records_out = share.bad_records = share.rescued = share.extra_values = share.null_partitions = 0
-        share.overflow_records = share.overflow_partitions = 0
+        share.overflow_records = 0
 
     def count(self, status: str) -> int:
         return sum(1 for s in self.sources if s.status == status)
@@ -138,6 +137,7 @@ def gather(
         outcome.rescued += result.rescued
         outcome.extra_values += result.extra_values
         outcome.null_partitions += result.null_partitions
+        outcome.overflow_records += result.overflow_records
         outcome.data_files.extend(result.data)
         outcome.quarantine_files.extend(result.quarantine)
     for found in found_by_object:

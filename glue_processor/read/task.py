@@ -126,6 +126,9 @@ class TaskSpec:
     declared: DeclaredSchema | None = None
     # Partitions from the record: each row's partition, so each file holds one (None: one partition).
     partitions: PartitionPlan | None = None
+    # The most partitions whose rows the task keeps apart; any other's join the null partition here
+    # (see _ParquetFiles._within_limit), so what a task reports is bounded whatever its input.
+    partition_limit: int | None = None
     # The most data columns (known keys included); values of keys past it go to the _extra map.
     max_columns: int = DEFAULT_MAX_COLUMNS
     # Keys of the table's shares set aside, not known yet: a column only where a row has that very
@@ -213,6 +216,7 @@ class TaskResult:
     rescued: int = 0  # values of declared columns that did not convert (kept in _rescued)
     null_partitions: int = 0  # rows whose partition value was missing (in the null partition)
     extra_values: int = 0  # values kept in _extra: keys past max_columns or no column (see ndjson.parse_ndjson)
+    overflow_records: int = 0  # rows moved to the null partition past the partition limit
 
 
 def overwritten(modified_epoch_s: float, event_time: datetime) -> bool:
@@ -237,6 +241,7 @@ def run_task(spec: TaskSpec, stores: Callable[[str], ObjectStore] = store_for) -
         out.rescued,
         out.null_partitions,
         out.extra_values,
+        out.overflow_records,
     )
 
 
@@ -565,6 +570,8 @@ class _ParquetFiles:
     rescued: int = 0
     null_partitions: int = 0
     extra_values: int = 0
+    overflow_records: int = 0
+    _kept: set[str] = field(default_factory=set)  # the partitions whose rows the task keeps apart
 
     def __enter__(self) -> _ParquetFiles:
         return self
@@ -633,7 +640,47 @@ class _ParquetFiles:
         self.extra_values += moved
         labels, nulls = self.spec.partitions.labels(table)
         self.null_partitions += nulls
+        if self.spec.partition_limit is not None:
+            table, labels = self._within_limit(table, labels, self.spec.partitions, self.spec.partition_limit)
         self._keep(table, labels, keys)
+
+    def _within_limit(
+        self, table: pa.Table, labels: pa.DictionaryArray, plan: PartitionPlan, limit: int
+    ) -> tuple[pa.Table, pa.DictionaryArray]:
+        """``table``'s rows, those of partitions past the task's ``limit`` moved to the null
+        partition (their values to ``_extra``): the task keeps apart the first ``limit`` partitions
+        it meets (the null one among them; within a chunk, the largest first), so it reports, and
+        the driver holds, ranges of at most ``limit`` partitions a spill whatever the input (one
+        object of a value per row would otherwise be a range per row). The batch then keeps the
+        ``limit`` largest of what its tasks kept (:mod:`glue_processor.plan.overflow`)."""
+        null = plan.null_label
+        self._kept.add(null)
+        names = labels.dictionary.to_pylist()
+        codes = labels.indices.to_numpy(zero_copy_only=False)
+        counts = np.bincount(codes, minlength=len(names))
+        fresh = sorted(
+            (i for i, name in enumerate(names) if counts[i] and name not in self._kept),
+            key=lambda i: (-counts[i], names[i]),
+        )
+        room = max(0, limit - len(self._kept))
+        self._kept.update(names[i] for i in fresh[:room])
+        if len(fresh) <= room:
+            return table, labels
+        moving = np.zeros(len(names), dtype=bool)
+        moving[fresh[room:]] = True
+        rows = moving[codes]
+        moved = plan.demote(table.filter(pa.array(rows)))
+        self.overflow_records += len(moved)
+        # the labels again: the rows kept keep theirs (a dictionary without the moved ones), the
+        # moved ones are the null partition's
+        stay = [i for i in range(len(names)) if not moving[i]]
+        dictionary = [names[i] for i in stay] + ([] if null in names else [null])
+        remap = np.full(len(names), -1, dtype=np.int32)
+        remap[stay] = np.arange(len(stay), dtype=np.int32)
+        null_code = dictionary.index(null)
+        indices = np.concatenate([remap[codes[~rows]], np.full(len(moved), null_code, dtype=np.int32)])
+        relabelled = pa.DictionaryArray.from_arrays(pa.array(indices, pa.int32()), pa.array(dictionary, pa.string()))
+        return pa.concat_tables([table.filter(pa.array(~rows)), moved]), relabelled
 
     def _keep(self, table: pa.Table, labels: pa.DictionaryArray, keys: tuple[str, ...]) -> None:
         """Rows of a partitioned table wait, as they came, for a spill that sorts them by partition

@@ -106,7 +106,10 @@ def plan_merge(
     for label in sorted(by_partition):  # a file holds one partition's rows
         rest = by_partition[label]
         where = f"{out_dir}/{label}" if label else out_dir
-        for group in _packing([p.bytes for p in rest], target_bytes):
+        # the null partition past the partition limit gathers ranges of every shared file: packed by
+        # size, each of its files would read (decode) every shared file again
+        moved = any(p.overflow for p in rest)
+        for group in _in_order(rest, target_bytes) if moved else _packing([p.bytes for p in rest], target_bytes):
             i = len(merges)
             uri = f"{where}/{prefix}-{i:05d}.parquet"
             merges.append(MergeSpec(i, tuple(rest[j] for j in group), keys, uri, declared, label, stats, partitions))
@@ -129,6 +132,27 @@ def _packing(sizes: list[int], target_bytes: int) -> list[list[int]]:
         if score > best_score:
             best, best_score = groups, score
     return best
+
+
+def _in_order(parts: Sequence[Staged], target_bytes: int) -> list[list[int]]:
+    """Groups of parts for files of about the target, parts taken in their place in the files they
+    are in (a shared file's ranges by their first row): a group reads a span of few files, so the
+    files of a partition gathered from everywhere decode each shared row group about once."""
+
+    def place(i: int) -> tuple[str, int]:
+        shared = parts[i].shared
+        return parts[i].uri, shared.first if shared is not None else -1
+
+    order = sorted(range(len(parts)), key=place)
+    groups: list[list[int]] = [[]]
+    size = 0
+    for i in order:
+        if groups[-1] and size + parts[i].bytes > target_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append(i)
+        size += parts[i].bytes
+    return groups
 
 
 def concatenable(spec: MergeSpec) -> bool:

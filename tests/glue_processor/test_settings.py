@@ -70,3 +70,16 @@ def test_overlapping_locations_are_rejected() -> None:
     argv = [*BASE[:-1], "s3://o/data/_checkpoint"]
     with pytest.raises(ConfigError, match="overlap"):
         parse_settings(argv)
+
+
+def test_the_partition_limit_unset_is_never_under_the_bound_that_alarms() -> None:
+    # a job whose bound was raised past 10,000 before the limit existed keeps starting, and keeps
+    # every partition it wrote
+    assert parse_settings([*BASE]).partition_limit_per_batch == 10_000
+    assert parse_settings([*BASE, "--max_partitions_per_batch", "20000"]).partition_limit_per_batch == 20_000
+    assert (
+        parse_settings(
+            [*BASE, "--partition_limit_per_batch", "500", "--max_partitions_per_batch", "100"]
+        ).partition_limit_per_batch
+        == 500
+    )

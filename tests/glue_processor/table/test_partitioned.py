@@ -108,17 +108,19 @@ def test_partitions_from_shared_files_and_own_parts_are_one_file_each_and_compac
 
 
 # -- past --partition_limit_per_batch ------------------------------------------------------------
-def _kinds_body() -> tuple[bytes, dict[str | None, int]]:
-    # kinds a, b and c weigh ~1.2, 0.9 and 0.6 MB (over OWN_BYTES: parts of their own), d to l a few
-    # rows each (the tasks' shared files), and five rows have no kind (the null partition's own)
-    rows: dict[str | None, int] = {"a": 600, "b": 450, "c": 300, None: 5}
-    rows |= {k: 3 + n for n, k in enumerate("defghijkl")}
-    lines = []
-    for kind, count in rows.items():
-        for i in range(count):
-            lines.append({"kind": kind, "i": i, "pad": "x" * 2000} if kind else {"i": i, "pad": "x" * 2000})
-    random.Random(27).shuffle(lines)  # every partition's rows spread over the object
-    return "".join(json.dumps(r) + "\n" for r in lines).encode(), rows
+def _kinds(rows: dict[str | None, int], seed: int) -> bytes:
+    # ~2 KB rows: 300 and more of a kind are over OWN_BYTES (a part of their own), a few are shared rows
+    lines = [
+        {"kind": kind, "i": i, "pad": "x" * 2000} if kind else {"i": i, "pad": "x" * 2000}
+        for kind, count in rows.items()
+        for i in range(count)
+    ]
+    random.Random(seed).shuffle(lines)  # every partition's rows spread over the object
+    return "".join(json.dumps(r) + "\n" for r in lines).encode()
+
+
+FIRST: dict[str | None, int] = {"a": 600, "b": 450, "c": 300}
+SECOND: dict[str | None, int] = {"d": 400, "f": 5, "g": 4, None: 5}
 
 
 def test_past_the_partition_limit_the_smallest_partitions_rows_join_the_null_partition_with_their_values(
@@ -137,21 +139,24 @@ def test_past_the_partition_limit_the_smallest_partitions_rows_join_the_null_par
     stage_plan_merge = stage.plan_merge
     monkeypatch.setattr(stage, "plan_merge", plan_merge)
 
-    # Given a table partitioned by kind, a limit of three partitions a batch, and a batch of thirteen
-    # (the null partition among them): one moved partition (c) has a part of its own, the rest shared rows
+    # Given a table partitioned by kind, a limit of four partitions a batch, and two objects whose tasks
+    # stay within it (a, b, c; d, f, g and rows without a kind), seven partitions in all
     env = Env(
-        tmp_path, partition_by="kind", max_partitions_per_batch="2", partition_limit_per_batch="3", target_file_mb="4"
+        tmp_path, partition_by="kind", max_partitions_per_batch="2", partition_limit_per_batch="4", target_file_mb="4"
     )
-    body, rows = _kinds_body()
-    record = env.job(spark).run([env.manifest("m0", [env.put("f.json", body)])], 0)
-    # (the null partition's file was made of moved shared rows and a moved part of its own, rewritten)
+    entries = [env.put("one.json", _kinds(FIRST, 1)), env.put("two.json", _kinds(SECOND, 2))]
+    record = env.job(spark).run([env.manifest("m0", entries)], 0)
+    # Then the batch kept the three largest (a, b, d) and the null partition; c's part of its own and
+    # f and g's shared rows joined the null partition's file, rewritten, next to its own rows
     (null,) = [m for plan in plans for m in plan.merges if m.partition == "kind=null"]
     assert {(p.shared is None, p.overflow) for p in null.parts} == {(True, True), (False, True), (False, False)}
-    # Then the batch wrote three partitions: the two largest, and the null partition
     table = load(env.settings)
-    assert Counter(partition_dir(p) for p in current_files(table)) == {"kind=a": 1, "kind=b": 1, "kind=null": 1}
-    moved = {k: n for k, n in rows.items() if k not in ("a", "b", None)}
-    assert (record.stats.partitions, record.stats.overflow_partitions) == (3, len(moved))
+    assert Counter(partition_dir(p) for p in current_files(table)) == dict.fromkeys(
+        ("kind=a", "kind=b", "kind=d", "kind=null"), 1
+    )
+    rows = FIRST | SECOND
+    moved = {k: rows[k] for k in ("c", "f", "g")}
+    assert record.stats.partitions == 4
     assert record.stats.overflow_records == sum(moved.values())
     # And every row is there once; a moved row's kind is in _extra, its column NULL; the others as they were
     got = Counter()
@@ -161,7 +166,7 @@ def test_past_the_partition_limit_the_smallest_partitions_rows_join_the_null_par
         assert set(extra) <= {"kind"}
     assert got == Counter(
         {
-            **{(k, None): rows[k] for k in ("a", "b")},
+            **{(k, None): rows[k] for k in ("a", "b", "d")},
             (None, None): rows[None],
             **{(None, k): n for k, n in moved.items()},
         }
@@ -173,6 +178,30 @@ def test_past_the_partition_limit_the_smallest_partitions_rows_join_the_null_par
     # And the metric says how many rows moved
     got_metrics = {d.name: d.value for d in record_datums(record, dimensions=env.settings.metric_dimensions)}
     assert got_metrics[M.PARTITION_OVERFLOW_RECORDS.name] == sum(moved.values())
+
+
+def test_a_task_past_the_partition_limit_moves_the_rows_itself(spark: Any, tmp_path: Path) -> None:
+    # Given one object of thirteen partitions (a the largest), and a limit of three
+    env = Env(
+        tmp_path, partition_by="kind", max_partitions_per_batch="2", partition_limit_per_batch="3", target_file_mb="4"
+    )
+    rows: dict[str | None, int] = {"a": 600, "b": 450, **{k: 3 + n for n, k in enumerate("cdefghijkl")}, None: 5}
+    record = env.job(spark).run([env.manifest("m0", [env.put("f.json", _kinds(rows, 27))])], 0)
+    # Then three partitions were written, every row once, and every moved row has its kind in _extra
+    table = load(env.settings)
+    written = Counter(partition_dir(p) for p in current_files(table))
+    assert len(written) == 3 and "kind=null" in written and "kind=a" in written
+    out = read_rows(tmp_path / "output")
+    assert len(out) == sum(rows.values())
+    moved = [r for r in out if r["kind"] is None and r["_extra"]]
+    assert (
+        record.stats.overflow_records
+        == len(moved)
+        == sum(rows.values()) - rows[None] - sum(rows[p.split("=")[1]] for p in written if p != "kind=null")
+    )
+    assert Counter(dict(r["_extra"])["kind"] for r in moved) == {
+        k: n for k, n in rows.items() if k is not None and f"kind={k}" not in written
+    }
 
 
 def test_past_the_partition_limit_a_time_partition_s_value_is_kept_in_iso_8601(spark: Any, tmp_path: Path) -> None:
@@ -198,7 +227,7 @@ def test_past_the_partition_limit_a_time_partition_s_value_is_kept_in_iso_8601(s
         "ts_day=2026-10-03",
         "ts_day=null",
     ]
-    assert record.stats.overflow_partitions == 9
+    assert record.stats.overflow_records == sum(12 - d for d in range(3, 12))
     out = read_rows(tmp_path / "output")
     assert len(out) == len(lines)
     for r in out:

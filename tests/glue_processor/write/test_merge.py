@@ -87,3 +87,24 @@ def test_parts_of_a_quarter_target_pack_into_files_on_target() -> None:
     sizes = [sum(p.bytes for p in m.parts) for m in plan.merges]
     assert sorted(u for m in plan.merges for u in (p.uri for p in m.parts)) == sorted(p.uri for p in parts)
     assert all(abs(s - 128 * mb) <= 0.15 * 128 * mb for s in sizes), [s // mb for s in sizes]
+
+
+def test_the_null_partition_past_the_limit_is_packed_in_the_order_of_its_shared_files() -> None:
+    import random
+
+    from glue_processor.read.task import SharedRows, Staged
+
+    # Given moved ranges of three shared files, interleaved as the tasks reported them (20 each, 10 bytes)
+    parts = [
+        Staged(f"file:///s{f}.parquet", 10, ("a",), partition="k=null", shared=SharedRows(r * 5, 5, 999), overflow=True)
+        for f in range(3)
+        for r in range(20)
+    ]
+    random.Random(3).shuffle(parts)
+    # When the null partition is planned for files of 100 bytes
+    plan = plan_merge(parts, ("a",), target_bytes=100, out_dir="file:///out")
+    # Then every range is in one file, each file a run of one shared file in row order (read once)
+    got = [[(p.uri, p.shared.first) for p in m.parts if p.shared] for m in plan.merges]
+    assert sorted(x for g in got for x in g) == sorted((p.uri, p.shared.first) for p in parts if p.shared)
+    assert len(got) == 6 and all(len(g) == 10 for g in got)
+    assert all(len({u for u, _ in g}) == 1 and [f for _, f in g] == sorted(f for _, f in g) for g in got)

@@ -146,3 +146,42 @@ def test_shared_ranges_are_read_from_s3_by_ranged_gets(tmp_path: Path) -> None:
     assert sorted(int(a) for a in rows) == list(range(6000))
     # And the shared files were read in ranges, each file's footer and row groups once, never whole
     assert reads.get("whole", 0) == 0 and 0 < reads["range"] <= 2 * 8, reads
+
+
+def test_a_task_keeps_apart_the_rows_of_at_most_its_partition_limit(tmp_path: Path) -> None:
+    # Given a task over 20,000 rows of 5,000 partitions (k0000 the most rows), and a limit of 10
+    lines = [{"a": str(i), "kind": "k0000" if i % 3 == 0 else f"k{i % 5000:04d}"} for i in range(20_000)]
+    src = tmp_path / "f.json"
+    src.write_bytes("".join(json.dumps(r) + "\n" for r in lines).encode())
+    spec = TaskSpec(
+        index=0,
+        files=(FileTask(f"file://{src}", f"file://{src}", "e", datetime.now(UTC), "s3://m/1.json"),),
+        known=("a", "kind"),
+        data_dir=f"file://{tmp_path}/out/parts",
+        quarantine_dir=f"file://{tmp_path}/out/quarantine",
+        batch_id=1,
+        ingest_time=NOW,
+        target_bytes=128 * 1024 * 1024,
+        partitions=parse_partition_by("kind", None),
+        partition_limit=10,
+    )
+    result = run_task(spec)
+    # Then it reports ranges of ten partitions, the null one among them, whatever the input had
+    assert len({s.partition for s in result.data}) == 10 and "kind=null" in {s.partition for s in result.data}
+    assert "kind=k0000" in {s.partition for s in result.data}  # the largest of its chunk first
+    # And every row is staged once: a moved row's kind is in _extra, its column NULL
+    reader = SharedReader(store_for)
+    rows = [
+        (s.partition, r)
+        for s in result.data
+        for r in (
+            reader.rows(s.uri, s.shared.first, s.shared.rows, s.shared.file_bytes)
+            if s.shared is not None
+            else pq.read_table(local_path(s.uri), partitioning=None)
+        ).to_pylist()
+    ]
+    assert sorted(int(r["a"]) for _, r in rows) == list(range(20_000))
+    moved = [r for label, r in rows if label == "kind=null"]
+    assert result.overflow_records == len(moved) > 0
+    assert all(r["kind"] is None and dict(r["_extra"])["kind"] == lines[int(r["a"])]["kind"] for r in moved)
+    assert all(label == f"kind={r['kind']}" for label, r in rows if label != "kind=null")
