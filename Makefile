@@ -41,7 +41,9 @@ ROUTES ?=
 TABLE_FORMAT ?= iceberg
 FORMAT ?= table
 FUZZ_SECONDS ?= 300
-.PHONY: help setup parity run query compact commit-cost conversion autoscale status reconcile backfill reliability bench bench-partitions bench-routing sizing intake bookkeeping memory template package deploy destroy smoke test test-fast sanitize fuzz lint format clean
+VALUES ?= 200000
+LIMIT ?= 10000
+.PHONY: help setup parity run query compact commit-cost conversion autoscale status reconcile backfill reliability bench bench-partitions bench-cardinality bench-routing sizing intake bookkeeping memory template package deploy destroy smoke test test-fast sanitize fuzz lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -105,8 +107,11 @@ bench: setup ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on 
 bench-routing: setup ## what routing to many tables costs: three datasets routed in one batch vs each alone vs one table
 	$(BIN)/python -m bench.routing
 
-bench-partitions: setup ## what partitioning from the record costs a batch: none, day(ts), day(ts),event_type, 100 and 1000 identity values
+bench-partitions: setup ## what partitioning from the record costs a batch: none, day(ts), day(ts),event_type, 100 and 1000 identity values, a value per row
 	$(BIN)/python -m bench.partitions
+
+bench-cardinality: setup ## a partition value per row past --partition_limit_per_batch: make bench-cardinality [VALUES=200000] [LIMIT=10000]
+	$(BIN)/python -m bench.cardinality --values $(VALUES) --limit $(LIMIT)
 
 sizing: setup ## stress batches on one core, then a Glue sizing: make sizing [FILES_PER_HOUR=200000 FILE_KB=1024 SLA_S=600]
 	$(BIN)/python -m bench.sizing --files-per-hour $(FILES_PER_HOUR) --file-kb $(FILE_KB) --sla-s $(SLA_S)

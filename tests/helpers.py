@@ -57,3 +57,18 @@ def read_rows(root: Path) -> list[dict[str, Any]]:
     for path in visible_parquet(root):
         rows.extend(pq.ParquetFile(path).read().to_pylist())
     return rows
+
+
+def merge_plans(monkeypatch: Any) -> list[Any]:
+    """The write stage's merge plans (``MergePlan``), one per table share, as the job makes them."""
+    from glue_processor.write import stage
+
+    plans: list[Any] = []
+    real = stage.plan_merge
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        plans.append(real(*args, **kwargs))
+        return plans[-1]
+
+    monkeypatch.setattr(stage, "plan_merge", recorded)
+    return plans

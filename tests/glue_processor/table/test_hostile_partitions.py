@@ -28,6 +28,7 @@ from glue_processor.table.partitioning import (
 )
 from glue_processor.table.read import load
 from tests.glue_processor.test_batch import Env
+from tests.helpers import merge_plans
 
 HOSTILE = [
     "ok",
@@ -127,16 +128,7 @@ def test_a_value_per_row_writes_at_most_the_limit_and_reads_the_rest_as_runs(
 ) -> None:
     # An identity partition on a field that turns out to be unique per row: without the limit, 200,000
     # such rows made a batch of 200,000 files (173 s and 1.7 GB on the driver here), every batch
-    from glue_processor.write import stage
-
-    plans = []
-
-    def plan_merge(*args: Any, **kwargs: Any) -> Any:
-        plans.append(stage_plan_merge(*args, **kwargs))
-        return plans[-1]
-
-    stage_plan_merge = stage.plan_merge
-    monkeypatch.setattr(stage, "plan_merge", plan_merge)
+    plans = merge_plans(monkeypatch)
     # Given two objects of 10,000 rows, each with a kind of its own, and a limit of 50 a batch
     env = Env(tmp_path, partition_by="kind", max_partitions_per_batch="50", partition_limit_per_batch="50")
     entries = [

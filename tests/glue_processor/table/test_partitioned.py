@@ -18,7 +18,7 @@ from glue_processor.table.compact import compact
 from glue_processor.table.read import current_files, load
 from tests.glue_processor.table.test_declared import partition_dir
 from tests.glue_processor.test_batch import Env
-from tests.helpers import read_rows
+from tests.helpers import merge_plans, read_rows
 
 DAYS = ("2026-11-01", "2026-11-02", "2026-11-03")
 KINDS = ("a", "b", "c")
@@ -47,18 +47,9 @@ def _body(batch: int, first: int = 0, rows: int = ROWS) -> bytes:
 def test_partitions_from_shared_files_and_own_parts_are_one_file_each_and_compact_to_one(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from glue_processor.write import stage
-
     # Given tasks that may keep only two files open, and batches of two objects whose rows span nine
     # partitions: one task's share of each partition is small (its shared file), the other's is not
-    plans = []
-
-    def plan_merge(*args: Any, **kwargs: Any) -> Any:
-        plans.append(stage_plan_merge(*args, **kwargs))
-        return plans[-1]
-
-    stage_plan_merge = stage.plan_merge
-    monkeypatch.setattr(stage, "plan_merge", plan_merge)
+    plans = merge_plans(monkeypatch)
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps({"columns": {"ts": "timestamp"}}))
     env = Env(
@@ -128,16 +119,7 @@ def test_past_the_partition_limit_the_smallest_partitions_rows_join_the_null_par
 ) -> None:
     from pyiceberg.expressions import EqualTo, IsNull
 
-    from glue_processor.write import stage
-
-    plans = []
-
-    def plan_merge(*args: Any, **kwargs: Any) -> Any:
-        plans.append(stage_plan_merge(*args, **kwargs))
-        return plans[-1]
-
-    stage_plan_merge = stage.plan_merge
-    monkeypatch.setattr(stage, "plan_merge", plan_merge)
+    plans = merge_plans(monkeypatch)
 
     # Given a table partitioned by kind, a limit of four partitions a batch, and two objects whose tasks
     # stay within it (a, b, c; d, f, g and rows without a kind), seven partitions in all

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from glue_processor.read.objects import local_path, store_for
-from glue_processor.read.task import FileTask, Staged, TaskSpec, run_task
+from glue_processor.read.task import FileTask, Staged, TaskResult, TaskSpec, run_task
 from glue_processor.table.footer import footer_of
 from glue_processor.table.partitioning import parse_partition_by
 from glue_processor.write.merge import merge_parts, plan_merge
@@ -65,19 +65,26 @@ def _lines(n: int, kinds: int, first: int = 0) -> bytes:
     ).encode()
 
 
-def _parse(src: str, out: str, index: int, *, etag: str = "e", stores: Any = store_for) -> list[Staged]:
-    spec = TaskSpec(
-        index=index,
-        files=(FileTask(src, src, etag, datetime.now(UTC), "s3://m/1.json"),),
-        known=("a", "kind"),
-        data_dir=f"{out}/parts",
-        quarantine_dir=f"{out}/quarantine",
-        batch_id=1,
-        ingest_time=NOW,
-        target_bytes=128 * 1024 * 1024,
-        partitions=parse_partition_by("kind", None),
+def _task(src: str, out: str, index: int, *, etag: str = "e", stores: Any = store_for, **spec: Any) -> TaskResult:
+    return run_task(
+        TaskSpec(
+            index=index,
+            files=(FileTask(src, src, etag, datetime.now(UTC), "s3://m/1.json"),),
+            known=("a", "kind"),
+            data_dir=f"{out}/parts",
+            quarantine_dir=f"{out}/quarantine",
+            batch_id=1,
+            ingest_time=NOW,
+            target_bytes=128 * 1024 * 1024,
+            partitions=parse_partition_by("kind", None),
+            **spec,
+        ),
+        stores,
     )
-    return list(run_task(spec, stores).data)
+
+
+def _parse(src: str, out: str, index: int, *, etag: str = "e", stores: Any = store_for) -> list[Staged]:
+    return list(_task(src, out, index, etag=etag, stores=stores).data)
 
 
 def test_a_task_over_a_thousand_partitions_writes_one_shared_file(tmp_path: Path) -> None:
@@ -153,19 +160,7 @@ def test_a_task_keeps_apart_the_rows_of_at_most_its_partition_limit(tmp_path: Pa
     lines = [{"a": str(i), "kind": "k0000" if i % 3 == 0 else f"k{i % 5000:04d}"} for i in range(20_000)]
     src = tmp_path / "f.json"
     src.write_bytes("".join(json.dumps(r) + "\n" for r in lines).encode())
-    spec = TaskSpec(
-        index=0,
-        files=(FileTask(f"file://{src}", f"file://{src}", "e", datetime.now(UTC), "s3://m/1.json"),),
-        known=("a", "kind"),
-        data_dir=f"file://{tmp_path}/out/parts",
-        quarantine_dir=f"file://{tmp_path}/out/quarantine",
-        batch_id=1,
-        ingest_time=NOW,
-        target_bytes=128 * 1024 * 1024,
-        partitions=parse_partition_by("kind", None),
-        partition_limit=10,
-    )
-    result = run_task(spec)
+    result = _task(f"file://{src}", f"file://{tmp_path}/out", 0, partition_limit=10)
     # Then it reports ranges of ten partitions, the null one among them, whatever the input had
     assert len({s.partition for s in result.data}) == 10 and "kind=null" in {s.partition for s in result.data}
     assert "kind=k0000" in {s.partition for s in result.data}  # the largest of its chunk first
