@@ -49,6 +49,10 @@ class SourceRecord(_Frozen):
 
 
 class BatchStats(_Frozen):
+    # figures a later version adds are left out here, not refused: a job rolled back to this version
+    # still reads the records written since (the other models refuse what they do not know)
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
     manifests: int = 0
     bad_manifests: int = 0
     files: int = 0
