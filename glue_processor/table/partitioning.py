@@ -233,6 +233,7 @@ def parse_partition_by(text: str, declared: DeclaredSchema | None) -> PartitionP
         suffix = "" if transform == "identity" else f"_{transform}"
         name = "ingest_day" if (transform, key) == ("day", "_ingest_time") else f"{column}{suffix}"
         fields.append(Field(transform, key, column, name))
+    _refuse_conflicts(fields)
     longest = sum(f.longest_segment + 1 for f in fields) - 1
     if longest > MAX_PARTITION_PATH:
         raise ConfigError(
@@ -240,6 +241,30 @@ def parse_partition_by(text: str, declared: DeclaredSchema | None) -> PartitionP
             f"{MAX_PARTITION_PATH} (S3 keys hold 1,024 bytes): fewer identity fields, or shorter names"
         )
     return PartitionPlan(tuple(fields))
+
+
+def _refuse_conflicts(fields: list[Field]) -> None:
+    """What Iceberg refuses in a spec (pyiceberg's ``UpdateSpec.add_field``, as Java's): a field
+    twice, two time fields of one column (``day(ts),month(ts)``), two fields of one name
+    (``identity(ts_day),day(ts)``). Found at start-up, not at the first publication, where the share
+    was refused three times and abandoned, every batch."""
+    seen: set[tuple[str, str]] = set()
+    timed: dict[str, str] = {}
+    names: set[str] = set()
+    for f in fields:
+        spelled = f"{f.transform}({f.key})"
+        if (f.transform, f.key) in seen:
+            raise ConfigError(f"--partition_by: {spelled} is there twice")
+        seen.add((f.transform, f.key))
+        if f.transform != "identity":
+            if f.key in timed:
+                raise ConfigError(
+                    f"--partition_by: {spelled} and {timed[f.key]}: Iceberg takes one time partition of a column"
+                )
+            timed[f.key] = spelled
+        if f.name in names:
+            raise ConfigError(f"--partition_by: two fields named {f.name!r} (a time field's name is <column>_<unit>)")
+        names.add(f.name)
 
 
 def _column_of(key: str) -> str:

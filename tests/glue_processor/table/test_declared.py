@@ -216,6 +216,16 @@ def test_partition_by_names_what_it_cannot_use() -> None:
     with pytest.raises(ConfigError, match=r"identity\(price\) of a double column"):
         parse_partition_by("price", declared)
     assert parse_partition_by("n", declared).fields[0].column == "n"
+    # what Iceberg refuses in a spec is refused when the setting is read, not at the first commit
+    # (where the share was refused three times and abandoned, every batch)
+    timed = parse_schema(b'{"columns": {"ts": "timestamp", "ts_day": "date"}}')
+    with pytest.raises(ConfigError, match=r"day\(ts\) and month\(ts\)|month\(ts\) and day\(ts\)"):
+        parse_partition_by("day(ts),month(ts)", timed)
+    with pytest.raises(ConfigError, match=r"identity\(n\) is there twice"):
+        parse_partition_by("n,identity(n)", declared)
+    with pytest.raises(ConfigError, match="two fields named 'ts_day'"):
+        parse_partition_by("day(ts),ts_day", timed)
+    assert [f.name for f in parse_partition_by("day(ts),ts", timed).fields] == ["ts_day", "ts"]
     base = {"manifest_uri": "s3://m/x", "output_uri": "s3://o/d", "quarantine_uri": "s3://o/q"}
     hive = {**base, "checkpoint_uri": "s3://a/c", "table_format": "hive-parquet", "partition_by": "kind"}
     with pytest.raises(ConfigError, match="partition_by needs table_format iceberg"):
