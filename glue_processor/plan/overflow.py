@@ -27,11 +27,9 @@ from collections.abc import Sequence
 from glue_processor.read.task import SharedRows, Staged
 
 
-def overflow(
-    parts: Sequence[Staged], limit: int, null_label: str, *, run_bytes: int = 2**62
-) -> tuple[list[Staged], int]:
+def overflow(parts: Sequence[Staged], limit: int, null_label: str, *, run_bytes: int = 2**62) -> list[Staged]:
     """``parts``, with those of every partition past the ``limit`` largest relabelled ``null_label``
-    and marked ``overflow`` (after the others), and how many partitions were so moved. The null
+    and marked ``overflow`` (after the others). The null
     partition, when the parts have it or overflow makes it, is one of the ``limit``. Moved ranges
     adjacent in a shared file become one, of at most ``run_bytes`` (the null partition's merge reads
     a range per run of moved partitions, not one per partition per task: 200,000 moved partitions
@@ -42,16 +40,15 @@ def overflow(
     for p in parts:
         weights[p.partition] = weights.get(p.partition, 0) + p.bytes
     if len(weights) <= limit:
-        return list(parts), 0
+        return list(parts)
     others = sorted((label for label in weights if label != null_label), key=lambda label: (-weights[label], label))
     kept = {*others[: limit - 1], null_label}
-    moved = len(weights) - len(kept & weights.keys())
     out = [p for p in parts if p.partition in kept]
     out += [
         dataclasses.replace(p, partition=null_label, overflow=True)
         for p in coalesced([p for p in parts if p.partition not in kept], run_bytes)
     ]
-    return out, moved
+    return out
 
 
 def coalesced(parts: Sequence[Staged], run_bytes: int = 2**62) -> list[Staged]:

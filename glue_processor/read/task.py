@@ -669,18 +669,15 @@ class _ParquetFiles:
         moving = np.zeros(len(names), dtype=bool)
         moving[fresh[room:]] = True
         rows = moving[codes]
-        moved = plan.demote(table.filter(pa.array(rows)))
-        self.overflow_records += len(moved)
+        self.overflow_records += int(rows.sum())
         # the labels again: the rows kept keep theirs (a dictionary without the moved ones), the
         # moved ones are the null partition's
         stay = [i for i in range(len(names)) if not moving[i]]
         dictionary = [names[i] for i in stay] + ([] if null in names else [null])
-        remap = np.full(len(names), -1, dtype=np.int32)
+        remap = np.full(len(names), dictionary.index(null), dtype=np.int32)
         remap[stay] = np.arange(len(stay), dtype=np.int32)
-        null_code = dictionary.index(null)
-        indices = np.concatenate([remap[codes[~rows]], np.full(len(moved), null_code, dtype=np.int32)])
-        relabelled = pa.DictionaryArray.from_arrays(pa.array(indices, pa.int32()), pa.array(dictionary, pa.string()))
-        return pa.concat_tables([table.filter(pa.array(~rows)), moved]), relabelled
+        relabelled = pa.DictionaryArray.from_arrays(pa.array(remap[codes]), pa.array(dictionary, pa.string()))
+        return plan.demote(table, pa.array(rows)), relabelled
 
     def _keep(self, table: pa.Table, labels: pa.DictionaryArray, keys: tuple[str, ...]) -> None:
         """Rows of a partitioned table wait, as they came, for a spill that sorts them by partition

@@ -82,13 +82,9 @@ class PartitionPlan:
                 continue
             long = pc.fill_null(pc.greater(pc.binary_length(values), MAX_PARTITION_VALUE_BYTES), False)
             count = pc.sum(long).as_py() or 0
-            if not count:
-                continue
-            moved += count
-            kept = pc.if_else(long, values, pa.nulls(len(table), values.type))
-            extra = to_map([f.key], [kept.combine_chunks()], len(table), base=table.column(EXTRA).combine_chunks())
-            table = table.set_column(table.column_names.index(f.column), f.column, pc.if_else(long, None, values))
-            table = table.set_column(table.column_names.index(EXTRA), EXTRA, extra)
+            if count:
+                moved += count
+                table = _to_extra(table, {f.column: f.key}, long.combine_chunks())
         return table, moved
 
     @property
@@ -96,28 +92,13 @@ class PartitionPlan:
         """The label of the partition whose every field is NULL (where overflow rows go)."""
         return "/".join(f"{f.path_name}={NULL}" for f in self.fields)
 
-    def demote(self, table: pa.Table) -> pa.Table:
-        """``table``'s rows moved to the null partition: every field's source value to ``_extra``
-        under its key, as text (ISO 8601 for a time), and its column NULL. For the rows of partitions
-        past a batch's ``--partition_limit_per_batch``: their files then agree with the partition
-        they are appended to, and no value is lost (``_extra['<key>']`` holds it)."""
-        sources = {f.column: f.key for f in self.fields}  # a column two fields read moves once
-        base = table.column(EXTRA).combine_chunks()
-        texts = []
-        for column, key in sources.items():
-            text = _as_text(table.column(column).combine_chunks())
-            if base.null_count < len(base):
-                # a map holds a key once (Trino refuses a row with two): a row whose _extra has the key
-                # already keeps its own. Only a lineage column can meet it there (a producer's own
-                # `_event_time` past the column bound), and the load history has that value again
-                taken = pc.is_valid(pc.map_lookup(base, pa.scalar(key), "first"))
-                text = pc.if_else(taken, pa.nulls(len(text), text.type), text)
-            texts.append(text)
-        extra = to_map(list(sources.values()), texts, len(table), base=base)
-        for column in sources:
-            i = table.column_names.index(column)
-            table = table.set_column(i, column, pa.nulls(len(table), table.schema.field(i).type))
-        return table.set_column(table.column_names.index(EXTRA), EXTRA, extra)
+    def demote(self, table: pa.Table, rows: pa.BooleanArray | None = None) -> pa.Table:
+        """``table``'s rows (those ``rows`` marks, or all) moved to the null partition: every
+        field's source value to ``_extra`` under its key, as text (ISO 8601 for a time), and its
+        column NULL there. For the rows of partitions past a batch's ``--partition_limit_per_batch``:
+        their files then agree with the partition they are appended to, and no value is lost
+        (``_extra['<key>']`` holds it)."""
+        return _to_extra(table, {f.column: f.key for f in self.fields}, rows)  # a column two fields read moves once
 
     def labels(self, table: pa.Table) -> tuple[pa.DictionaryArray, int]:
         """Each row's partition path (``name=value/...``) as a dictionary array (a batch has few
@@ -186,6 +167,30 @@ def _path_values(values: pa.Array) -> pa.Array:
         [v if ok or v is None else path_value(v) for v, ok in zip(values.to_pylist(), plain.to_pylist(), strict=True)],
         pa.string(),
     )
+
+
+def _to_extra(table: pa.Table, sources: dict[str, str], rows: pa.BooleanArray | None) -> pa.Table:
+    """``table`` with the values of each column of ``sources`` (column -> key) in ``rows`` (all when
+    None) moved to ``_extra`` under the key, as text, and the column NULL there. A map holds a key
+    once (Trino refuses a row with two): a row whose ``_extra`` has the key already keeps its own.
+    Only a lineage column can meet it there (a producer's own ``_event_time`` past the column
+    bound), and the load history has that value again."""
+    base = table.column(EXTRA).combine_chunks()
+    texts = []
+    for column, key in sources.items():
+        text = _as_text(table.column(column).combine_chunks())
+        if rows is not None:
+            text = pc.if_else(rows, text, pa.nulls(len(text), text.type))
+        if base.null_count < len(base):
+            taken = pc.is_valid(pc.map_lookup(base, pa.scalar(key), "first"))
+            text = pc.if_else(taken, pa.nulls(len(text), text.type), text)
+        texts.append(text)
+    extra = to_map(list(sources.values()), texts, len(table), base=base)
+    for column in sources:
+        i = table.column_names.index(column)
+        null = pa.nulls(len(table), table.schema.field(i).type)
+        table = table.set_column(i, column, null if rows is None else pc.if_else(rows, null, table.column(column)))
+    return table.set_column(table.column_names.index(EXTRA), EXTRA, extra)
 
 
 def _as_text(values: pa.Array) -> pa.Array:

@@ -68,7 +68,7 @@ def write_files(
     into the null partition (:mod:`glue_processor.plan.overflow`)."""
     for d in destinations:
         if d.partitions is not None and d.partition_limit is not None:
-            d.outcome.data_files, _ = overflow(
+            d.outcome.data_files = overflow(
                 d.outcome.data_files, d.partition_limit, d.partitions.null_label, run_bytes=d.target_bytes // 4
             )
     plans = [

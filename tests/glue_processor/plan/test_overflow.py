@@ -20,6 +20,11 @@ def part(label: str, size: int, n: int = 0, *, shared: bool = True) -> Staged:
     return Staged(f"file:///parts/{label}-{n}.parquet", size, ("kind",), partition=label, shared=rows)
 
 
+def moved_partitions(parts: list[Staged], out: list[Staged]) -> int:
+    """The partitions of ``parts`` no part of ``out`` is in any more."""
+    return len({p.partition for p in parts} - {p.partition for p in out})
+
+
 def kept(parts: list[Staged]) -> dict[str, int]:
     out: dict[str, int] = {}
     for p in parts:
@@ -29,8 +34,8 @@ def kept(parts: list[Staged]) -> dict[str, int]:
 
 def test_a_share_within_its_limit_is_left_as_it_is() -> None:
     parts = [part("kind=a", 5), part("kind=b", 3), part(NULL, 1)]
-    assert overflow(parts, 3, NULL) == (parts, 0)
-    assert overflow(parts, 10, NULL) == (parts, 0)
+    assert overflow(parts, 3, NULL) == parts
+    assert overflow(parts, 10, NULL) == parts
 
 
 def test_past_the_limit_the_largest_partitions_keep_their_rows_and_the_rest_join_the_null_partition() -> None:
@@ -44,7 +49,8 @@ def test_past_the_limit_the_largest_partitions_keep_their_rows_and_the_rest_join
         part("kind=e", 10, 5),
     ]
     # When the limit is three
-    out, moved = overflow(parts, 3, NULL)
+    out = overflow(parts, 3, NULL)
+    moved = moved_partitions(parts, out)
     # Then the two largest by bytes (a: 60, b: 50) keep theirs, the null partition being the third
     assert kept(out) == {"kind=a": 60, "kind=b": 50, NULL: 50}
     assert moved == 3
@@ -69,7 +75,9 @@ def test_moved_ranges_that_follow_one_another_in_a_shared_file_are_read_as_one()
     ]
     own = Staged("file:///own.parquet", 1, ("kind",), partition="kind=e")
     # When the limit keeps a and b (the largest) and the null partition
-    out, moved = overflow([*reversed(shared), own], 3, NULL)
+    parts = [*reversed(shared), own]
+    out = overflow(parts, 3, NULL)
+    moved = moved_partitions(parts, out)
     # Then c to f's ranges (rows 20-59) are one range of the null partition, marked, with their bytes
     assert moved == 4
     assert [(p.uri, p.partition, p.overflow, p.shared, p.bytes) for p in out] == [
@@ -82,14 +90,17 @@ def test_moved_ranges_that_follow_one_another_in_a_shared_file_are_read_as_one()
 
 def test_the_null_partition_counts_toward_the_limit_and_its_own_rows_are_not_moved() -> None:
     parts = [part(NULL, 1), part("kind=a", 9), part("kind=b", 8), part("kind=c", 7)]
-    out, moved = overflow(parts, 2, NULL)
+    out = overflow(parts, 2, NULL)
+    moved = moved_partitions(parts, out)
     assert kept(out) == {"kind=a": 9, NULL: 16}
     assert moved == 2
     assert [p.overflow for p in out] == [False, False, True, True]  # the null partition's own part stays as it was
 
 
 def test_a_limit_of_one_moves_every_partition_but_the_null_one() -> None:
-    out, moved = overflow([part("kind=a", 9), part("kind=b", 8)], 1, NULL)
+    parts = [part("kind=a", 9), part("kind=b", 8)]
+    out = overflow(parts, 1, NULL)
+    moved = moved_partitions(parts, out)
     assert {p.partition for p in out} == {NULL} and moved == 2
     with pytest.raises(ValueError, match="at least 1"):
         overflow([], 0, NULL)
@@ -97,7 +108,7 @@ def test_a_limit_of_one_moves_every_partition_but_the_null_one() -> None:
 
 def test_ties_are_broken_by_label() -> None:
     parts = [part(f"kind={c}", 5, i) for i, c in enumerate("edcba")]
-    out, _ = overflow(parts, 3, NULL)
+    out = overflow(parts, 3, NULL)
     assert set(kept(out)) == {"kind=a", "kind=b", NULL}
 
 
@@ -113,8 +124,10 @@ def test_the_choice_depends_on_the_partitions_not_on_the_order_parts_come_in(
     parts = [part(f"kind={label}", size, n) for n, (label, size) in enumerate(sizes)]
     shuffled = parts[:]
     random.Random(seed).shuffle(shuffled)
-    out, moved = overflow(parts, limit, NULL)
-    again, moved_again = overflow(shuffled, limit, NULL)
+    out = overflow(parts, limit, NULL)
+    moved = moved_partitions(parts, out)
+    again = overflow(shuffled, limit, NULL)
+    moved_again = moved_partitions(shuffled, again)
     # a replay of the batch (its tasks' parts in another order) decides alike
     assert {p.uri: (p.partition, p.overflow) for p in out} == {p.uri: (p.partition, p.overflow) for p in again}
     assert moved == moved_again
@@ -138,7 +151,8 @@ def test_a_run_of_moved_ranges_stops_at_its_byte_cap() -> None:
         Staged("file:///s0.parquet", 10, ("kind",), partition=f"kind={i:02d}", shared=SharedRows(10 * i, 10, 999))
         for i in range(10)
     ]
-    out, moved = overflow(shared, 1, NULL, run_bytes=35)
+    out = overflow(shared, 1, NULL, run_bytes=35)
+    moved = moved_partitions(shared, out)
     assert moved == 10
     assert [(p.shared.first, p.shared.rows, p.bytes) for p in out if p.shared] == [
         (0, 30, 30),
@@ -148,4 +162,4 @@ def test_a_run_of_moved_ranges_stops_at_its_byte_cap() -> None:
     ]
     # a range larger than the cap alone is left whole
     big = [Staged("file:///s1.parquet", 50, ("kind",), partition="kind=x", shared=SharedRows(0, 5, 999))]
-    assert sorted(p.bytes for p in overflow(big + shared[:1], 1, NULL, run_bytes=35)[0]) == [10, 50]
+    assert sorted(p.bytes for p in overflow(big + shared[:1], 1, NULL, run_bytes=35)) == [10, 50]
