@@ -408,8 +408,8 @@ def alarm_resources() -> dict[str, dict[str, Any]]:
         ),
         "TableOptimizersUnhealthy": _metric_alarm(
             "table-optimizers-unhealthy",
-            "a table optimizer (compaction, retention, orphan-file deletion) is disabled, missing or failing: the "
-            "table is not maintained; the control plane's log says which and why",
+            "a table optimizer (compaction, orphan-file deletion) is disabled, missing, failing or could not be "
+            "read or changed: the table is not maintained; the control plane's log says which and why",
             M.TABLE_OPTIMIZERS_UNHEALTHY,
             stat="Maximum",
             period=300,

@@ -65,7 +65,7 @@ def optimizer_watch(s: ControlSettings, glue: Any, s3: Any) -> OptimizerWatch | 
         return None
     keeper = None
     if s.optimizer_role_arn and s.output_uri:
-        keeper = Keeper(s.optimizer_role_arn, s.output_uri, s.snapshot_retention_days, s.orphan_retention_days)
+        keeper = Keeper(s.optimizer_role_arn, s.output_uri, s.orphan_retention_days)
     return OptimizerWatch(
         glue,
         s.catalog_id,

@@ -18,7 +18,7 @@ from lambdas.control_plane.exceptions import ControlPlaneError
 from lambdas.control_plane.glue_gateway import JobGateway
 from lambdas.control_plane.metrics_reader import MetricsReader
 from lambdas.control_plane.observation import observe
-from lambdas.control_plane.optimizers import OptimizerWatch
+from lambdas.control_plane.optimizers import OptimizerHealth, OptimizerWatch, WatchReport
 from lambdas.control_plane.settings import ControlSettings
 from lambdas.control_plane.state import StateConflict, StateStore, with_decision
 from lambdas.control_plane.surge import (
@@ -115,10 +115,13 @@ class ControlPlane:
         self._act(decision)
         body: dict[str, Any] = {"command": "tick", "decision": decision.as_json()}
         datums = self._datums(view, decision)
-        unhealthy = None if written is not None else self._unhealthy_optimizers()
-        if unhealthy is not None:
-            body["unhealthy_optimizers"] = unhealthy
-            datums.append(datum(M.TABLE_OPTIMIZERS_UNHEALTHY, len(unhealthy), {"JobName": self.s.job_name}))
+        optimizers = None if written is not None else self._watch_optimizers()
+        if optimizers is not None:
+            body["unhealthy_optimizers"] = optimizers.unhealthy
+            if optimizers.done or optimizers.queued:
+                body["optimizer_changes"] = {"done": list(optimizers.done), "queued": list(optimizers.queued)}
+            unhealthy = len(optimizers.unhealthy)
+            datums.append(datum(M.TABLE_OPTIMIZERS_UNHEALTHY, unhealthy, {"JobName": self.s.job_name}))
         error = decision.inputs.get("metrics_error")
         if error is not None:  # the job was kept alive; the Lambda still fails, for the errors alarm
             body["sizing_skipped"] = f"metrics unreadable: {error}"
@@ -152,19 +155,21 @@ class ControlPlane:
         outcome.body |= {"command": "surge", "written_bytes": written}
         return outcome
 
-    def _unhealthy_optimizers(self) -> list[str] | None:
-        """The table optimizers that are missing, disabled or failed (None: not watched, or unknown)."""
+    def _watch_optimizers(self) -> WatchReport | None:
+        """The table optimizers, kept to the stack's settings, and those missing, disabled, failed or
+        unreadable (None: not watched)."""
         if self.optimizers is None:
             return None
         try:
-            health = self.optimizers.health()
-        except ControlPlaneError as exc:  # watching must never stop the tick that keeps the job alive
-            logger.warning("could not read the table optimizers", extra={"error": str(exc)})
-            return None
-        unhealthy = [h.describe() for h in health if not h.healthy]
-        if unhealthy:
-            logger.error("table optimizers not maintaining the table", extra={"optimizers": unhealthy})
-        return unhealthy
+            report = self.optimizers.watch()
+        except ControlPlaneError as exc:  # watching must never stop the tick that keeps the job alive; it alarms
+            logger.error("could not watch the table optimizers", extra={"error": str(exc)})
+            return WatchReport((OptimizerHealth("optimizers", found=False, unknown=str(exc)),))
+        if report.done or report.queued:
+            logger.info("table optimizers kept", extra={"done": list(report.done), "queued": list(report.queued)})
+        if report.unhealthy:
+            logger.error("table optimizers not maintaining the table", extra={"optimizers": report.unhealthy})
+        return report
 
     def _decide(self, *, written: Sequence[tuple[datetime, float]] | None = None) -> tuple[Decision, JobView]:
         decision, view, _, _ = self._decide_on_state(written=written)
