@@ -6,7 +6,10 @@
   installed with pip on top, offline (``--no-index``, as the job's installer option says), as Glue
   does at job start: the locked wheelhouse (``.parity/wheelhouse/``) and the native wheel
   ``infra.package`` builds (``.parity/wheels/``), where the template names them in S3.
-- ``lambda_env()``: Python 3.11 with only what the Lambda runtime provides (boto3).
+- ``lambda_env()``: Python 3.11 with only what the Lambda runtime provides (its boto3, older than
+  ours); ``lambda_task()``: the Lambda zip unpacked, which code run there puts first on sys.path
+  (:func:`lambda_prelude`), as Lambda puts /var/task before the runtime's libraries: what the
+  Lambdas import, the AWS SDK included, is then what the zip carries, as on AWS.
 
 Each environment is a venv under ``.parity/`` and is rebuilt when what it is built from changes.
 ``python -m infra.parity`` builds them all (``make parity``).
@@ -19,9 +22,10 @@ import hashlib
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
-from infra.package import native_wheel
+from infra.package import lambda_zip, native_wheel
 from infra.runtime import ROOT, RUNTIMES, additional_python_modules, glue_runtimes, split_as_glue_does
 from infra.wheelhouse import INSTALLER_OPTION, fetch
 
@@ -106,10 +110,34 @@ def lambda_env(*, root: Path = PARITY) -> Path:
     return _python(venv)
 
 
+def lambda_task(*, root: Path = PARITY) -> Path:
+    """The Lambda zip as ``make package`` builds it, unpacked as Lambda unpacks it into /var/task
+    (again only when the zip's bytes change)."""
+    path = lambda_zip(root / "lambda-zip", root / ".cache")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    task = root / "lambda-task"
+    stamp = task / ".zip-sha256"
+    if stamp.exists() and stamp.read_text() == digest:
+        return task
+    shutil.rmtree(task, ignore_errors=True)
+    with zipfile.ZipFile(path) as zf:
+        zf.extractall(task)
+    stamp.write_text(digest)
+    return task
+
+
+def lambda_prelude(task: Path) -> str:
+    """Python that puts ``task`` first on sys.path, as the Lambda runtime searches /var/task before
+    its own libraries, so a library the zip carries wins over the runtime's copy (AWS Lambda Developer
+    Guide, "Working with .zip file archives for Python Lambda functions", "Dependency search path and
+    runtime-included libraries")."""
+    return f"import sys\nsys.path.insert(0, {str(task)!r})\n"
+
+
 def main() -> int:
     for version in glue_runtimes():
         print(f"glue {version}: {glue_env(version)}")
-    print(f"lambda: {lambda_env()}")
+    print(f"lambda: {lambda_env()}, running {lambda_task()}")
     return 0
 
 

@@ -3,7 +3,8 @@
 The job's zip and script run in an environment like Glue 5's: only the modules that Glue version
 provides (``infra/runtimes/glue-<v>.txt``, the list AWS publishes) plus the template's
 ``--additional-python-modules`` split on commas, as Glue splits it, and installed with pip. The
-Lambda zip runs in an environment like the Lambda python3.11 runtime's (boto3 only). Every
+Lambda zip runs in an environment like the Lambda python3.11 runtime's (its boto3 1.34 only), the
+zip first on sys.path as Lambda puts /var/task first, so the zip's own SDK is the one imported. Every
 interpreter is started with ``-I``: nothing from this checkout or its editable install leaks in.
 """
 
@@ -28,14 +29,16 @@ from contracts.layout import manifest_key
 from contracts.manifest import Manifest, ManifestEntry
 from infra.build import render
 from infra.package import build
-from infra.parity import glue_env, lambda_env, local_native_wheel, local_wheelhouse
+from infra.parity import glue_env, lambda_env, lambda_prelude, local_native_wheel, local_wheelhouse
 from infra.runtime import (
     DEFAULT_GLUE_VERSION,
     NATIVE_WHEEL_URI,
     ROOT,
     WHEELHOUSE_URI,
+    extra,
     glue_runtimes,
     job_python_modules,
+    lambda_runtime_pins,
     normalise,
     split_as_glue_does,
 )
@@ -298,8 +301,7 @@ def test_lambda_zip_builds_a_manifest_on_the_lambda_runtime(artifacts: dict[str,
         message = json.loads((EVENTS / "sqs_message.json").read_text())
         event = {"Records": [{**message, "body": json.dumps(notification)}]}
         code = (
-            "import json, sys\n"
-            f"sys.path.insert(0, {str(tmp_path / 'task')!r})\n"
+            lambda_prelude(tmp_path / "task") + "import json\n"
             "from lambdas.manifest_builder.handler import lambda_handler\n"
             "class Context:\n"
             "    function_name = 'manifest-builder'; memory_limit_in_mb = 512; aws_request_id = 'r-1'\n"
@@ -330,17 +332,15 @@ def test_lambda_zip_builds_a_manifest_on_the_lambda_runtime(artifacts: dict[str,
 def test_the_control_plane_state_write_is_conditional_on_the_lambda_runtime(
     artifacts: dict[str, Path], tmp_path: Path
 ) -> None:
-    """The runtime's boto3 (1.34) has no IfMatch parameter on PutObject: the state store adds the
-    header when the request is signed, and S3 (moto's server) refuses a write over a state that
+    """The state store adds the If-Match header when the request is signed (the runtime's boto3 1.34
+    has no IfMatch parameter on PutObject), and S3 (moto's server) refuses a write over a state that
     changed since it was read (S3 User Guide, "Add preconditions to S3 operations with conditional
-    requests")."""
+    requests"), on the SDK the zip carries."""
     with zipfile.ZipFile(artifacts["lambdas"]) as zf:
         zf.extractall(tmp_path / "task")
     with _moto_s3("state-bucket") as (endpoint, _):
         code = (
-            "import json, sys, boto3\n"
-            f"sys.path.insert(0, {str(tmp_path / 'task')!r})\n"
-            "import botocore\n"
+            lambda_prelude(tmp_path / "task") + "import json, boto3, botocore\n"
             "from lambdas.control_plane.state import S3StateStore, StateConflict\n"
             "store = S3StateStore(boto3.client('s3'), 'state-bucket', 'control-plane/state.json')\n"
             "out = {'botocore': botocore.__version__}\n"
@@ -371,5 +371,31 @@ def test_the_control_plane_state_write_is_conditional_on_the_lambda_runtime(
         out = isolated(lambda_env(), code, env=env, timeout=120)
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
         result = json.loads(out.stdout.strip().splitlines()[-1])
-        assert result["botocore"].startswith("1.34.")  # the runtime's, without PutObject's IfMatch
-        assert result == {**result, "stale": "refused", "first": "refused", "desired": 5}
+        assert result == {"botocore": shipped_sdk()["botocore"], "stale": "refused", "first": "refused", "desired": 5}
+
+
+def shipped_sdk() -> dict[str, str]:
+    """boto3 and botocore as pyproject's lambda extra pins them (what the zip carries)."""
+    reqs = [Requirement(r) for r in extra("lambda")]
+    return {r.name: str(r.specifier).removeprefix("==") for r in reqs if r.name in ("boto3", "botocore")}
+
+
+@pytest.mark.slow
+def test_the_lambda_zip_carries_the_sdk_the_tests_run(artifacts: dict[str, Path], tmp_path: Path) -> None:
+    # Given the zip unpacked as Lambda unpacks it, on an interpreter holding the runtime's older SDK
+    with zipfile.ZipFile(artifacts["lambdas"]) as zf:
+        zf.extractall(tmp_path / "task")
+    probe = (
+        "import json, boto3, botocore; print(json.dumps([boto3.__version__, botocore.__version__, botocore.__file__]))"
+    )
+    # When the SDK is imported with the zip first on sys.path (as Lambda searches /var/task first: AWS
+    # Lambda Developer Guide, "Working with .zip file archives for Python Lambda functions")
+    out = isolated(lambda_env(), lambda_prelude(tmp_path / "task") + probe)
+    assert out.returncode == 0, out.stderr
+    boto3_version, botocore_version, where = json.loads(out.stdout)
+    # Then it is the zip's, the version the tests run (pyproject pins it in lambda and dev)
+    assert {"boto3": boto3_version, "botocore": botocore_version} == shipped_sdk()
+    assert where.startswith(str(tmp_path / "task"))
+    # and without the zip, the runtime's own (what a zip without its SDK would have run on)
+    bare = json.loads(isolated(lambda_env(), probe).stdout)
+    assert bare[1] == lambda_runtime_pins()["botocore"] != botocore_version
