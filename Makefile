@@ -21,6 +21,7 @@ DROP_CATALOG ?=
 FILES ?=
 TIMEOUT ?=
 KEEP ?=
+OPEN ?=
 CLEAN_UP ?=
 INVENTORY ?=
 MANIFESTS ?=
@@ -69,7 +70,7 @@ query: setup ## SQL over the local table (DuckDB, current snapshot): make query 
 	@$(BIN)/python -m glue_processor.local.query --workdir "$(WORKDIR)" --format "$(FORMAT)" $(if $(SQL),--sql "$(SQL)")
 
 compact: setup ## compact the local table: small files of closed days into ~128 MB files, expire old snapshots, remove orphans
-	$(BIN)/python -m glue_processor.table.compact --workdir "$(WORKDIR)"
+	@$(BIN)/python -m glue_processor.local.maintain --workdir "$(WORKDIR)" $(if $(OPEN),--include-open)
 
 status: setup ## the control plane's status and dry-run against a local run: make status [WORKDIR=<dir>]
 	$(BIN)/python -m glue_processor.local.status --workdir "$(WORKDIR)"

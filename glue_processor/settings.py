@@ -65,7 +65,9 @@ class JobSettings(BaseModel):
         default=6,
         ge=1,
         le=24 * 30,
-        description="the job expires Iceberg snapshots older than this (a commit's cost grows with the snapshots kept)",
+        description="the job expires the Iceberg snapshots of every table it writes older than this (keeping the "
+        "table's history.expire.min-snapshots-to-keep, 10) and deletes the files only they held: the one expiry "
+        "of its tables (a commit's cost grows with the snapshots kept; replaced files stay this long)",
     )
     table_name: TableName = Field(
         default="events",

@@ -13,7 +13,7 @@ import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
@@ -23,6 +23,8 @@ from contracts.exceptions import StorageError
 S3_SCHEMES = ("s3", "s3a", "s3n")
 # A file this large or larger is uploaded in parts (boto3's default multipart threshold).
 SINGLE_PUT_BYTES = 8 * 1024 * 1024
+# keys one DeleteObjects request takes at most (S3 API Reference, DeleteObjects)
+DELETE_BATCH = 1000
 
 
 class ObjectMissing(StorageError):
@@ -31,6 +33,14 @@ class ObjectMissing(StorageError):
 
 class VersionGone(StorageError):
     """The object exists, but no longer with the eTag asked for (overwritten; unversioned bucket)."""
+
+
+class NotDeleted(StorageError):
+    """Some objects of a :meth:`ObjectStore.delete_many` are still there: ``failed`` says which, and why."""
+
+    def __init__(self, failed: list[str], total: int) -> None:
+        super().__init__(f"{len(failed)} of {total} objects not deleted, e.g. {failed[:3]}")
+        self.failed = failed
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,11 @@ class ObjectStore(Protocol):
         ...
 
     def delete(self, uri: str) -> None: ...
+
+    def delete_many(self, uris: Sequence[str]) -> None:
+        """Delete every object of ``uris`` (a missing one is not an error); :class:`NotDeleted`
+        naming those that could not be, once every other one is deleted."""
+        ...
 
     def create_exclusive(self, uri: str, body: bytes) -> bool:
         """Write ``uri`` whole if no object has that name; False when one already has."""
@@ -131,6 +146,16 @@ class LocalStore:
 
     def delete(self, uri: str) -> None:
         local_path(uri).unlink(missing_ok=True)
+
+    def delete_many(self, uris: Sequence[str]) -> None:
+        failed = []
+        for uri in uris:
+            try:
+                self.delete(uri)
+            except OSError as exc:
+                failed.append(f"{uri} ({exc.strerror})")
+        if failed:
+            raise NotDeleted(failed, len(uris))
 
     def create_exclusive(self, uri: str, body: bytes) -> bool:
         # write a temporary file, then link(2) it to the name: atomic, and it fails if the name exists
@@ -234,6 +259,28 @@ class S3Store:
     def delete(self, uri: str) -> None:
         bucket, key = split_s3(uri)
         self.client.delete_object(Bucket=bucket, Key=key)
+
+    def delete_many(self, uris: Sequence[str]) -> None:
+        """One DeleteObjects request per :data:`DELETE_BATCH` keys of a bucket, quiet (S3 answers
+        with the failures only; a key that does not exist counts as deleted)."""
+        by_bucket: dict[str, list[str]] = {}
+        for uri in uris:
+            bucket, key = split_s3(uri)
+            by_bucket.setdefault(bucket, []).append(key)
+        failed: list[str] = []
+        for bucket, keys in by_bucket.items():
+            for start in range(0, len(keys), DELETE_BATCH):
+                chunk = keys[start : start + DELETE_BATCH]
+                try:
+                    out = self.client.delete_objects(
+                        Bucket=bucket, Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True}
+                    )
+                except self.client.exceptions.ClientError as exc:
+                    failed += [f"s3://{bucket}/{k} ({exc.response.get('Error', {}).get('Code')})" for k in chunk]
+                    continue
+                failed += [f"s3://{bucket}/{e.get('Key')} ({e.get('Code')})" for e in out.get("Errors", [])]
+        if failed:
+            raise NotDeleted(failed, len(uris))
 
     def create_exclusive(self, uri: str, body: bytes) -> bool:
         """An S3 conditional write (``If-None-Match: *``): 412 when the key exists. The header is added

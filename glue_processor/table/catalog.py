@@ -30,7 +30,7 @@ TABLE_PROPERTIES = {
     # metadata.json is rewritten on every commit: keep a bounded number of old ones
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "50",
-    # snapshots older than a day are expired by the table optimizer (AWS) or `make compact` (local)
+    # `make compact`'s snapshot expiry (local); the job expires at --snapshot_retention_hours itself
     "history.expire.max-snapshot-age-ms": str(24 * 3600 * 1000),
     "history.expire.min-snapshots-to-keep": "10",
     "write.parquet.compression-codec": "snappy",

@@ -1,19 +1,22 @@
-"""Table maintenance, locally (``make compact``); on AWS the Glue table optimizers do the same.
+"""Table maintenance, locally (``make compact``); on AWS the Glue compaction and orphan-file
+optimizers do 1 and 3, and the job does 2 (:mod:`glue_processor.table.expiry`).
 
 1. **Compaction**: in each closed partition (an ingest day before today), files under 3/4 of the
    target are packed into files of about the target size, replacing them in **one** atomic commit
    (an overwrite snapshot that deletes the small files and adds the new ones; the data is unchanged).
 2. **Snapshot expiry**: snapshots older than the table's ``history.expire.max-snapshot-age-ms``
-   (keeping ``history.expire.min-snapshots-to-keep``) are removed from the metadata.
-3. **Orphan files**: files under ``<table>/data/`` that no remaining snapshot references and that are
-   older than ``orphan_age`` (killed attempts, compacted-away files of expired snapshots) are deleted.
+   (keeping ``history.expire.min-snapshots-to-keep``) are removed, and the files only they held
+   deleted (the job's own expiry, run with the table's settings).
+3. **Orphan files**: files anywhere under the table's location (``ingest/`` where batches write,
+   ``data/`` where compaction writes, ``metadata/``) that nothing in the table references and that
+   are older than ``orphan_age`` (killed attempts, files an interrupted expiry left) are deleted;
+   never those of a batch committed in the ledger but not yet published. The ledger and the
+   catalog live beside the tables (``<output>/_commits``, ``_deferred``, ``_catalog``), never under one.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
@@ -26,10 +29,13 @@ import pyarrow.parquet as pq
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
+from contracts.layout import COMMITS_DIR
 from glue_processor.plan.sizing import plan_groups
-from glue_processor.read.objects import store_for
+from glue_processor.read.objects import local_path, store_for
 from glue_processor.table.datafiles import DataFiles, WrittenFile
+from glue_processor.table.expiry import expire_snapshots
 from glue_processor.table.footer import footer_of
+from glue_processor.table.iceberg import INGEST_DIR
 from glue_processor.write import parquet as parquet_writer
 
 logger = logging.getLogger(__name__)
@@ -47,12 +53,20 @@ class MaintenanceReport:
     snapshot_id: int | None = None
     expired_snapshots: int = 0
     orphans_deleted: int = 0
+    why_not: str = ""  # why nothing was compacted, when nothing was
 
 
 def plan_compaction(
-    files: list[DataFile], *, target_bytes: int, today: date, include_open: bool = False
+    files: list[DataFile],
+    *,
+    target_bytes: int,
+    today: date,
+    include_open: bool = False,
+    day_fields: dict[int, int] | None = None,
 ) -> list[tuple[str, list[DataFile]]]:
-    """Groups of small files of one closed partition, each to become one file of about the target."""
+    """Groups of small files of one closed partition, each to become one file of about the target.
+    ``day_fields``: per spec id, the position of its day field (a partition of today's day is open:
+    it still receives batches); a spec without one has no open partition."""
     by_partition: dict[tuple[Any, ...], list[DataFile]] = defaultdict(list)
     for f in files:
         if f.file_size_in_bytes < SMALL * target_bytes:
@@ -60,7 +74,8 @@ def plan_compaction(
     today_days = (today - EPOCH).days
     groups: list[tuple[str, list[DataFile]]] = []
     for key, small in sorted(by_partition.items(), key=lambda kv: str(kv[0])):
-        day = key[1] if len(key) > 1 else None
+        at = (day_fields or {}).get(key[0])
+        day = key[1 + at] if at is not None and len(key) > 1 + at else None
         if not include_open and isinstance(day, int) and day >= today_days:
             continue  # today's partition still receives batches
         if len(small) < 2:
@@ -75,16 +90,35 @@ def plan_compaction(
 def compact(
     table: Table, *, target_bytes: int, today: date | None = None, include_open: bool = False
 ) -> MaintenanceReport:
-    """Rewrite the small files of closed partitions in one commit."""
+    """Rewrite the small files of closed partitions in one commit; a report that says why when it
+    rewrites nothing."""
     report = MaintenanceReport()
     if table.current_snapshot() is None:
+        report.why_not = "the table has no data yet"
         return report
     files = [task.file for task in table.scan().plan_files()]
     report.files_before = report.files_after = len(files)
+    day_fields = {
+        spec_id: n
+        for spec_id, spec in table.specs().items()
+        for n, field in enumerate(spec.fields)
+        if str(field.transform) == "day"
+    }
+    when = today or datetime.now(UTC).date()
     groups = plan_compaction(
-        files, target_bytes=target_bytes, today=today or datetime.now(UTC).date(), include_open=include_open
+        files, target_bytes=target_bytes, today=when, include_open=include_open, day_fields=day_fields
     )
     if not groups:
+        small = sum(1 for f in files if f.file_size_in_bytes < SMALL * target_bytes)
+        if not small:
+            report.why_not = f"every file is at least {SMALL * target_bytes / 2**20:.0f} MB (3/4 of the target)"
+        elif plan_compaction(files, target_bytes=target_bytes, today=when, include_open=True, day_fields=day_fields):
+            report.why_not = (
+                f"its small files ({small}) are in today's partition, which still receives batches "
+                "(make compact OPEN=1 compacts it too)"
+            )
+        else:
+            report.why_not = f"no partition has two small files to pack together ({small} small in all)"
         return report
     report.partitions = len({d for d, _ in groups})
     written: list[tuple[str, int, bytes]] = [_rewrite(d, group, n) for n, (d, group) in enumerate(groups)]
@@ -105,72 +139,71 @@ def compact(
     return report
 
 
-def expire_snapshots(
-    table: Table,
-    *,
-    now: datetime | None = None,
-    keep: int | None = None,
-    max_age: timedelta | None = None,
-    clean_files: bool = False,
-) -> int:
-    """Expire snapshots older than ``max_age`` (default: the table's ``history.expire.max-snapshot-age-ms``),
-    keeping the newest ``keep`` (default: the table's ``history.expire.min-snapshots-to-keep``). With
-    ``clean_files`` (as the Glue retention optimizer's CleanExpiredFiles), the data files only expired
-    snapshots referenced are deleted too; without, only the metadata changes."""
-    props = table.properties
-    if max_age is None:
-        max_age = timedelta(milliseconds=int(props.get("history.expire.max-snapshot-age-ms", 5 * 24 * 3600 * 1000)))
-    if keep is None:
-        keep = int(props.get("history.expire.min-snapshots-to-keep", 1))
-    cutoff_ms = int(((now or datetime.now(UTC)) - max_age).timestamp() * 1000)
-    snapshots = sorted(table.metadata.snapshots, key=lambda s: s.timestamp_ms)
-    current = table.current_snapshot()
-    old = [
-        s.snapshot_id
-        for s in snapshots[: max(0, len(snapshots) - keep)]
-        if s.timestamp_ms < cutoff_ms and (current is None or s.snapshot_id != current.snapshot_id)
-    ]
-    if not old:
-        return 0
-    before = _all_files(table) if clean_files else set()
-    table.maintenance.expire_snapshots().by_ids(old).commit()
-    if clean_files:
-        table.refresh()
-        for uri in sorted(before - _all_files(table)):
-            store_for(uri).delete(uri)
-    return len(old)
+def referenced(table: Table) -> set[str]:
+    """Every file the table's metadata reaches: its metadata files (current and logged), each
+    snapshot's manifest list, manifests and their live data files, statistics files."""
+    metadata = table.metadata
+    out = {f.metadata_file for f in metadata.metadata_log}
+    if table.metadata_location:
+        out.add(table.metadata_location)
+    out |= {s.statistics_path for s in metadata.statistics}
+    out |= {s.statistics_path for s in metadata.partition_statistics}
+    seen: set[str] = set()
+    for snapshot in metadata.snapshots:
+        out.add(snapshot.manifest_list)
+        for manifest in snapshot.manifests(table.io):
+            if manifest.manifest_path not in seen:
+                seen.add(manifest.manifest_path)
+                out |= {e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io)}
+    return out | seen
 
 
-def _all_files(table: Table) -> set[str]:
-    """Every data file any snapshot of the table references."""
-    if not table.metadata.snapshots:
-        return set()
-    return set(table.inspect.all_data_files().column("file_path").to_pylist())
-
-
-def delete_orphans(table: Table, *, older_than: timedelta, now: datetime | None = None) -> int:
-    """Delete files under the table's ``data/`` (where compaction writes) that no snapshot references,
-    older than ``older_than``, as the Glue orphan-file optimizer does with its Location there. Batches
-    write under ``ingest/``, which this never scans (see IcebergSink.output_dir)."""
+def delete_orphans(table: Table, *, older_than: timedelta, output_uri: str, now: datetime | None = None) -> int:
+    """Delete the files under the table's location that nothing in the table references, older than
+    ``older_than`` (as the Glue orphan-file optimizer does with the table's location), but those of
+    batches committed in the ledger under ``output_uri`` and not yet published."""
+    root = table.location().rstrip("/")
+    listed = _list(root)  # before the metadata: a file written after it is listed is not listed
     table.refresh()
-    referenced = _all_files(table)
-    root = f"{table.location().rstrip('/')}/data/"
-    store = store_for(root)
+    keep = referenced(table)
+    unsettled = _unsettled_batches(root, output_uri, table.name()[-1])
     cutoff = (now or datetime.now(UTC)) - older_than
-    deleted = 0
-    for uri, modified in _list(root):
-        if uri.endswith(".parquet") and uri not in referenced and modified < cutoff:
-            store.delete(uri)
-            deleted += 1
-    return deleted
+    doomed = [
+        uri
+        for uri, modified in listed
+        if uri not in keep and modified < cutoff and not any(uri.startswith(d) for d in unsettled)
+    ]
+    store = store_for(root)
+    for uri in doomed:
+        store.delete(uri)
+    return len(doomed)
+
+
+def _unsettled_batches(location: str, output_uri: str, table: str) -> list[str]:
+    """The ``ingest/<query>/<batch>/`` directories of the table whose batch has a commit record and
+    no marker saying its share of this table was published or abandoned (see
+    :mod:`glue_processor.commit.ledger`): its files wait for their append, however long that takes."""
+    base = local_path(f"{location}/{INGEST_DIR}")
+    commits = local_path(output_uri) / COMMITS_DIR
+    out = []
+    for query in sorted(base.iterdir()) if base.is_dir() else []:
+        for batch in sorted(query.iterdir()) if query.is_dir() else []:
+            ledger = commits / query.name
+            settled = [f"{batch.name}.{table}.{k}" for k in ("published", "abandoned")] + [
+                f"{batch.name}.{k}"
+                for k in ("published", "abandoned")  # a record from before routing
+            ]
+            if (ledger / f"{batch.name}.json").exists() and not any((ledger / m).exists() for m in settled):
+                out.append(f"{location}/{INGEST_DIR}/{query.name}/{batch.name}/")
+    return out
 
 
 def maintain(
-    table: Table, *, target_bytes: int, orphan_age: timedelta, include_open: bool = False
+    table: Table, *, target_bytes: int, orphan_age: timedelta, output_uri: str, include_open: bool = False
 ) -> MaintenanceReport:
     report = compact(table, target_bytes=target_bytes, include_open=include_open)
-    report.expired_snapshots = expire_snapshots(table, clean_files=True)
-    report.orphans_deleted = delete_orphans(table, older_than=orphan_age)
+    report.expired_snapshots = expire_snapshots(table).snapshots
+    report.orphans_deleted = delete_orphans(table, older_than=orphan_age, output_uri=output_uri)
     return report
 
 
@@ -203,42 +236,3 @@ def _list(root: str) -> list[tuple[str, datetime]]:
     return [
         ("file://" + str(p), datetime.fromtimestamp(p.stat().st_mtime, UTC)) for p in base.rglob("*") if p.is_file()
     ]
-
-
-def main(argv: list[str] | None = None) -> int:
-    from glue_processor.local.layout import LocalLayout
-    from glue_processor.table.catalog import open_catalog
-
-    logging.basicConfig(level=logging.WARNING)
-    p = argparse.ArgumentParser(prog="compact", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--workdir", type=Path, default=Path(".work"))
-    p.add_argument("--target-mb", type=int, default=128)
-    p.add_argument("--orphan-age-hours", type=float, default=24.0)
-    p.add_argument("--include-open", action="store_true", help="compact today's partition too")
-    args = p.parse_args(argv)
-    output = LocalLayout(args.workdir.resolve()).output
-    catalog_db = output / "_catalog" / "catalog.db"
-    if not catalog_db.exists():
-        print(f"error: no Iceberg table under {output} (run `make run` first)", file=sys.stderr)
-        return 2
-    catalog = open_catalog(f"sqlite:///{catalog_db}")
-    # every table of the run (a routing file writes several), as the table optimizers maintain each
-    for ident in sorted(catalog.list_tables("ingest")):
-        table = catalog.load_table(ident)
-        report = maintain(
-            table,
-            target_bytes=args.target_mb * 1024 * 1024,
-            orphan_age=timedelta(hours=args.orphan_age_hours),
-            include_open=args.include_open,
-        )
-        print(
-            f"{'.'.join(ident)}: compacted {report.rewritten} small files in {report.partitions} partitions into "
-            f"{report.written} (table files {report.files_before} -> {report.files_after}, snapshot "
-            f"{report.snapshot_id}); expired {report.expired_snapshots} snapshots; deleted {report.orphans_deleted} "
-            "orphan files"
-        )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

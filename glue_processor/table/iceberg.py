@@ -21,13 +21,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import CommitFailedException, ValidationError, ValidationException
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    CommitStateUnknownException,
+    ValidationError,
+    ValidationException,
+)
 from pyiceberg.table import CommitTableResponse, Table, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH
@@ -53,6 +58,10 @@ ATTEMPT = "ingest.attempt"
 # the load history's appends of a batch: the batch's ("") or one table's share set aside, appended later
 PART = "ingest.part"
 EXPIRE_EVERY = 60
+# The orphan-file optimizer deletes the files no snapshot references after OrphanFileRetentionDays (1
+# day at least), the files of a share committed and not appended among them: a share this late is
+# checked file by file (a HEAD each) before its append, so no snapshot ever names a file that is gone
+LATE = timedelta(hours=12)
 # where batches write their files under the table (see IcebergSink.output_dir)
 INGEST_DIR = "ingest"
 
@@ -94,18 +103,22 @@ def guarded(table: Table, query_id: str, batch_id: int, part: str | None = None)
 
 
 def expire_now_and_then(table: Table, batch_id: int, retention: timedelta) -> None:
-    """Expire the table's snapshots older than ``retention`` every EXPIRE_EVERY batches."""
+    """Every EXPIRE_EVERY batches, expire the table's snapshots older than ``retention`` and delete
+    the files only they held (:mod:`glue_processor.table.expiry`): the job is the one owner of its
+    tables' expiry. A round that fails is logged and left to the next: the batch is in already."""
     if batch_id % EXPIRE_EVERY:
         return
-    from glue_processor.table.compact import expire_snapshots
+    from glue_processor.table.expiry import expire_snapshots
 
     try:
-        expired = expire_snapshots(table, max_age=retention)
-        logger.info(
-            "expired old snapshots", extra={"table": str(table.name()), "batch_id": batch_id, "expired": expired}
+        expire_snapshots(table, max_age=retention)
+    # a commit that lost, or whose outcome is unknown, deletes nothing; ValueError: pyiceberg's word
+    # for a snapshot another expiry removed first; OSError: a manifest list or manifest unreadable
+    except (CommitFailedException, CommitStateUnknownException, ValueError, OSError) as exc:
+        logger.warning(
+            "snapshot expiry failed; the next round tries again",
+            extra={"table": str(table.name()), "batch_id": batch_id, "error": f"{type(exc).__name__}: {exc}"},
         )
-    except CommitFailedException:  # a concurrent commit: the next round expires them
-        logger.warning("snapshot expiry conflicted; retried later", extra={"batch_id": batch_id})
 
 
 def find_snapshot(metadata: TableMetadata, query_id: str, batch_id: int, *, part: str | None = None) -> Snapshot | None:
@@ -133,8 +146,8 @@ class IcebergSink:
         self.location = location  # where the table is configured to live (used while it is out of reach)
         # Every commit costs time in proportion to the snapshots the metadata lists (pyiceberg copies
         # the metadata while it builds a commit: ~1 ms per snapshot, see bench/commit_cost.py), so the
-        # job expires old snapshots itself every EXPIRE_EVERY batches instead of waiting for the daily
-        # retention optimizer.
+        # job expires old snapshots itself every EXPIRE_EVERY batches, deleting the files only they
+        # held: it is the one owner of its tables' expiry (the stack has no retention optimizer).
         self.snapshot_retention = snapshot_retention
 
     def open(self) -> None:
@@ -145,10 +158,11 @@ class IcebergSink:
 
     def output_dir(self, committed_at: datetime, *, query_id: str, batch_id: int, attempt: str) -> str:
         """Where a batch attempt writes its files (each under its partition's path there): the table's
-        ``ingest/`` directory, one per attempt. Orphan-file deletion runs on ``data/`` only (where
-        compaction writes): a batch committed but not yet appended, however long the job is down,
-        never loses its files to it; the job removes the attempts that lost itself
-        (:meth:`discard_attempts`), and compacted-away files go with the snapshots that held them."""
+        ``ingest/`` directory, one per attempt. The job removes the attempts that lost itself
+        (:meth:`discard_attempts`), and the files compaction replaced when it expires the snapshots
+        that held them (:mod:`glue_processor.table.expiry`). Orphan-file deletion covers the whole
+        table, so a batch committed but not yet appended keeps its files for the orphan retention
+        (``OrphanFileRetentionDays``, 3 days) on AWS; ``make compact`` never deletes them."""
         return f"{self.ingest_dir(query_id, batch_id)}/{attempt}"
 
     def ingest_dir(self, query_id: str, batch_id: int) -> str:
@@ -226,16 +240,23 @@ class IcebergSink:
         self, record: CommitRecord, share: TableShare, written_files: Mapping[str, WrittenFile] | None = None
     ) -> int | None:
         """Append the share's data files unless the table has them; the snapshot id, or None when
-        the share wrote no data file. The share's schema change is checked again first (a share
-        committed while its table was out of reach was not): a refusal is the share's content."""
+        the share wrote no data file. Before its append, a late share's files are checked (a file
+        gone is the share's refusal, never a snapshot naming it) and the share's schema change
+        again (a share committed while its table was out of reach was not): a refusal is the
+        share's content."""
         if not share.data_files:
             return None
-        self.check(share, written_files)
         table = self._table()
         table.refresh()
         done = find_snapshot(table.metadata, record.query_id, record.batch_id)
         if done is not None:
             return done.snapshot_id
+        if gone := _gone(table, record, share):
+            raise PublishRefused(
+                f"{len(gone)} of the share's {len(share.data_files)} files are gone (the orphan-file optimizer "
+                f"deletes them after OrphanFileRetentionDays), e.g. {gone[0]}"
+            )
+        self.check(share, written_files)
         try:
             snapshot_id = self._append(table, record, share, written_files or {})
         except BatchAppended:  # another run appended it between the refresh and the commit
@@ -289,6 +310,13 @@ class IcebergSink:
             },
         )
         return snapshot.snapshot_id
+
+
+def _gone(table: Table, record: CommitRecord, share: TableShare) -> list[str]:
+    """The share's files that no longer exist, when it is late enough to have lost some (:data:`LATE`)."""
+    if datetime.now(UTC) - record.committed_at < LATE:
+        return []
+    return [f.final for f in share.data_files if not table.io.new_input(f.final).exists()]
 
 
 def _add_columns(tx: Transaction, keys: tuple[str, ...], types: pa.Schema) -> list[str]:

@@ -268,7 +268,8 @@ def test_table_optimizers_run_on_the_table_with_their_own_scoped_role() -> None:
     # AWS Glue Developer Guide, "Table optimization prerequisites": the optimizer role needs S3 read/write/delete
     # on the table location, glue:GetTable/UpdateTable on the table, and logs under /aws-glue/iceberg*.
     optimizers = of_type("AWS::Glue::TableOptimizer")
-    assert {o["Properties"]["Type"] for o in optimizers.values()} == {"compaction", "retention", "orphan_file_deletion"}
+    # no retention optimizer: the job is the one owner of snapshot expiry (glue_processor/table/expiry.py)
+    assert {o["Properties"]["Type"] for o in optimizers.values()} == {"compaction", "orphan_file_deletion"}
     for o in optimizers.values():
         assert o["Condition"] == "IsIceberg" and o["DependsOn"] == "IcebergTable"
         config = o["Properties"]["TableOptimizerConfiguration"]
@@ -454,7 +455,7 @@ def test_no_parameter_but_the_catalog_names_changes_what_cloudformation_sends_fo
         "MaxColumns": "100",
         "PartitionBy": "day(ts)",
         "SchemaUri": "s3://b/schema.json",
-        "SnapshotRetentionDays": "3",
+        "SnapshotRetentionHours": "12",
         "OrphanFileRetentionDays": "7",
         "TriggerIntervalSeconds": "60",
         "EventSource": "eventbridge",
@@ -467,15 +468,33 @@ def test_no_parameter_but_the_catalog_names_changes_what_cloudformation_sends_fo
         assert resolve(R[name]["Properties"], first) == resolve(R[name]["Properties"], second), name
 
 
-def test_orphan_file_deletion_never_sees_a_batch_waiting_to_be_appended() -> None:
+def test_orphan_file_deletion_covers_every_prefix_the_job_writes_under_the_table() -> None:
     # The orphan-file optimizer deletes files under its Location that no snapshot references, older than
-    # the retention (Glue Developer Guide, "Orphan file deletion"); batches write under <table>/ingest/
-    # before their append (glue_processor/table/iceberg.py), so its Location is <table>/data/ only
-    from glue_processor.table.iceberg import INGEST_DIR
-
+    # the retention (Glue Developer Guide, "Deleting orphan files"; API IcebergOrphanFileDeletionConfiguration:
+    # "Specifies a directory in which to look for files (defaults to the table's location)"). Batches write
+    # under <table>/ingest/, compaction under <table>/data/, commits under <table>/metadata/: its Location is
+    # the table's own, and the job's bookkeeping (<output>/_commits, _deferred, _catalog) is not under it
+    props = R["IcebergTable"]["Properties"]
+    table_location = _sub(props["TableInput"]["StorageDescriptor"]["Location"])
     config = R["OrphanFileOptimizer"]["Properties"]["TableOptimizerConfiguration"]
     location = _sub(config["OrphanFileDeletionConfiguration"]["IcebergConfiguration"]["Location"])
-    assert location.endswith("/data/${TableName}/data") and INGEST_DIR != "data"
+    output = _sub(R["GlueJob"]["Properties"]["DefaultArguments"]["--output_uri"])
+    assert location == table_location == output + "/${TableName}"
+
+
+def test_the_job_expires_snapshots_with_the_stack_s_retention() -> None:
+    # one owner of expiry: the stack's SnapshotRetentionHours is the job's --snapshot_retention_hours, within
+    # the bounds the job accepts, and no retention optimizer expires the table on another clock
+    args = R["GlueJob"]["Properties"]["DefaultArguments"]
+    assert args["--snapshot_retention_hours"] == {"Ref": "SnapshotRetentionHours"}
+    field = JobSettings.model_fields["snapshot_retention_hours"]
+    bounds = {type(m).__name__: m for m in field.metadata}
+    parameter = P["SnapshotRetentionHours"]
+    assert (parameter["MinValue"], parameter["MaxValue"]) == (bounds["Ge"].ge, bounds["Le"].le)
+    assert parameter["Default"] == field.default
+    assert "SnapshotRetentionDays" not in P and not [
+        o for o in of_type("AWS::Glue::TableOptimizer").values() if o["Properties"]["Type"] == "retention"
+    ]
 
 
 def test_the_control_plane_watches_the_table_optimizers() -> None:

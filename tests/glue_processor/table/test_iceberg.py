@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from glue_processor.read.names import LINEAGE_COLUMNS
-from glue_processor.table.compact import compact, delete_orphans, expire_snapshots
+from glue_processor.table.compact import compact, delete_orphans
+from glue_processor.table.expiry import expire_snapshots
 from glue_processor.table.iceberg import BATCH_ID, QUERY_ID, BatchAppended, IcebergSink, find_snapshot
 from glue_processor.table.read import current_files, load, local_file
 from tests.glue_processor.test_batch import Env
@@ -108,11 +109,15 @@ def test_compaction_packs_a_day_of_small_batches_with_every_record_once(spark: A
     assert len(current_files(table)) == 1
     after = sorted((r["_source_uri"], r["_line"], r.get("late")) for r in read_rows(tmp_path / "output"))
     assert after == before and len(after) == 300
-    # And expiring the snapshots deletes the replaced files (as the retention optimizer's CleanExpiredFiles)
-    assert expire_snapshots(table, now=datetime.now(UTC) + timedelta(days=2), keep=1, clean_files=True) == 6
+    # And once the compaction's snapshot expires too (a batch came after it), the replaced files are
+    # deleted with it (glue_processor/table/expiry.py)
+    job.run([env.manifest("m6", [env.put("f6.json", _lines({"n": 6}))])], 6)
+    table.refresh()
+    assert expire_snapshots(table, now=datetime.now(UTC) + timedelta(days=2), keep=1).snapshots == 7
     assert not any(local_file(p).exists() for p in small)
-    assert delete_orphans(table, older_than=timedelta(0)) == 0
-    assert sorted((r["_source_uri"], r["_line"], r.get("late")) for r in read_rows(tmp_path / "output")) == before
+    assert delete_orphans(table, older_than=timedelta(0), output_uri=env.settings.output_uri) == 0
+    rows = sorted((r["_source_uri"], r["_line"], r.get("late")) for r in read_rows(tmp_path / "output"))
+    assert [r for r in rows if not r[0].endswith("/f6.json")] == before and len(rows) == 301
 
 
 def test_the_open_day_is_left_alone(spark: Any, tmp_path: Path) -> None:
@@ -134,8 +139,9 @@ def test_orphans_under_data_are_removed_and_table_files_kept(spark: Any, tmp_pat
     orphan.parent.mkdir(parents=True)
     orphan.write_bytes(local_file(kept[0]).read_bytes())
     # Then a young orphan stays (a compaction may be in flight), an old one goes; table files stay
-    assert delete_orphans(table, older_than=timedelta(hours=1)) == 0 and orphan.exists()
-    assert delete_orphans(table, older_than=timedelta(0)) == 1 and not orphan.exists()
+    output = env.settings.output_uri
+    assert delete_orphans(table, older_than=timedelta(hours=1), output_uri=output) == 0 and orphan.exists()
+    assert delete_orphans(table, older_than=timedelta(0), output_uri=output) == 1 and not orphan.exists()
     assert all(local_file(p).exists() for p in kept)
 
 
@@ -169,7 +175,7 @@ def test_a_batch_committed_but_not_appended_keeps_its_files_through_orphan_delet
         job.run([env.manifest("m0", [env.put("a.json", _lines({"a": 1}, {"a": 2}))])], 0)
     monkeypatch.undo()
     # When orphan-file deletion runs with no retention at all (the job was down longer than it)
-    assert delete_orphans(load(env.settings), older_than=timedelta(0)) == 0
+    assert delete_orphans(load(env.settings), older_than=timedelta(0), output_uri=env.settings.output_uri) == 0
     # Then the replay publishes every record
     env.job(spark).run([env.manifest("m0", [env.put("a.json", _lines({"a": 1}, {"a": 2}))])], 0)
     assert sorted(r["a"] for r in read_rows(tmp_path / "output")) == ["1", "2"]
@@ -182,7 +188,7 @@ def test_a_replay_long_after_its_snapshot_expired_appends_nothing(spark: Any, tm
     env.job(spark).run([env.manifest("m1", [env.put("b.json", _lines({"a": 2}))])], 1)
     # Given batch 0's snapshot expired (the job stayed down past the retention, then Spark replays it)
     table = load(env.settings)
-    assert expire_snapshots(table, now=datetime.now(UTC) + timedelta(days=2), keep=1) == 1
+    assert expire_snapshots(table, now=datetime.now(UTC) + timedelta(days=2), keep=1).snapshots == 1
     assert find_snapshot(load(env.settings).metadata, env.job(spark).query_id, 0) is None
     # When batch 0 runs again, Then nothing is appended twice
     env.job(spark).run([manifest], 0)

@@ -1,0 +1,67 @@
+"""``make compact``: maintain the local tables as the table optimizers and the job do on AWS.
+
+Every table of the run (a routing file writes several, and the load history): small files of closed
+days packed into ~128 MB files, snapshots past the table's retention expired with the files only
+they held, orphan files deleted. When nothing is compacted, it says why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+from contracts.exceptions import ConfigError
+from glue_processor.local.errors import cli
+from glue_processor.local.layout import LocalLayout
+from glue_processor.table.catalog import open_catalog
+from glue_processor.table.compact import maintain
+
+maintain_doc = __doc__
+
+
+@cli
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING)
+    p = argparse.ArgumentParser(prog="compact", description=maintain_doc, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--workdir", type=Path, default=Path(".work"))
+    p.add_argument("--target-mb", type=int, default=128)
+    p.add_argument("--orphan-age-hours", type=float, default=24.0)
+    p.add_argument("--include-open", action="store_true", help="compact today's partition too (make compact OPEN=1)")
+    args = p.parse_args(argv)
+    output = LocalLayout(args.workdir.resolve()).output
+    catalog_db = output / "_catalog" / "catalog.db"
+    if not catalog_db.exists():
+        raise ConfigError(
+            f"WORKDIR={args.workdir}: no Iceberg table here (no {catalog_db}); "
+            f"run make run WORKDIR={args.workdir} first"
+        )
+    catalog = open_catalog(f"sqlite:///{catalog_db}")
+    # every table of the run (a routing file writes several), as the table optimizers maintain each
+    for ident in sorted(catalog.list_tables("ingest")):
+        table = catalog.load_table(ident)
+        report = maintain(
+            table,
+            target_bytes=args.target_mb * 1024 * 1024,
+            orphan_age=timedelta(hours=args.orphan_age_hours),
+            output_uri=output.as_uri(),
+            include_open=args.include_open,
+        )
+        name = ".".join(ident)
+        done = (
+            f"compacted {report.rewritten} small files in {report.partitions} partitions into {report.written} "
+            f"(table files {report.files_before} -> {report.files_after}, snapshot {report.snapshot_id})"
+            if report.rewritten
+            else f"nothing to compact: {report.why_not}"
+        )
+        print(
+            f"{name}: {done}; expired {report.expired_snapshots} snapshots; "
+            f"deleted {report.orphans_deleted} orphan files"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
