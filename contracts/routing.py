@@ -36,17 +36,33 @@ import re
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 from contracts.column_names import MAX_DATA_COLUMNS
 from contracts.exceptions import ConfigError
+from contracts.layout import COMMITS_DIR, STAGING_DIR
 from contracts.validation import describe
 
 MAX_TABLES = 100
 MAX_ROUTES = 1000
 IGNORE = "ignore"
-# Glue table names as Athena can query them unquoted (the job's --table_name is one)
-TableName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]{1,255}$")]
+# The directories the job keeps its own records in, beside its tables' (<output>/<table>): the
+# commit ledger and staged attempts (contracts.layout), deferred publications, the dedupe index,
+# failed-attempt counts, the local catalog. A table of one of these names would share its files.
+RESERVED_TABLE_NAMES = frozenset({COMMITS_DIR, STAGING_DIR, "_deferred", "_dedupe", "_failures", "_catalog"})
+
+
+def not_reserved(name: str) -> str:
+    """``name``, unless it is one of :data:`RESERVED_TABLE_NAMES` (a ValueError: pydantic reports it)."""
+    if name in RESERVED_TABLE_NAMES:
+        raise ValueError(f"{name!r} is the job's own folder under the output location; choose another table name")
+    return name
+
+
+# Glue table names as Athena can query them unquoted (the job's --table_name is one), none of them
+# one of the job's own folders
+TABLE_NAME_PATTERN = r"^[a-z0-9_]{1,255}$"
+TableName = Annotated[str, StringConstraints(pattern=TABLE_NAME_PATTERN), AfterValidator(not_reserved)]
 
 
 class _Frozen(BaseModel):

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from contracts.column_names import MAX_DATA_COLUMNS
 from contracts.exceptions import ConfigError
 from contracts.metrics import DEFAULT_NAMESPACE
-from contracts.routing import TableName
+from contracts.routing import TableName, not_reserved
 from contracts.validation import describe
 from glue_processor.defaults import DEFAULT_MAX_COLUMNS
 
@@ -80,7 +80,7 @@ class JobSettings(BaseModel):
         description="a routing file (JSON, see contracts/routing.py): object keys to tables, each with its own "
         "declared columns, partitioning, file size and column bound; empty: every object to --table_name",
     )
-    load_history_table: str = Field(
+    load_history_table: Annotated[str, AfterValidator(not_reserved)] = Field(
         default="load_history",
         pattern=r"^[a-z0-9_]{0,255}$",
         description="Iceberg table (same database) of every object version a batch accepted, with its outcome, "

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
+from infra import parameters
 from infra.observability import alarm_resources, dashboard_resource
 from infra.runtime import (
     DEFAULT_GLUE_VERSION,
@@ -105,6 +106,7 @@ def render() -> dict[str, Any]:
     template: dict[str, Any] = yaml.safe_load(BASE.read_text(encoding="utf-8"))
     apply_runtime(template)
     apply_object_filter(template)
+    parameters.apply(template)  # after apply_runtime: the worker types it allows are narrowed, never widened
     resources = template["Resources"]
     generated = {"Dashboard": dashboard_resource(), **alarm_resources(), **tls_only_policies(resources)}
     clash = set(generated) & set(resources)

@@ -15,6 +15,8 @@ from infra.exceptions import DeployError
 
 RESERVED = ("ManifestLambdaReservedConcurrency", "ControlPlaneReservedConcurrency")
 MAX_CONCURRENCY = "ManifestLambdaMaxConcurrency"
+# the function the SQS event source's MaximumConcurrency starts
+SQS_RESERVED = "ManifestLambdaReservedConcurrency"
 # "You can reserve up to the Unreserved account concurrency value that is shown, minus 100 for
 # functions that don't have reserved concurrency." -- AWS Lambda Developer Guide, "Configuring
 # reserved concurrency for a function",
@@ -29,6 +31,7 @@ def check(lambda_client: Any, values: Mapping[str, str], previous: Mapping[str, 
     ``values`` are the parameters as they will be after the deploy, ``previous`` the stack's
     current ones: this stack's own current reservations come back to the pool on an update.
     """
+    _throttles_its_event_source(values)
     try:
         settings = lambda_client.get_account_settings()
     except (ClientError, BotoCoreError) as exc:
@@ -52,6 +55,21 @@ def check(lambda_client: Any, values: Mapping[str, str], previous: Mapping[str, 
         raise DeployError(
             f"{MAX_CONCURRENCY}={max_concurrency} is above this account's Lambda concurrency limit "
             f"ConcurrentExecutions={limit}; pass --param {MAX_CONCURRENCY}=<2..{limit}>"
+        )
+
+
+def _throttles_its_event_source(values: Mapping[str, str]) -> None:
+    """A reservation below the event source's MaximumConcurrency throttles the function (Lambda
+    Developer Guide, "Configuring maximum concurrency for Amazon SQS event sources": keep reserved
+    concurrency at or above maximum concurrency), and a throttled message goes back to the queue
+    with its receive counted, until the redrive policy's maxReceiveCount moves it to the
+    dead-letter queue. CloudFormation rules compare no numbers, so this is refused here."""
+    reserved, maximum = _int(values, SQS_RESERVED), _int(values, MAX_CONCURRENCY)
+    if 0 < reserved < maximum:
+        raise DeployError(
+            f"{SQS_RESERVED}={reserved} is below {MAX_CONCURRENCY}={maximum}: Lambda would throttle the "
+            "queue's deliveries and throttled messages reach the dead-letter queue; pass "
+            f"{SQS_RESERVED}=0 (none reserved) or at least {maximum}, or a {MAX_CONCURRENCY} of at most {reserved}"
         )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
-from infra import concurrency, teardown
+from infra import concurrency, parameters, teardown
 from infra import stack as cfn_stack
 from infra.build import render
 from infra.exceptions import DeployError, StackNotFound
@@ -183,6 +183,7 @@ def apply(
     previous = cfn_stack.previous_values(existing)
     defaults = {k: v.get("Default") for k, v in declared.items()}
     values = cfn_stack.effective_values(defaults=defaults, previous=previous, given=given)
+    parameters.check(template, values)
     concurrency.check(clients.lambda_, values, previous)
     if existing is None:
         left = teardown.catalog_left_behind(clients.glue, values.get("DatabaseName", ""))

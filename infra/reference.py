@@ -45,7 +45,9 @@ def _parameters(template: dict[str, Any]) -> list[str]:
     rows = ["| parameter | default | allowed | meaning |", "| --- | --- | --- | --- |"]
     for key, p in template["Parameters"].items():
         allowed = p.get("AllowedValues") or (
-            f"{p.get('MinValue', '')}..{p.get('MaxValue', '')}" if "MinValue" in p or "MaxValue" in p else ""
+            f"{p.get('MinValue', '')}..{p.get('MaxValue', '')}"
+            if "MinValue" in p or "MaxValue" in p
+            else p.get("ConstraintDescription", "")
         )
         if isinstance(allowed, list):
             allowed = ", ".join(map(str, allowed))

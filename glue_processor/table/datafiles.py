@@ -15,28 +15,30 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pyiceberg
+from pyiceberg.exceptions import ResolveError
 from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import (
     MetricModeTypes,
     StatisticsCollector,
-    _check_pyarrow_schema_compatible,
     compute_statistics_plan,
     data_file_statistics_from_parquet_metadata,
     match_metrics_mode,
     parquet_path_to_id_mapping,
+    pyarrow_to_schema,
 )
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.partitioning import PartitionSpec
-from pyiceberg.schema import Schema
+from pyiceberg.schema import Schema, index_by_id, promote
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Record, TableVersion
-from pyiceberg.types import BinaryType, StringType
+from pyiceberg.types import BinaryType, IcebergType, ListType, MapType, NestedField, StringType, StructType
 
 from glue_processor.commit.publication import PublishRefused
 from glue_processor.table.footer import metadata_of
@@ -120,13 +122,67 @@ class StatsPlan:
         arrow = parquet.schema.to_arrow_schema()
         if arrow not in self._compatible:
             # every column of the file is in the table's schema, with a compatible type
-            _check_pyarrow_schema_compatible(self.schema, arrow, format_version=self.format_version)
+            check_compatible(self.schema, arrow, format_version=self.format_version)
             self._compatible.add(arrow)
         statistics = data_file_statistics_from_parquet_metadata(
             parquet_metadata=parquet, stats_columns=self.stats_columns, parquet_column_mapping=self.mapping
         )
         # the partition of a file comes from its statistics: a file holds one partition's rows
         return FileStats(self.key, statistics.partition(self.spec, self.schema), statistics.to_serialized_dict())
+
+
+def check_compatible(schema: Schema, arrow: pa.Schema, *, format_version: TableVersion) -> None:
+    """Raise ValueError unless a file of ``arrow``'s columns may be appended to a table of
+    ``schema``: pyiceberg's rule for an append (its ``Transaction.append`` and ``add_files``), from
+    its public parts. Every column of the file is a field of the table (by its field id, else by
+    the table's name mapping); a field the table requires is in the file, and required there; a
+    field's type in the file is the table's, or promotes to it (a nested field is checked only
+    where its parent is in the file)."""
+    try:
+        given = index_by_id(pyarrow_to_schema(arrow, name_mapping=schema.name_mapping, format_version=format_version))
+    except ValueError as exc:
+        raise ValueError(f"the file has a column the table's schema does not: {exc}") from exc
+    problems = list(_mismatches(schema.fields, given))
+    if problems:
+        raise ValueError("the file does not fit the table's schema: " + "; ".join(problems))
+
+
+def _mismatches(fields: Sequence[NestedField], given: dict[int, NestedField]) -> Iterator[str]:
+    for want in fields:
+        have = given.get(want.field_id)
+        if have is None:
+            if want.required:
+                yield f"{want.name}: required, not in the file"
+            continue
+        if want.required and not have.required:
+            yield f"{want.name}: required, optional in the file"
+            continue
+        if not _fits(have.field_type, want.field_type):
+            yield f"{want.name}: {have.field_type} in the file, {want.field_type} in the table"
+            continue
+        yield from _mismatches(_children(want.field_type), given)
+
+
+def _fits(have: IcebergType, want: IcebergType) -> bool:
+    if have == want:
+        return True
+    if any(isinstance(have, kind) and isinstance(want, kind) for kind in (StructType, ListType, MapType)):
+        return True  # the same kind of container: its children are checked on their own
+    try:
+        promote(have, want)
+    except ResolveError:
+        return False
+    return True
+
+
+def _children(kind: IcebergType) -> tuple[NestedField, ...]:
+    if isinstance(kind, StructType):
+        return kind.fields
+    if isinstance(kind, ListType):
+        return (kind.element_field,)
+    if isinstance(kind, MapType):
+        return (kind.key_field, kind.value_field)
+    return ()
 
 
 def _bounded_sources(columns: dict[int, StatisticsCollector], spec: PartitionSpec) -> dict[int, StatisticsCollector]:

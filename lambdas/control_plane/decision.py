@@ -83,6 +83,8 @@ def decide(obs: Observation, job: JobView, s: ControlSettings, now: datetime) ->
         "consecutive_failures": job.consecutive_failures,
         "paused": job.paused,
     }
+    if s.misconfigured:  # read some other way than given: every decision says so, until the stack is fixed
+        inputs["misconfigured"] = "; ".join(s.misconfigured)
     current = job.workers or job.desired_workers or s.min_workers
     keep = _clamp(job.desired_workers or current, s)
 

@@ -41,6 +41,8 @@ class CommandEvent(BaseModel):
 @cache
 def _plane() -> ControlPlane:
     s = load_settings()
+    if s.misconfigured:
+        logger.warning("settings read otherwise than given", extra={"misconfigured": list(s.misconfigured)})
     cfg = Config(retries={"max_attempts": 5, "mode": "standard"})
     if not s.state_bucket:
         from contracts.exceptions import ConfigError

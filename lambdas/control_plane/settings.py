@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from contracts.exceptions import ConfigError
 from contracts.glue import StreamingWorkerType
 from contracts.metrics import DEFAULT_NAMESPACE
+from contracts.routing import TableName
 from contracts.validation import describe
 
 
@@ -22,8 +23,14 @@ class ControlSettings(BaseSettings):
     query_name: str = Field(default="ndjson-to-parquet", description="QueryName dimension of the job's metrics")
     metrics_namespace: str = DEFAULT_NAMESPACE
     worker_type: StreamingWorkerType = "G.1X"
-    min_workers: int = Field(default=2, ge=2, le=299, description="Glue needs at least 2 workers")
-    max_workers: int = Field(default=10, ge=2, le=299)
+    min_workers: int = Field(
+        default=2,
+        ge=2,
+        le=299,
+        description="fewest workers (Glue needs at least 2); above MAX_WORKERS, the two are read as the "
+        "range they span, and every decision says so",
+    )
+    max_workers: int = Field(default=10, ge=2, le=299, description="most workers the control plane sizes the job to")
     scaling_mode: Literal["control-plane", "glue-auto-scaling"] = "control-plane"
     scale_up_utilization: float = Field(default=0.8, gt=0, le=2)
     scale_down_utilization: float = Field(default=0.3, ge=0, lt=1)
@@ -44,8 +51,10 @@ class ControlSettings(BaseSettings):
     need_utilization: float = Field(
         default=0.85, gt=0, le=1, description="the share of a worker's measured rate the need-based sizing plans for"
     )
-    trigger_interval_s: float = Field(default=30, gt=0, description="the job's processing-time trigger")
-    latency_sla_s: float = Field(default=600, gt=0, description="the backlog age the sizing must stay under")
+    # inclusive bounds: the stack's parameters take them as they are (CloudFormation's MinValue and
+    # MaxValue are inclusive; infra/parameters.py); the job takes the same trigger as a whole 1..3600
+    trigger_interval_s: int = Field(default=30, ge=1, le=3600, description="the job's processing-time trigger")
+    latency_sla_s: float = Field(default=600, ge=1, description="the backlog age the sizing must stay under")
     resize_cost_s: float = Field(
         default=300,
         ge=0,
@@ -59,7 +68,7 @@ class ControlSettings(BaseSettings):
     table_database: str | None = Field(
         default=None, description="database of the Iceberg table whose optimizers to watch"
     )
-    table_name: str | None = Field(
+    table_name: TableName | None = Field(
         default=None, description="the Iceberg table whose optimizers to watch (unset: none)"
     )
     routes_uri: str | None = Field(
@@ -76,18 +85,28 @@ class ControlSettings(BaseSettings):
     output_uri: str | None = Field(
         default=None, pattern=r"^s3://.+", description="the job's --output_uri: each table's files are under it"
     )
-    snapshot_retention_days: int = Field(default=1, ge=1, description="retention optimizer: snapshots kept this long")
     orphan_retention_days: int = Field(default=3, ge=1, description="orphan-file optimizer: files older than this")
     state_key: str = "control-plane/state.json"
     manifest_bucket: str | None = Field(
         default=None, description="the manifests' bucket: a surge signal lists it (unset: surge signals are ignored)"
     )
     manifest_prefix: str = Field(default="manifests/", description="key prefix of the manifests")
+    _misconfigured: tuple[str, ...] = PrivateAttr(default=())
 
     @model_validator(mode="after")
     def _ranges(self) -> ControlSettings:
         if self.min_workers > self.max_workers:
-            raise ValueError(f"min_workers {self.min_workers} > max_workers {self.max_workers}")
+            # CloudFormation rules cannot compare two numbers, so a stack can be given the pair in
+            # either order (make deploy refuses it, a console or CLI update does not); refusing it here
+            # would fail every tick and no run would be restarted again: read it as the range it spans
+            note = (
+                f"MIN_WORKERS={self.min_workers} > MAX_WORKERS={self.max_workers}: "
+                f"sizing within [{self.max_workers}, {self.min_workers}]"
+            )
+            lowest, highest = self.max_workers, self.min_workers
+            object.__setattr__(self, "min_workers", lowest)  # frozen: set once, while validating
+            object.__setattr__(self, "max_workers", highest)
+            self._misconfigured = (note,)
         if not self.scale_down_utilization < self.target_utilization < self.scale_up_utilization:
             raise ValueError("need scale_down_utilization < target_utilization < scale_up_utilization (hysteresis)")
         return self
@@ -95,6 +114,11 @@ class ControlSettings(BaseSettings):
     @property
     def dimensions(self) -> dict[str, str]:
         return {"JobName": self.job_name, "QueryName": self.query_name}
+
+    @property
+    def misconfigured(self) -> tuple[str, ...]:
+        """What was given wrong and how it is read instead (logged at cold start, in every decision)."""
+        return self._misconfigured
 
 
 def load_settings(**overrides: object) -> ControlSettings:

@@ -35,7 +35,8 @@ def stack_policy() -> tuple[LambdaBatching, int, int]:
         max_manifest_bytes=default("MaxManifestBytes"),
         max_manifest_files=default("MaxManifestFiles"),
     )
-    return lam, settings.files_per_trigger, default("TriggerIntervalSeconds")
+    # a whole-number parameter is a String with a pattern (infra/parameters.py)
+    return lam, settings.files_per_trigger, int(default("TriggerIntervalSeconds"))
 
 
 SEED = Arrivals(files_per_hour=200_000, file_bytes=round(3.5 * MIB))  # ~194 MB/s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -129,3 +130,65 @@ def test_a_deployed_routing_file_is_read_from_s3_and_every_failure_is_a_config_e
             read_routing(s3, "s3://deploy/routes/gone.json")
         with pytest.raises(ConfigError, match=r"s3://deploy/routes/bad\.json: not valid JSON"):
             read_routing(s3, "s3://deploy/routes/bad.json")
+
+
+# -- the job's own folders are no table's name (issue 42, item 6) --------------------------------
+
+
+def _job_folders() -> set[str]:
+    """The folders the job keeps its records in beside its tables, under the output location: each
+    path the job's code names as ``.../_<name>/...`` (a new one fails this test until reserved)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "glue_processor"
+    found = set()
+    for path in root.rglob("*.py"):
+        found |= set(re.findall(r"[/\"](_[a-z][a-z_]*)/", path.read_text(encoding="utf-8")))
+    return found
+
+
+def test_the_job_s_own_folders_are_reserved_table_names() -> None:
+    from contracts.layout import COMMITS_DIR, STAGING_DIR
+    from contracts.routing import RESERVED_TABLE_NAMES
+    from glue_processor.commit.deferred import DEFERRED
+    from glue_processor.commit.failures import Failures
+    from glue_processor.plan.dedupe import SNAPSHOT
+
+    output = "s3://bucket/data"
+    # the folders as the job's code builds their paths
+    written = {
+        COMMITS_DIR,
+        STAGING_DIR,
+        DEFERRED.split("/")[0],
+        SNAPSHOT.split("/")[0],
+        Failures(None, output, "q").uri(1).removeprefix(output + "/").split("/")[0],  # type: ignore[arg-type]
+        settings(output_uri="file:///tmp/r/out").catalog_uri.split("/out/")[1].split("/")[0],
+    }
+    assert written <= RESERVED_TABLE_NAMES
+    assert _job_folders() <= RESERVED_TABLE_NAMES, _job_folders() - RESERVED_TABLE_NAMES
+    assert {"_commits", "_deferred"} <= written
+
+
+@pytest.mark.parametrize("name", ["_commits", "_deferred", "_staging", "_dedupe", "_failures", "_catalog"])
+def test_a_table_named_as_one_of_the_job_s_folders_is_refused_wherever_a_table_is_named(name: str) -> None:
+    # a table lives at <output>/<table>: one named as the job's own folder would share it with the
+    # job's records (the ledger, the deferred publications, ...); refused with one line naming it
+    says = f"'{name}' is the job's own folder under the output location; choose another table name"
+    # the routing file (the tables and the routes that name one)
+    with pytest.raises(ConfigError, match=says) as raised:
+        parse_routing(json.dumps({"tables": {name: {}}, "routes": [{"table": name}]}), source="routes.json")
+    assert "\n" not in str(raised.value)
+    # the job's one table, and its load history
+    with pytest.raises(ConfigError, match=f"--table_name.*{says}"):
+        settings(table_name=name)
+    with pytest.raises(ConfigError, match=f"--load_history_table.*{says}"):
+        settings(load_history_table=name)
+    # the stack's TableName parameter, before CloudFormation changes anything
+    from infra.build import render
+
+    pattern = render()["Parameters"]["TableName"]["AllowedPattern"]
+    assert not re.fullmatch(pattern, name) and not re.fullmatch(pattern, "load_history")
+    assert re.fullmatch(pattern, "events") and re.fullmatch(pattern, name + "_x")
+    # and a name merely like one stays a table's name
+    assert parse_routing(json.dumps({"tables": {f"{name}2": {}}, "routes": [{"table": f"{name}2"}]})).tables
+    assert settings(load_history_table="").load_history_table == ""

@@ -580,3 +580,28 @@ def test_the_manifest_lambda_s_surge_signal_reaches_this_stack_s_control_plane_o
     ]
     assert listing and listing[0]["Resource"] == {"Fn::GetAtt": ["ManifestBucket", "Arn"]}
     assert listing[0]["Condition"] == {"StringEquals": {"s3:prefix": plane["MANIFEST_PREFIX"]}}
+
+
+# ---------------------------------------------------------------- first deploy, first year (issue 42)
+
+
+def test_the_job_may_abort_the_multipart_uploads_it_starts_wherever_it_writes() -> None:
+    # S3 API Reference, AbortMultipartUpload, Permissions (S3 User Guide, "Multipart upload API and
+    # permissions"): aborting needs s3:AbortMultipartUpload, which s3:PutObject does not include.
+    # The job uploads a file of SINGLE_PUT_BYTES or more in parts (boto3's upload_file, which aborts
+    # the upload when a part fails: glue_processor/read/objects.py), and Spark's file systems do too;
+    # without the grant a failed upload's abort is AccessDenied and its parts stay, billed, until the
+    # bucket's lifecycle rule, with the abort's error in place of the upload's.
+    from glue_processor.read.objects import SINGLE_PUT_BYTES
+
+    assert SINGLE_PUT_BYTES <= 8 * 1024 * 1024  # the data files (~128 MB) are uploaded in parts
+    statements = role_statements(R["GlueJob"]["Properties"]["Role"])
+    written = [
+        r
+        for st in statements
+        if st["Effect"] == "Allow" and "s3:PutObject" in actions(st)
+        for r in (st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]])
+    ]
+    assert {"Fn::Sub": "${OutputBucket.Arn}/data/*"} in written
+    for resource in written:
+        assert grants(statements, "s3:AbortMultipartUpload", resource), resource

@@ -36,8 +36,17 @@ def test_builder_parses_suffix_lists(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_control_plane_rejects_impossible_limits() -> None:
-    with pytest.raises(ConfigError, match="min_workers 8 > max_workers 4"):
-        control_settings(job_name="j", min_workers=8, max_workers=4)
+    # a minimum above the maximum is the one relation the stack cannot refuse (CloudFormation rules
+    # compare no numbers): read as the range it spans, and said (tests/infra/test_parameters.py)
+    swapped = control_settings(job_name="j", min_workers=8, max_workers=4)
+    assert (swapped.min_workers, swapped.max_workers) == (4, 8)
+    assert swapped.misconfigured == ("MIN_WORKERS=8 > MAX_WORKERS=4: sizing within [4, 8]",)
+    with pytest.raises(ConfigError, match="MAX_WORKERS: Input should be less than or equal to 299"):
+        control_settings(job_name="j", max_workers=300)
+    with pytest.raises(ConfigError, match="LATENCY_SLA_S: Input should be greater than or equal to 1"):
+        control_settings(job_name="j", latency_sla_s=0)
+    with pytest.raises(ConfigError, match="TABLE_NAME: Value error, '_commits' is the job's own folder"):
+        control_settings(job_name="j", table_name="_commits")
     with pytest.raises(ConfigError, match="hysteresis"):
         control_settings(job_name="j", scale_down_utilization=0.7, target_utilization=0.6)
     with pytest.raises(ConfigError, match="SCALING_MODE"):

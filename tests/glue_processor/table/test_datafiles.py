@@ -15,16 +15,32 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyiceberg.manifest import DataFile
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import new_table_metadata
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.transforms import DayTransform, IdentityTransform
-from pyiceberg.types import NestedField, StringType, TimestamptzType
+from pyiceberg.types import (
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IcebergType,
+    IntegerType,
+    ListType,
+    LongType,
+    NestedField,
+    StringType,
+    StructType,
+    TimestamptzType,
+)
 
 from glue_processor.commit.publication import PublishRefused, refused
-from glue_processor.table.datafiles import DataFiles, StatsPlan, WrittenFile
+from glue_processor.table.datafiles import DataFiles, StatsPlan, WrittenFile, check_compatible
 from glue_processor.table.footer import footer_of, metadata_of
 from glue_processor.table.iceberg import IcebergSink
 from glue_processor.table.read import load
@@ -192,3 +208,98 @@ def test_no_plan_when_the_table_is_out_of_reach() -> None:
 
     # Then the tasks get none, and the append works the statistics out
     assert IcebergSink(unreachable).stats_plan(("a",), None) is None
+
+
+# -- a file fits the table: pyiceberg's rule, from its public API ---------------------------------
+
+# (Iceberg type, the Arrow types a file may hold for a column of it); a file's column takes any
+# Arrow type of the list, so fitting, promotable and unfitting pairs all come up
+PRIMITIVES: list[tuple[IcebergType, list[pa.DataType]]] = [
+    (IntegerType(), [pa.int32(), pa.int64(), pa.string()]),
+    (LongType(), [pa.int64(), pa.int32(), pa.float64()]),
+    (FloatType(), [pa.float32(), pa.float64()]),
+    (DoubleType(), [pa.float64(), pa.float32(), pa.int64()]),
+    (StringType(), [pa.string(), pa.large_string(), pa.binary()]),
+    (BooleanType(), [pa.bool_(), pa.int32()]),
+    (DateType(), [pa.date32(), pa.timestamp("us")]),
+    (TimestamptzType(), [pa.timestamp("us", tz="UTC"), pa.timestamp("us")]),
+    (DecimalType(12, 2), [pa.decimal128(12, 2), pa.decimal128(10, 2), pa.decimal128(14, 2), pa.decimal128(12, 3)]),
+]
+
+
+@st.composite
+def table_and_file(draw: st.DrawFn) -> tuple[Schema, pa.Schema]:
+    ids = iter(range(1, 1000))
+    table: list[NestedField] = []
+    columns: list[pa.Field] = []
+
+    def column(name: str, *, nested: bool = True) -> tuple[NestedField, pa.Field | None]:
+        # mostly optional, present and as nullable as the table says: fitting files come up too
+        required, present = draw(st.integers(0, 3)) == 0, draw(st.integers(0, 4)) > 0
+        optional_in_file = draw(st.integers(0, 3)) == 0
+        if nested and draw(st.integers(0, 4)) == 0:  # a struct of two primitives, or a list of one
+            inner = [column(f"{name}_{i}", nested=False) for i in range(2)]
+            if draw(st.booleans()):
+                kind: IcebergType = StructType(*(f for f, _ in inner))
+                arrow: pa.DataType = pa.struct([c for _, c in inner if c is not None])
+            else:
+                element, element_column = inner[0]
+                kind = ListType(element.field_id, element.field_type, element_required=element.required)
+                arrow = pa.list_(element_column or pa.field("element", pa.int32()))
+        else:
+            kind, choices = draw(st.sampled_from(PRIMITIVES))
+            arrow = draw(st.sampled_from(choices))
+        field = NestedField(next(ids), name, kind, required=required)
+        return field, pa.field(name, arrow, nullable=optional_in_file or not required) if present else None
+
+    for i in range(draw(st.integers(1, 4))):
+        field, arrow_field = column(f"c{i}")
+        table.append(field)
+        if arrow_field is not None:
+            columns.append(arrow_field)
+    if draw(st.integers(0, 5)) == 0:
+        columns.append(pa.field("not_in_the_table", pa.string()))
+    return Schema(*table), pa.schema(draw(st.permutations(columns)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(table_and_file())
+def test_a_file_fits_the_table_exactly_when_pyiceberg_s_own_append_says_it_does(case: tuple[Schema, pa.Schema]) -> None:
+    # pyiceberg's check is private (its Transaction.append's); datafiles.check_compatible is the same
+    # rule from its public parts, and this keeps the two equal (the private one only as the oracle here)
+    from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible
+
+    schema, arrow = case
+
+    def verdict(check: Any) -> bool:
+        try:
+            check(schema, arrow, format_version=2)
+        except ValueError:
+            return False
+        return True
+
+    assert verdict(check_compatible) == verdict(_check_pyarrow_schema_compatible), (schema, arrow)
+
+
+def test_a_file_that_does_not_fit_the_table_says_which_column(tmp_path: Path) -> None:
+    metadata = new_table_metadata(SCHEMA, SPEC, UNSORTED_SORT_ORDER, str(tmp_path), {})
+    _, footer = _file(tmp_path, {"ts": pa.array([1], pa.int64()), "kind": pa.array(["a"])})
+    with pytest.raises(ValueError, match=r"ts: long in the file, timestamptz in the table"):
+        StatsPlan(metadata).of(metadata_of(footer))
+    _, footer = _file(tmp_path, {"kind": pa.array(["a"]), "other": pa.array(["b"])})
+    with pytest.raises(ValueError, match="a column the table's schema does not"):
+        StatsPlan(metadata).of(metadata_of(footer))
+
+
+def test_the_job_imports_no_private_name_of_pyiceberg() -> None:
+    # a private name may change in any release (pyiceberg pins none of them); the job is pinned to
+    # one pyiceberg but upgrades it with Glue's, and then should only meet documented changes
+    import ast
+
+    root = Path(__file__).resolve().parents[3]
+    private = []
+    for path in sorted((root / "glue_processor").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pyiceberg"):
+                private += [f"{path.relative_to(root)}: {a.name}" for a in node.names if a.name.startswith("_")]
+    assert private == []
