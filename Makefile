@@ -18,6 +18,8 @@ EMPTY ?=
 PARAMS ?=
 REPLACE_FAILED ?=
 DROP_CATALOG ?=
+DROP_DATA ?=
+YES ?=
 FILES ?=
 TIMEOUT ?=
 KEEP ?=
@@ -44,7 +46,7 @@ FORMAT ?= table
 FUZZ_SECONDS ?= 300
 VALUES ?= 200000
 LIMIT ?= 10000
-.PHONY: help setup parity run query compact commit-cost conversion autoscale status reconcile backfill reliability bench bench-partitions bench-cardinality bench-routing sizing intake bookkeeping memory template package deploy destroy smoke test test-fast sanitize fuzz lint format clean
+.PHONY: help setup parity run query compact commit-cost conversion autoscale status reconcile backfill reliability bench bench-partitions bench-cardinality bench-routing sizing intake bookkeeping memory template package plan deploy destroy smoke test test-fast sanitize fuzz lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -84,11 +86,14 @@ template: setup ## render infra/build/template.json (base template + generated d
 package: setup ## build the Lambda zip, the job's zip and script, and the wheel into dist/
 	$(BIN)/python -m infra.package
 
-deploy: setup ## deploy to AWS: make deploy [STACK=ndjson-ingest] [REGION=eu-west-1] [PARAMS="Key=Value ..."] [ROUTES=routes.yaml] [REPLACE_FAILED=1]
-	$(BIN)/python -m infra.deploy deploy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(foreach p,$(PARAMS),--param "$(p)") $(if $(ROUTES),--routes "$(ROUTES)") $(if $(REPLACE_FAILED),--replace-failed)
+plan: setup ## what make deploy would do, applying nothing: the change set, what it creates, the monthly cost at MinWorkers and MaxWorkers: make plan [STACK=...] [REGION=...] [PARAMS="Key=Value ..."] [ROUTES=routes.yaml]
+	$(BIN)/python -m infra.deploy plan --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(foreach p,$(PARAMS),--param "$(p)") $(if $(ROUTES),--routes "$(ROUTES)")
 
-destroy: setup ## delete the stack: make destroy [STACK=...] [REGION=...] [EMPTY=1 to empty its buckets first] [DROP_CATALOG=1 to delete the Glue database and tables it keeps]
-	$(BIN)/python -m infra.deploy destroy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(if $(EMPTY),--empty) $(if $(DROP_CATALOG),--drop-catalog) $(foreach p,$(PARAMS),--param "$(p)")
+deploy: setup ## deploy to AWS, showing the plan and asking first: make deploy [STACK=ndjson-ingest] [REGION=eu-west-1] [PARAMS="Key=Value ..."] [ROUTES=routes.yaml] [REPLACE_FAILED=1 after a failed first create] [YES=1 to apply without asking]
+	$(BIN)/python -m infra.deploy deploy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(foreach p,$(PARAMS),--param "$(p)") $(if $(ROUTES),--routes "$(ROUTES)") $(if $(REPLACE_FAILED),--replace-failed) $(if $(YES),--yes)
+
+destroy: setup ## delete the stack, keeping the table's files, catalog and KMS key: make destroy [STACK=...] [REGION=...] [EMPTY=1 to empty the other buckets first] [DROP_DATA=1 to remove the kept three too] [YES=1 to delete data without asking]
+	$(BIN)/python -m infra.deploy destroy --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(if $(EMPTY),--empty) $(if $(DROP_DATA),--drop-data) $(if $(DROP_CATALOG),--drop-catalog) $(if $(YES),--yes) $(foreach p,$(PARAMS),--param "$(p)")
 
 smoke: setup ## end-to-end check of a deployed stack (uploads, waits for the rows, cleans up): make smoke [STACK=...] [REGION=...] [FILES=300] [TIMEOUT=900 seconds] [KEEP=1] [CLEAN_UP=<run id> to remove what a run left late]
 	$(BIN)/python -m infra.smoke --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(if $(FILES),--files "$(FILES)") $(if $(TIMEOUT),--timeout "$(TIMEOUT)") $(if $(KEEP),--keep) $(if $(CLEAN_UP),--clean-up "$(CLEAN_UP)")

@@ -1,8 +1,11 @@
-"""``make deploy`` / ``make destroy``: package, upload, create or update the stack, print outputs.
+"""``make deploy`` / ``make plan`` / ``make destroy``: package, upload, show the change set and its
+cost, create or update the stack, print outputs; or delete it, keeping the table's data.
 
-Both say what they are about to do first, and stop with a clear message when credentials or
-permissions are missing. CloudFormation lives in :mod:`infra.stack`, the concurrency check in
-:mod:`infra.concurrency`, emptying before a delete in :mod:`infra.teardown`.
+Each says what it is about to do first, asks before it changes a stack or deletes data (``YES=1``
+answers yes, for CI), and stops with a clear message when credentials or permissions are missing.
+CloudFormation lives in :mod:`infra.stack`, the change set's review in :mod:`infra.plan`, the
+concurrency check in :mod:`infra.concurrency`, a failed first create in :mod:`infra.recovery`,
+emptying before a delete in :mod:`infra.teardown`, what a delete keeps in :mod:`infra.kept`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
-from infra import concurrency, parameters, teardown
+from infra import concurrency, kept, parameters, plan, recovery, teardown
 from infra import stack as cfn_stack
 from infra.build import render
 from infra.exceptions import DeployError, StackNotFound
@@ -37,6 +40,8 @@ class Clients:
     lambda_: Any
     glue: Any
     events: Any
+    kms: Any
+    cloudwatch: Any
 
     @classmethod
     def of(cls, s: Any) -> Clients:
@@ -46,6 +51,8 @@ class Clients:
             lambda_=s.client("lambda"),
             glue=s.client("glue"),
             events=s.client("events"),
+            kms=s.client("kms"),
+            cloudwatch=s.client("cloudwatch"),
         )
 
 
@@ -105,15 +112,28 @@ def deploy(
     *,
     replace_failed: bool = False,
     routes: Path | None = None,
+    mode: plan.Mode = "ask",
 ) -> int:
+    """Build, upload, show the change set and its cost, then apply it (``mode``: ``ask`` at the
+    terminal, ``yes`` without asking, ``plan`` never)."""
     # a bad routing file stops here, before anything is built or uploaded
     routing = routes_artifact(routes, params) if routes is not None else None
     s = session(region)
     clients = Clients.of(s)
     account = s.client("sts").get_caller_identity()["Account"]
     bucket = deploy_bucket_name(stack, account, s.region_name)
-    print(f"about to: build artifacts, upload them to s3://{bucket}/, and create or update stack {stack!r}")
-    existing = _ready_stack(clients.cfn, stack, replace_failed=replace_failed, confirm=_prompt())
+    verb = "show the change set of" if mode == "plan" else "create or update"
+    print(f"about to: build artifacts, upload them to s3://{bucket}/, and {verb} stack {stack!r}")
+    ask = plan.terminal_prompt()
+    # a plan deletes nothing: a failed first create is only reported, with the command that recovers
+    existing = _ready_stack(
+        clients,
+        stack,
+        replace_failed=replace_failed and mode != "plan",
+        yes=mode == "yes",
+        ask=ask if mode != "plan" else None,
+        region=s.region_name,
+    )
     template = render()
     artifacts = build(ROOT / "dist")
     ensure_bucket(clients.s3, bucket, s.region_name)
@@ -144,8 +164,19 @@ def deploy(
     template_key = f"templates/{stack}.json"
     clients.s3.put_object(Bucket=bucket, Key=template_key, Body=json.dumps(template).encode())
     url = f"https://{bucket}.s3.{s.region_name}.amazonaws.com/{template_key}"
-    apply(clients, stack=stack, template=template, template_url=url, given=given, existing=existing)
-    return 0
+    output = kept.output_bucket_name(given["ProjectName"], account, s.region_name)
+    outcome = apply(
+        clients,
+        stack=stack,
+        template=template,
+        template_url=url,
+        given=given,
+        existing=existing,
+        mode=mode,
+        ask=ask,
+        output_bucket=output,
+    )
+    return 1 if outcome == "not applied" and mode == "ask" else 0
 
 
 def routes_artifact(path: Path, params: dict[str, str]) -> bytes:
@@ -177,8 +208,12 @@ def apply(
     template_url: str,
     given: dict[str, str],
     existing: dict[str, Any] | None,
+    mode: plan.Mode = "yes",
+    ask: recovery.Ask | None = None,
+    output_bucket: str = "",
 ) -> cfn_stack.Outcome:
-    """Check, create or update, print the outputs, and restart the job if its code changed."""
+    """Check, show the change set and its cost, create or update (as ``mode`` says), print the
+    outputs, and restart the job if its code changed."""
     declared = template.get("Parameters", {})
     previous = cfn_stack.previous_values(existing)
     defaults = {k: v.get("Default") for k, v in declared.items()}
@@ -186,12 +221,20 @@ def apply(
     parameters.check(template, values)
     concurrency.check(clients.lambda_, values, previous)
     if existing is None:
-        left = teardown.catalog_left_behind(clients.glue, values.get("DatabaseName", ""))
+        left = [
+            found
+            for found in (
+                teardown.catalog_left_behind(clients.glue, values.get("DatabaseName", "")),
+                kept.bucket_left_behind(clients.s3, output_bucket) if output_bucket else None,
+            )
+            if found
+        ]
         if left:
+            verb = "exists" if len(left) == 1 else "exist"
             raise DeployError(
-                f"{left} exists already, kept by an earlier stack (the catalog outlives the stack it came from). "
-                f"Remove it with make destroy STACK={stack} DROP_CATALOG=1 (the table's files stay in S3), or "
-                "deploy with another DatabaseName"
+                f"{' and '.join(left)} {verb} already, kept by an earlier stack (the table's files, catalog and key "
+                f"outlive the stack they came from). Remove them with make destroy STACK={stack} DROP_DATA=1 "
+                "(this deletes the table's data), or deploy with another STACK and DatabaseName"
             )
     args = {
         "StackName": stack,
@@ -199,8 +242,11 @@ def apply(
         "Parameters": cfn_stack.merge_parameters(declared=set(declared), previous=previous, given=given),
         "Capabilities": ["CAPABILITY_IAM"],
     }
-    outcome = cfn_stack.create_or_update(clients.cfn, args, exists=existing is not None)
-    if outcome == "no changes":
+    review = plan.reviewer(mode, template=template, values=values, stack=stack, ask=ask)
+    outcome = cfn_stack.create_or_update(clients.cfn, args, exists=existing is not None, review=review)
+    if outcome == "not applied" and mode != "plan":
+        print(f"not applied: the change set was deleted; stack {stack} is as it was")
+    if outcome in ("no changes", "not applied"):
         return outcome
     done = cfn_stack.describe(clients.cfn, stack) or {}
     for o in done.get("Outputs", []):
@@ -255,39 +301,57 @@ def restart_job(clients: Clients, stack: str, *, reason: str) -> None:
 
 
 def _ready_stack(
-    cfn: Any, stack: str, *, replace_failed: bool, confirm: Callable[[str], bool] | None
+    clients: Clients, stack: str, *, replace_failed: bool, yes: bool, ask: recovery.Ask | None, region: str = ""
 ) -> dict[str, Any] | None:
     """The existing stack if it can be updated, ``None`` if it must be created."""
-    existing = cfn_stack.describe(cfn, stack)
+    existing = cfn_stack.describe(clients.cfn, stack)
     if existing is None:
         return None
     status = existing["StackStatus"]
     if status == cfn_stack.NEVER_CREATED:
         return None
-    if status == cfn_stack.FAILED_CREATE:
-        cfn_stack.handle_failed_create(cfn, stack, replace_failed=replace_failed, confirm=confirm)
+    if status in cfn_stack.FAILED_CREATES:
+        recovery.replace_failed_create(
+            clients, stack, status, replace_failed=replace_failed, yes=yes, ask=ask, region=region
+        )
         return None
     if status not in cfn_stack.UPDATABLE:
-        reasons = cfn_stack.failure_reasons(cfn, stack) if status.endswith("FAILED") else []
+        reasons = cfn_stack.failure_reasons(clients.cfn, stack) if status.endswith("FAILED") else []
         raise DeployError(
             "\n".join([f"stack {stack} is {status}; wait for it to settle, or fix it in the console", *reasons])
         )
     return existing
 
 
-def _prompt() -> Callable[[str], bool] | None:
-    if not sys.stdin.isatty():
-        return None
-    return lambda question: input(question).strip().lower() in {"y", "yes"}
-
-
 def destroy(
-    stack: str, region: str | None, *, empty: bool, drop_catalog: bool = False, params: dict[str, str] | None = None
+    stack: str,
+    region: str | None,
+    *,
+    empty: bool,
+    drop_data: bool = False,
+    params: dict[str, str] | None = None,
+    yes: bool = False,
 ) -> int:
-    clients = Clients.of(session(region))
-    extra = " after quieting and emptying it" if empty else ""
-    print(f"about to delete stack {stack!r}{extra}" + (", then its Glue database and tables" if drop_catalog else ""))
-    return destroy_stack(clients, stack, empty=empty, drop_catalog=drop_catalog, params=params or {})
+    s = session(region)
+    clients = Clients.of(s)
+    account = s.client("sts").get_caller_identity()["Account"]
+    params = params or {}
+    extra = " after quieting it and emptying the buckets that go with it" if empty or drop_data else ""
+    print(
+        f"about to delete stack {stack!r}{extra}"
+        + (", then the table's files, catalog and key" if drop_data else ", keeping the table's files, catalog and key")
+    )
+    output = kept.output_bucket_name(params.get("ProjectName", stack), account, s.region_name)
+    return destroy_stack(
+        clients,
+        stack,
+        empty=empty,
+        drop_data=drop_data,
+        params=params,
+        output_bucket=output,
+        yes=yes,
+        ask=plan.terminal_prompt(),
+    )
 
 
 def destroy_stack(
@@ -295,65 +359,97 @@ def destroy_stack(
     stack: str,
     *,
     empty: bool,
-    drop_catalog: bool = False,
+    drop_data: bool = False,
     params: dict[str, str] | None = None,
+    output_bucket: str = "",
+    yes: bool = False,
+    ask: recovery.Ask | None = None,
     wait_s: float = 900,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    """Delete the stack; with ``empty``, first quiet it and empty its buckets; with ``drop_catalog``,
-    then remove the Glue database and table the stack keeps (also when the stack is gone already)."""
+    """Delete the stack. The table's files (the output bucket), its catalog and the KMS key are kept
+    (their DeletionPolicy), and said so with what they keep costing; with ``drop_data`` they are
+    removed too, also when the stack is gone already. With ``empty`` (implied by ``drop_data``)
+    the stack is first quieted and the buckets that go with it emptied. Deleting data is asked
+    about first (``yes`` answers; with no terminal and no ``yes``, refused)."""
+    params = params or {}
     existing = cfn_stack.describe(clients.cfn, stack)
-    if existing is None and drop_catalog:
-        names = _catalog_names(params or {}, {})
-        teardown.drop_catalog(clients.glue, *names)
-        return 0
     if existing is None:
-        raise StackNotFound(f"stack {stack} does not exist in this account and region; nothing to delete")
+        if not drop_data:
+            raise StackNotFound(f"stack {stack} does not exist in this account and region; nothing to delete")
+        database, table = _catalog_names(params, {})
+        left = kept.left_by_a_destroyed_stack(clients.s3, output_bucket, database, [table, teardown.LOAD_HISTORY])
+        _confirm_deletion(left.describe(), yes=yes, ask=ask)
+        kept.drop(clients.s3, clients.glue, clients.kms, left)
+        print(f"removed what stack {stack} kept: the table's files, catalog and key")
+        return 0
     previous = cfn_stack.previous_values(existing)
-    names = _catalog_names(params or {}, previous) if drop_catalog else ("", "")
+    database, table = _catalog_names(params, previous)
     # the tables of the routing file the job wrote (read now: the deployment bucket holding it is kept)
-    routed = teardown.routed_tables(clients.s3, previous.get("RoutesUri", "")) if drop_catalog else []
-    if empty:
-        resources = cfn_stack.physical_ids(clients.cfn, stack)
+    routed = teardown.routed_tables(clients.s3, previous.get("RoutesUri", "")) if drop_data else []
+    resources = cfn_stack.physical_ids(clients.cfn, stack)
+    keep = kept.of_stack(
+        resources, database=database, tables=list(dict.fromkeys([table, teardown.LOAD_HISTORY, *routed]))
+    )
+    if empty or drop_data:
+        emptied = [b for b in teardown.buckets_of(resources) if b != keep.bucket]
+        doomed = [f"every object of s3://{b}" for b in emptied] + (keep.describe() if drop_data else [])
+        _confirm_deletion(doomed, yes=yes, ask=ask)
         teardown.quiet(
             teardown.Clients(events=clients.events, lambda_=clients.lambda_, glue=clients.glue, s3=clients.s3),
             resources,
             wait_s=wait_s,
             sleep=sleep,
         )
-        teardown.empty_buckets(clients.s3, teardown.buckets_of(resources))
+        # the kept bucket's access logs went to a bucket that goes now
+        teardown.stop_access_logs(clients.s3, [keep.bucket] if keep.bucket else [])
+        teardown.empty_buckets(clients.s3, emptied)
     try:
         cfn_stack.delete(clients.cfn, stack)
     except DeployError as exc:
-        if not empty:
+        if not (empty or drop_data):
             raise DeployError(f"{exc}\n(non-empty buckets? run make destroy EMPTY=1)") from exc
         # S3 delivers access logs late (best effort): logs of requests made before logging was
         # turned off can land in the log bucket after it was emptied. Empty what is left, once more.
         print(f"{exc}\nemptying the remaining buckets again and retrying the delete")
-        teardown.empty_buckets(clients.s3, teardown.buckets_of(cfn_stack.physical_ids(clients.cfn, stack)))
+        remaining = [b for b in teardown.buckets_of(cfn_stack.physical_ids(clients.cfn, stack)) if b != keep.bucket]
+        teardown.empty_buckets(clients.s3, remaining)
         cfn_stack.delete(clients.cfn, stack)
-    if drop_catalog:
-        teardown.drop_catalog(clients.glue, *names, also=routed)
-        print(f"stack {stack} deleted, and its Glue database and tables; the deployment bucket is kept")
-    else:
-        print(
-            f"stack {stack} deleted; kept: the deployment bucket, and the Glue database and table "
-            f"(make destroy STACK={stack} DROP_CATALOG=1 removes them)"
-        )
+    if drop_data:
+        kept.drop(clients.s3, clients.glue, clients.kms, keep)
+        print(f"stack {stack} deleted, and the table's files, catalog and key; the deployment bucket is kept")
+        return 0
+    print(f"stack {stack} deleted; the deployment bucket is kept")
+    gigabytes, complete = kept.size_gb(clients.s3, clients.cloudwatch, keep.bucket) if keep.bucket else (0.0, True)
+    print(kept.report(keep, gigabytes, complete=complete, stack=stack))
     return 0
+
+
+def _confirm_deletion(doomed: list[str], *, yes: bool, ask: recovery.Ask | None) -> None:
+    """Say what is about to be deleted; go on only on ``yes`` or a yes at the terminal."""
+    if not doomed:
+        return
+    print("about to delete (this deletes data):\n" + "\n".join(f"  {d}" for d in doomed))
+    if yes:
+        return
+    if ask is None:
+        raise DeployError("nothing deleted: no terminal to ask on; run again with YES=1 to delete the data above")
+    if not ask("delete them? [y/N] "):
+        raise DeployError("nothing deleted")
 
 
 def _catalog_names(given: dict[str, str], previous: dict[str, str]) -> tuple[str, str]:
     """The Glue database and table of the stack: given, else the stack's, else the template's default."""
     defaults = render()["Parameters"]
     return tuple(  # type: ignore[return-value]
-        given.get(k) or previous.get(k) or str(defaults[k]["Default"]) for k in ("DatabaseName", "TableName")
+        given.get(k) or previous.get(k) or str(defaults.get(k, {}).get("Default", ""))
+        for k in ("DatabaseName", "TableName")
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="deploy")
-    p.add_argument("action", choices=["deploy", "destroy"])
+    p.add_argument("action", choices=["deploy", "plan", "destroy"])
     p.add_argument("--stack", default="ndjson-ingest")
     p.add_argument("--region")
     p.add_argument("--param", action="append", default=[], help="Key=Value stack parameter (repeatable)")
@@ -365,20 +461,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--replace-failed",
         action="store_true",
-        help="deploy: delete a stack left in ROLLBACK_COMPLETE by a failed first create, then create it again",
+        help="deploy: delete a stack a failed first create left (ROLLBACK_COMPLETE or ROLLBACK_FAILED, its "
+        "buckets emptied), then create it again",
     )
+    p.add_argument("--yes", action="store_true", help="apply the change set, or delete data, without asking (CI)")
     p.add_argument("--empty", action="store_true", help="destroy: quiet the stack and empty its buckets first")
     p.add_argument(
-        "--drop-catalog",
+        "--drop-data",
         action="store_true",
-        help="destroy: then delete the Glue table and database the stack keeps (its files stay in S3)",
+        help="destroy: also remove what a destroy keeps: the output bucket (the table's files), the Glue "
+        "database and tables, the KMS key (implies --empty)",
     )
+    p.add_argument("--drop-catalog", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     try:
         params = dict(_param(item) for item in args.param)
-        if args.action == "deploy":
-            return deploy(args.stack, args.region, params, replace_failed=args.replace_failed, routes=args.routes)
-        return destroy(args.stack, args.region, empty=args.empty, drop_catalog=args.drop_catalog, params=params)
+        if args.drop_catalog:
+            raise DeployError(
+                "DROP_CATALOG=1 is now DROP_DATA=1: it removes the table's files, catalog and key together "
+                "(a catalog dropped alone kept files nothing pointed at)"
+            )
+        if args.action in ("deploy", "plan"):
+            mode: plan.Mode = "plan" if args.action == "plan" else "yes" if args.yes else "ask"
+            return deploy(
+                args.stack, args.region, params, replace_failed=args.replace_failed, routes=args.routes, mode=mode
+            )
+        return destroy(args.stack, args.region, empty=args.empty, drop_data=args.drop_data, params=params, yes=args.yes)
     except DeployError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

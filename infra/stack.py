@@ -14,10 +14,14 @@ from botocore.exceptions import ClientError, WaiterError
 
 from infra.exceptions import DeployError
 
-Outcome = Literal["created", "updated", "no changes"]
+Outcome = Literal["created", "updated", "no changes", "not applied"]
+# Sees a computed change set (its changes, name, CREATE or UPDATE) and says whether to run it.
+Review = Callable[[list[dict[str, Any]], str, str], bool]
 # Poll every 15 s for up to 2 hours: a first create with a KMS key and a Glue job takes minutes.
 WAITER = {"Delay": 15, "MaxAttempts": 480}
-FAILED_CREATE = "ROLLBACK_COMPLETE"
+# A first create that failed: rolled back (ROLLBACK_COMPLETE), or not even that, because a resource
+# could not be deleted (ROLLBACK_FAILED: a bucket holding objects). Either can only be deleted.
+FAILED_CREATES = ("ROLLBACK_COMPLETE", "ROLLBACK_FAILED")
 # States an update can start from; anything else in progress or broken is reported as it is.
 UPDATABLE = {"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE"}
 # A stack that only ever had a CREATE change set that did not run: created again by the next one.
@@ -86,28 +90,26 @@ def delete(cfn: Any, stack: str) -> None:
         cfn.delete_stack(StackName=stack)
         cfn.get_waiter("stack_delete_complete").wait(StackName=stack, WaiterConfig=WAITER)
     except (ClientError, WaiterError) as exc:
-        raise DeployError(_failed(f"delete of stack {stack} failed: {exc}", failure_reasons(cfn, stack))) from exc
+        raise DeployError(with_reasons(f"delete of stack {stack} failed: {exc}", failure_reasons(cfn, stack))) from exc
 
 
-def handle_failed_create(cfn: Any, stack: str, *, replace_failed: bool, confirm: Callable[[str], bool] | None) -> None:
-    """A stack in ROLLBACK_COMPLETE cannot be updated, only deleted: say why it failed, then
-    delete it if allowed (``--replace-failed``, or a yes at the prompt)."""
-    reasons = failure_reasons(cfn, stack)
-    print(_failed(f"stack {stack} is in {FAILED_CREATE}: its first create failed and was rolled back", reasons))
-    question = f"delete the failed stack {stack} and create it again? [y/N] "
-    if not (replace_failed or (confirm is not None and confirm(question))):
-        raise DeployError(
-            f"stack {stack} is in {FAILED_CREATE} and can only be deleted; fix the cause above, then run "
-            "make deploy REPLACE_FAILED=1 (deploy --replace-failed) to delete and recreate it"
-        )
-    print(f"deleting the failed stack {stack}")
-    delete(cfn, stack)
-
-
-def create_or_update(cfn: Any, args: dict[str, Any], *, exists: bool, name: str | None = None) -> Outcome:
+def create_or_update(
+    cfn: Any,
+    args: dict[str, Any],
+    *,
+    exists: bool,
+    name: str | None = None,
+    review: Review | None = None,
+) -> Outcome:
     """Create or update through a change set, and wait. A change set with no change returns at once;
     one that would modify or remove a protected resource (:data:`PROTECTED`) is refused before it
-    runs, and the stack policy refuses it too should anyone execute it by hand."""
+    runs; ``review`` sees the changes and says whether to run them (a change set not run is
+    deleted, and with it the empty stack a CREATE change set made).
+
+    The stack policy that protects the catalog is set on an update before the change set runs, and
+    on a create once the stack exists: a stack policy cannot be set on a stack that does not exist
+    yet or is in an ``*_IN_PROGRESS`` state such as REVIEW_IN_PROGRESS (envato/stack_master#178,
+    guardian/riff-raff#624)."""
     stack = args["StackName"]
     change_set = name or f"deploy-{int(time.time())}"
     kind = "UPDATE" if exists else "CREATE"
@@ -117,25 +119,63 @@ def create_or_update(cfn: Any, args: dict[str, Any], *, exists: bool, name: str 
         changes = _reviewed(cfn, stack, change_set)
         if changes is None:
             print("no changes")
+            if exists:  # a stack whose policy could not be set after its create gets it now
+                set_policy(cfn, stack)
             return "no changes"
         refused = protected_changes(changes)
         if refused:
-            cfn.delete_change_set(StackName=stack, ChangeSetName=change_set)
+            discard(cfn, stack, change_set, created=not exists)
             raise DeployError(
                 "the update would change resources that are never updated by CloudFormation (it would replace "
                 "the table's metadata, which the job and the optimizers own): "
                 + "; ".join(refused)
                 + ". Change them by hand (see docs/operations.md), or keep their parameters as they are."
             )
-        cfn.set_stack_policy(StackName=stack, StackPolicyBody=json.dumps(STACK_POLICY))
+        if review is not None and not _approved(cfn, review, changes, stack, change_set, created=not exists):
+            return "not applied"
+        if exists:
+            set_policy(cfn, stack)
         cfn.execute_change_set(StackName=stack, ChangeSetName=change_set)
         waiter = "stack_update_complete" if exists else "stack_create_complete"
         cfn.get_waiter(waiter).wait(StackName=stack, WaiterConfig=WAITER)
-        return "updated" if exists else "created"
     except ClientError as exc:
         raise DeployError(f"CloudFormation refused the {'update' if exists else 'create'} of {stack}: {exc}") from exc
     except WaiterError as exc:
-        raise DeployError(_failed(f"stack {stack} did not finish: {exc}", failure_reasons(cfn, stack))) from exc
+        raise DeployError(with_reasons(f"stack {stack} did not finish: {exc}", failure_reasons(cfn, stack))) from exc
+    if exists:
+        return "updated"
+    try:
+        set_policy(cfn, stack)
+    except ClientError as exc:
+        raise DeployError(
+            f"stack {stack} was created, but its stack policy was not set ({exc}); run make deploy again to set it"
+        ) from exc
+    return "created"
+
+
+def _approved(
+    cfn: Any, review: Review, changes: list[dict[str, Any]], stack: str, change_set: str, *, created: bool
+) -> bool:
+    try:
+        go = review(changes, change_set, "CREATE" if created else "UPDATE")
+    except DeployError:
+        discard(cfn, stack, change_set, created=created)
+        raise
+    if not go:
+        discard(cfn, stack, change_set, created=created)
+    return go
+
+
+def set_policy(cfn: Any, stack: str) -> None:
+    cfn.set_stack_policy(StackName=stack, StackPolicyBody=json.dumps(STACK_POLICY))
+
+
+def discard(cfn: Any, stack: str, change_set: str, *, created: bool) -> None:
+    """Delete a change set that is not run; for a CREATE one, also the stack it left in
+    REVIEW_IN_PROGRESS (it holds no resource), so a plan leaves nothing behind."""
+    cfn.delete_change_set(StackName=stack, ChangeSetName=change_set)
+    if created:
+        cfn.delete_stack(StackName=stack)
 
 
 # Resources CloudFormation must never update once created: an AWS::Glue::Table update sends the
@@ -197,7 +237,7 @@ def physical_ids(cfn: Any, stack: str) -> list[dict[str, str]]:
     return out
 
 
-def _failed(headline: str, reasons: list[str]) -> str:
+def with_reasons(headline: str, reasons: list[str]) -> str:
     if not reasons:
         return headline
     return headline + "\nfailed resources:\n" + "\n".join(f"  {r}" for r in reasons)

@@ -3,7 +3,8 @@
 Order matters: while the schedule restarts the job, the event source mapping writes manifests and
 the job writes Parquet, emptying a bucket never ends. So: disable the EventBridge rules and the
 event source mappings, stop the job's runs and wait, stop access logging, then empty every bucket
-(all versions and delete markers), the access-log bucket last.
+(all versions and delete markers), the access-log bucket last. A rule or mapping already gone (a
+failed create's rollback removed it) is nothing to disable.
 """
 
 from __future__ import annotations
@@ -40,10 +41,16 @@ def quiet(
     """Disable rules and event source mappings, stop job runs and wait until none is active."""
     for rule in _of(resources, "AWS::Events::Rule"):
         print(f"  disable rule {rule}")
-        _call(clients.events.disable_rule, f"disable rule {rule}", Name=rule)
+        _call(clients.events.disable_rule, f"disable rule {rule}", gone_ok=True, Name=rule)
     for uuid in _of(resources, "AWS::Lambda::EventSourceMapping"):
         print(f"  disable event source mapping {uuid}")
-        _call(clients.lambda_.update_event_source_mapping, f"disable mapping {uuid}", UUID=uuid, Enabled=False)
+        _call(
+            clients.lambda_.update_event_source_mapping,
+            f"disable mapping {uuid}",
+            gone_ok=True,
+            UUID=uuid,
+            Enabled=False,
+        )
     for job in _of(resources, "AWS::Glue::Job"):
         stop_runs(clients.glue, job, wait_s=wait_s, poll_s=poll_s, sleep=sleep)
 
@@ -66,6 +73,13 @@ def stop_runs(glue: Any, job: str, *, wait_s: float, poll_s: float, sleep: Calla
 
 def empty_buckets(s3: Any, buckets: list[str]) -> None:
     """Stop access logging, then empty every bucket; buckets that receive logs go last."""
+    targets = stop_access_logs(s3, buckets)
+    for bucket in sorted(buckets, key=lambda b: b in targets):
+        empty_bucket(s3, bucket)
+
+
+def stop_access_logs(s3: Any, buckets: list[str]) -> set[str]:
+    """Turn off the server access logging of ``buckets``; returns the buckets that received them."""
     targets: set[str] = set()
     for bucket in buckets:
         try:
@@ -77,8 +91,23 @@ def empty_buckets(s3: Any, buckets: list[str]) -> None:
         if logging:
             targets.add(logging["TargetBucket"])
             _call(s3.put_bucket_logging, f"stop access logs of {bucket}", Bucket=bucket, BucketLoggingStatus={})
-    for bucket in sorted(buckets, key=lambda b: b in targets):
-        empty_bucket(s3, bucket)
+    return targets
+
+
+def holding_objects(s3: Any, buckets: list[str]) -> list[str]:
+    """The ``buckets`` that exist and hold at least one object version or delete marker (S3 refuses
+    to delete those: DeleteBucket, "BucketNotEmpty", S3 API Reference)."""
+    out = []
+    for bucket in buckets:
+        try:
+            page = s3.list_object_versions(Bucket=bucket, MaxKeys=1)
+        except ClientError as exc:
+            if _missing(exc):
+                continue
+            raise DeployError(f"listing s3://{bucket} failed: {exc}") from exc
+        if page.get("Versions") or page.get("DeleteMarkers"):
+            out.append(bucket)
+    return out
 
 
 def empty_bucket(s3: Any, bucket: str) -> int:
@@ -136,10 +165,15 @@ def buckets_of(resources: list[dict[str, str]]) -> list[str]:
     return _of(resources, "AWS::S3::Bucket")
 
 
-def _call(fn: Callable[..., Any], what: str, **kwargs: Any) -> Any:
+def _call(fn: Callable[..., Any], what: str, *, gone_ok: bool = False, **kwargs: Any) -> Any:
     try:
         return fn(**kwargs)
-    except (ClientError, BotoCoreError) as exc:
+    except ClientError as exc:
+        if gone_ok and exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            print(f"  {what}: already gone")
+            return {}
+        raise DeployError(f"{what} failed: {exc}") from exc
+    except BotoCoreError as exc:
         raise DeployError(f"{what} failed: {exc}") from exc
 
 

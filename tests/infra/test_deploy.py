@@ -87,6 +87,8 @@ class World:
             "lambda": self.lambda_,
             "glue": boto3.client("glue", region_name=REGION),
             "events": boto3.client("events", region_name=REGION),
+            "kms": boto3.client("kms", region_name=REGION),
+            "cloudwatch": boto3.client("cloudwatch", region_name=REGION),
         }
         for client in self.clients.values():
             client.meta.events.register("provide-client-params.*.*", self._record)
@@ -144,9 +146,13 @@ def world(aws: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
         yield w
 
 
-def change_set(world: World, *, changes: list[dict[str, Any]] | None = None, executes: bool = True) -> None:
+def change_set(
+    world: World, *, changes: list[dict[str, Any]] | None = None, executes: bool = True, kind: str = "UPDATE"
+) -> None:
     """What CloudFormation answers to a change set: created, computed (with ``changes``; none: it
-    fails saying so, and is deleted), then, if it runs, the stack policy and the execution."""
+    fails saying so, and is deleted, and an existing stack's policy is set again), then, if it runs,
+    for an UPDATE the stack policy and the execution, for a CREATE the execution only (the policy
+    follows the waiter: :func:`created`)."""
     world.cfn_stub.add_response("create_change_set", {"Id": "cs-id", "StackId": "id"}, None)
     if changes is None:
         world.cfn_stub.add_response(
@@ -160,12 +166,14 @@ def change_set(world: World, *, changes: list[dict[str, Any]] | None = None, exe
             None,
         )
         world.cfn_stub.add_response("delete_change_set", {}, None)
+        world.cfn_stub.add_response("set_stack_policy", {}, None)
         return
     world.cfn_stub.add_response(
         "describe_change_set", {"Status": "CREATE_COMPLETE", "ExecutionStatus": "AVAILABLE", "Changes": changes}, None
     )
-    if executes:
+    if executes and kind == "UPDATE":
         world.cfn_stub.add_response("set_stack_policy", {}, None)
+    if executes:
         world.cfn_stub.add_response("execute_change_set", {}, None)
     else:
         world.cfn_stub.add_response("delete_change_set", {}, None)
@@ -242,17 +250,22 @@ def test_replace_failed_deletes_the_rolled_back_stack_then_creates_it(
 ) -> None:
     world.cfn_stub.add_response("describe_stacks", world.stack("ROLLBACK_COMPLETE"), {"StackName": STACK})
     world.cfn_stub.add_response("describe_stack_events", failed_events(), {"StackName": STACK})
+    world.cfn_stub.add_response("list_stack_resources", {"StackResourceSummaries": []}, {"StackName": STACK})
     world.cfn_stub.add_response("delete_stack", {}, {"StackName": STACK})
     not_found(world.cfn_stub)  # the delete waiter: gone
     world.lambda_stub.add_response("get_account_settings", ACCOUNT, {})
-    change_set(world, changes=[modify("ControlPlane", action="Add")])
+    change_set(world, changes=[modify("ControlPlane", action="Add")], kind="CREATE")
     world.cfn_stub.add_response("describe_stacks", world.stack("CREATE_COMPLETE"), {"StackName": STACK})
+    world.cfn_stub.add_response("set_stack_policy", {}, None)
     world.cfn_stub.add_response("describe_stacks", world.stack("CREATE_COMPLETE"), {"StackName": STACK})
 
-    assert run("deploy", "--replace-failed") == 0
+    assert run("deploy", "--replace-failed", "--yes") == 0
 
     assert world.calls.index("DeleteStack") < world.calls.index("CreateChangeSet")
     assert world.requests["CreateChangeSet"]["ChangeSetType"] == "CREATE"
+    # the policy of a new stack is set once it exists: CloudFormation refuses SetStackPolicy on a
+    # stack in REVIEW_IN_PROGRESS (envato/stack_master#178, guardian/riff-raff#624)
+    assert world.calls.index("ExecuteChangeSet") < world.calls.index("SetStackPolicy")
     world.cfn_stub.assert_no_pending_responses()
 
 
@@ -264,7 +277,8 @@ def test_a_no_op_update_says_no_changes_and_does_not_wait(world: World, capsys: 
     # When make deploy runs again
     code = run("deploy")
     # Then it prints "no changes" and returns: nothing is executed, no waiter polls describe_stacks
-    # (the Stubber would reject any call beyond the ones scripted above)
+    # (the Stubber would reject any call beyond the ones scripted above); the stack policy is set
+    # again (a create whose SetStackPolicy failed gets it on the next run)
     assert code == 0 and "no changes" in capsys.readouterr().out
     assert world.calls.count("DescribeStacks") == 1 and "ExecuteChangeSet" not in world.calls
     world.cfn_stub.assert_no_pending_responses()
@@ -294,7 +308,7 @@ def test_every_executed_change_set_runs_under_the_stack_policy_that_protects_the
     change_set(world, changes=[modify("GlueJob", "AWS::Glue::Job")])
     world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", world.previous()), None)
     world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", world.previous()), None)
-    assert run("deploy") == 0
+    assert run("deploy", "--yes") == 0
     # Then the stack policy (set before the execution) denies every update action on the database and
     # the tables, even to someone who executes a change set by hand (CloudFormation User Guide,
     # "Prevent updates to stack resources")
@@ -318,14 +332,27 @@ def test_a_new_stack_over_a_catalog_an_earlier_stack_kept_says_how_to_remove_it(
     finally:
         del TEMPLATE["Parameters"]["DatabaseName"]
     err = capsys.readouterr().err
-    assert "Glue database ndjson_ingest exists already" in err and "DROP_CATALOG=1" in err
+    assert "Glue database ndjson_ingest exists already" in err and "DROP_DATA=1" in err
     assert "CreateChangeSet" not in world.calls
 
 
-def test_destroy_drop_catalog_removes_the_kept_table_and_database_even_after_the_stack(
-    world: World, monkeypatch: pytest.MonkeyPatch
+def test_destroy_drop_data_removes_what_a_destroyed_stack_kept_and_asks_first(
+    world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    glue = world.clients["glue"]
+    # Given what an earlier make destroy kept: the output bucket (encrypted with the stack's key, whose
+    # alias went with the stack), the Glue database with the table and the job's load history
+    s3, glue, kms = world.clients["s3"], world.clients["glue"], world.clients["kms"]
+    key = kms.create_key()["KeyMetadata"]
+    bucket = f"{STACK}-output-123456789012-{REGION}"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    s3.put_bucket_encryption(
+        Bucket=bucket,
+        ServerSideEncryptionConfiguration={
+            "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key["Arn"]}}]
+        },
+    )
+    s3.put_object(Bucket=bucket, Key="data/events/data/part-0.parquet", Body=b"x")
     glue.create_database(DatabaseInput={"Name": "db"})
     glue.create_table(DatabaseName="db", TableInput={"Name": "events"})
     glue.create_table(DatabaseName="db", TableInput={"Name": "load_history"})  # the job created it
@@ -334,9 +361,23 @@ def test_destroy_drop_catalog_removes_the_kept_table_and_database_even_after_the
         "render",
         lambda: {"Parameters": {"DatabaseName": {"Default": "db"}, "TableName": {"Default": "events"}}},
     )
+    # When make destroy DROP_DATA=1 runs with no terminal and no YES=1, Then it deletes nothing
     not_found(world.cfn_stub)  # the stack is gone already
-    assert run("destroy", "--drop-catalog") == 0
+    assert run("destroy", "--drop-data") == 2
+    assert "YES=1" in capsys.readouterr().err
+    assert glue.get_databases()["DatabaseList"] and s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 1
+    # When it runs with YES=1, Then the catalog, the files and the bucket, and the key go together
+    not_found(world.cfn_stub)
+    assert run("destroy", "--drop-data", "--yes") == 0
     assert glue.get_databases()["DatabaseList"] == []
+    assert bucket not in {b["Name"] for b in s3.list_buckets()["Buckets"]}
+    assert kms.describe_key(KeyId=key["KeyId"])["KeyMetadata"]["KeyState"] == "PendingDeletion"
+
+
+def test_drop_catalog_is_now_drop_data(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    # a catalog dropped alone left the table's files with nothing pointing at them (issue 42, item 7)
+    assert run("destroy", "--drop-catalog") == 2
+    assert "DROP_DATA=1" in capsys.readouterr().err and "DeleteTable" not in world.calls
 
 
 def test_parameters_not_given_keep_their_previous_values(world: World) -> None:
@@ -349,7 +390,7 @@ def test_parameters_not_given_keep_their_previous_values(world: World) -> None:
     world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", previous), None)
     world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", previous), None)
     # When make deploy runs with one new parameter only
-    assert run("deploy", "--param", "ManifestLambdaMaxConcurrency=10") == 0
+    assert run("deploy", "--yes", "--param", "ManifestLambdaMaxConcurrency=10") == 0
     # Then the update keeps AlarmEmail and MaxWorkers, sets the given and the artifact keys, and
     # does not pass what the template no longer declares
     assert world.requests["CreateChangeSet"]["ChangeSetType"] == "UPDATE"
@@ -417,7 +458,7 @@ def test_a_code_update_restarts_the_job_through_the_control_plane(
         {"FunctionName": "ingest-control-plane", "Payload": ANY},
     )
     # When make deploy updates the stack with new job code
-    assert run("deploy", *argv) == 0
+    assert run("deploy", "--yes", *argv) == 0
     # Then, after the update finished, the control plane is asked to restart the job
     assert world.calls.index("ExecuteChangeSet") < world.calls.index("Invoke")
     assert json.loads(world.requests["Invoke"]["Payload"]) == {"command": "restart"}
@@ -550,7 +591,7 @@ def test_destroy_empty_quiets_the_stack_then_empties_versioned_buckets_logs_last
     world.moto_lambda.meta.events.register("provide-client-params.*.*", world._record)
     resources = [
         ("AccessLogsBucket", ids["logs"], "AWS::S3::Bucket"),
-        ("OutputBucket", ids["data"], "AWS::S3::Bucket"),
+        ("LandingBucket", ids["data"], "AWS::S3::Bucket"),
         ("ControlPlaneSchedule", ids["rule"], "AWS::Events::Rule"),
         ("ManifestLambdaEvents", ids["esm"], "AWS::Lambda::EventSourceMapping"),
         ("GlueJob", ids["job"], "AWS::Glue::Job"),
@@ -575,8 +616,8 @@ def test_destroy_empty_quiets_the_stack_then_empties_versioned_buckets_logs_last
     world.cfn_stub.add_response("delete_stack", {}, {"StackName": STACK})
     world.cfn_stub.add_response("describe_stacks", world.stack("DELETE_COMPLETE"), {"StackName": STACK})
 
-    # When make destroy EMPTY=1 runs
-    assert run("destroy", "--empty") == 0
+    # When make destroy EMPTY=1 YES=1 runs
+    assert run("destroy", "--empty", "--yes") == 0
 
     # Then the schedule, the mapping and the job run are stopped before any object is deleted,
     # the log bucket is emptied last, and the stack is deleted after that
@@ -641,8 +682,8 @@ def test_destroy_empties_late_access_logs_and_retries_the_delete(
     stub.add_response("list_stack_resources", logs, {"StackName": STACK})
     stub.add_response("delete_stack", {}, {"StackName": STACK})
     stub.add_response("describe_stacks", world.stack("DELETE_COMPLETE"), {"StackName": STACK})
-    # When make destroy EMPTY=1 runs
-    assert run("destroy", "--empty") == 0
+    # When make destroy EMPTY=1 YES=1 runs
+    assert run("destroy", "--empty", "--yes") == 0
     # Then the first delete's failure is shown with its reason, the late log is removed, and the
     # second delete finishes
     out = capsys.readouterr().out
