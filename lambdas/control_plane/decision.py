@@ -219,6 +219,9 @@ def backlog_by_age(
     return sorted(chunks, reverse=True)
 
 
+MAX_EXECUTORS = 298  # Glue's 299 workers, less the driver
+
+
 def need(
     obs: Observation,
     s: ControlSettings,
@@ -253,7 +256,10 @@ def need(
         due += size
         if due / max(MIN_WINDOW_S, budget - chunk_age) > required:
             required, window = due / max(MIN_WINDOW_S, budget - chunk_age), max(MIN_WINDOW_S, budget - chunk_age)
-    executors = max(1, math.ceil(required / per_worker))
+    # a worker rate near zero (WorkerMbPerSecond 5e-324 is a value the template allows) makes the ratio
+    # infinite: past Glue's largest size the need is that size, never an OverflowError every tick
+    ratio = required / per_worker if per_worker > 0 else math.inf
+    executors = max(1, math.ceil(ratio)) if ratio < MAX_EXECUTORS else MAX_EXECUTORS
     why = (
         f"arrival {rate / 1e6:.1f} MB/s{f' (keep up with {floor / 1e6:.1f})' if keep_up is not None else ''}, "
         f"backlog {backlog / 1e6:.0f} MB (oldest {age:.0f}s)"

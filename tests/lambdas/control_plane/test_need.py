@@ -275,3 +275,11 @@ def test_the_scale_down_of_a_load_still_rising_plans_for_the_newest_minutes() ->
     d = decide(obs([100.0] * 27 + [300.0] * 3), big, S, NOW)
     # Then the down plans for 300 MB/s, not 120: 7 executors, plus the driver (not 4 workers)
     assert (d.action, d.desired_workers) == ("scale", 8), d.reason
+
+
+def test_a_worker_rate_near_zero_sizes_to_the_ceiling_instead_of_failing_every_tick() -> None:
+    # WorkerMbPerSecond has MinValue 0 in the template, so 5e-324 deploys: the ratio of the need to it
+    # is infinite, and math.ceil(inf) raised OverflowError on every tick (the job never restarted)
+    tiny = load_settings(job_name="ingest", min_workers=2, max_workers=20, cooldown_s=900, worker_mb_s=5e-324)
+    d = decide(obs([130] * 6), OLD, tiny, NOW)
+    assert (d.action, d.desired_workers) == ("scale", 20)
