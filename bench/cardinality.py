@@ -44,7 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out / "run"
     shutil.rmtree(out, ignore_errors=True)
     bound = str(min(args.limit, 1000))
-    settings = {"partition_by": "c", "partition_limit_per_batch": str(args.limit), "max_partitions_per_batch": bound}
+    schema = args.out / "declared.json"  # a partition column is declared (--partition_by)
+    schema.write_text('{"columns": {"c": "string"}}')
+    settings = {
+        "schema": schema.as_uri(),
+        "partition_by": "c",
+        "partition_limit_per_batch": str(args.limit),
+        "max_partitions_per_batch": bound,
+    }
     job = batch_job(spark, [source], out, "cardinality", settings=settings)
     started = time.monotonic()
     record = job.run([manifest_of([source])], 0)

@@ -81,11 +81,13 @@ def measure(shape: str, mb: int, workdir: Path) -> dict[str, float]:
     """Run one task over the shape in a fresh interpreter; its rows and peak RSS (MiB)."""
     data = workdir / "data.json"
     known, *partitioned = SHAPES[shape](data, mb)
-    partitions = "parse_partition_by('p', None)" if partitioned else "None"
+    declared = 'parse_schema(\'{"columns": {"p": "string"}}\')'
+    partitions = f"parse_partition_by('p', {declared})" if partitioned else "None"
     code = f"""
 import json, resource
 from datetime import UTC, datetime
 from glue_processor.read.task import FileTask, TaskSpec, run_task
+from glue_processor.table.declared import parse_schema
 from glue_processor.table.partitioning import parse_partition_by
 start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 spec = TaskSpec(index=0, files=(FileTask({data.as_uri()!r}, "s3://b/k", "e", datetime.now(UTC), "s3://m/x"),),

@@ -42,7 +42,7 @@ ROUTING = {
             "columns": {"amount": "decimal(12,2)", "qty": "bigint", "ts": "timestamp"},
             "partition_by": "day(ts)",
         },
-        "clicks": {"partition_by": "country"},
+        "clicks": {"columns": {"country": "string"}, "partition_by": "country"},
         "audit": {},
     },
     "routes": [

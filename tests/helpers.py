@@ -46,6 +46,14 @@ def sqs_record(body: Any, message_id: str) -> dict[str, Any]:
     return record
 
 
+def declared(root: Path, **columns: str) -> str:
+    """A declared-schema file under ``root`` (a partition column must be declared: ``--partition_by``),
+    as the URI ``--schema`` takes."""
+    path = root / "declared.json"
+    path.write_text(json.dumps({"columns": columns}))
+    return path.as_uri()
+
+
 def visible_parquet(root: Path) -> list[Path]:
     """The data files a reader sees: the Iceberg table's current snapshot, or visible hive files."""
     return published_files(root)

@@ -18,7 +18,6 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
 from pyiceberg.table import Table, TableProperties
 
-from contracts.exceptions import ConfigError
 from glue_processor.table.partitioning import PartitionPlan, parse_partition_by
 from glue_processor.table.schema import LINEAGE_TYPES, initial_schema, same_spec, spec_fields
 
@@ -96,20 +95,20 @@ def ensure_table(
 
 
 def _adopt(table: Table, plan: PartitionPlan, columns: pa.Schema | None) -> Table:
-    """Bring a table (new, or an empty one the stack declared) to what the job writes: the lineage
-    and declared columns, the partitioning, the name mapping. A table with data partitioned another
-    way is not repartitioned behind its readers' backs: that stops the job, saying so."""
+    """Bring a table (new, or one the stack declared) to what the job writes: the lineage and
+    declared columns, the partitioning, the name mapping. A table whose partitioning differs from
+    ``plan`` has its spec evolved in place (Iceberg partition evolution: its files keep the spec they
+    were written with, new ones take the new spec, and readers plan over both); nothing is rewritten."""
     schema = table.schema()
     have = {f.name for f in schema.fields}
     missing = [n for n in LINEAGE_TYPES if n not in have]
     typed = [f for f in (columns or pa.schema([])) if f.name not in have]
-    matches = same_spec(table.spec(), schema, plan)
-    if not matches and table.metadata.snapshots and not table.spec().is_unpartitioned():
-        raise ConfigError(
-            f"table {table.name()} is partitioned by {table.spec()} and has data; --partition_by asks for "
-            f"{[f.name for f in plan.fields]}: evolve the table's spec yourself, or keep its partitioning"
+    needs_spec = not same_spec(table.spec(), schema, plan)
+    if needs_spec and table.metadata.snapshots:
+        logger.warning(
+            "evolving the table's partition spec in place: files written before keep their partitioning",
+            extra={"table": str(table.name()), "from": str(table.spec()), "to": [f.name for f in plan.fields]},
         )
-    needs_spec = not matches and not table.metadata.snapshots
     needs_mapping = table.metadata.name_mapping() is None
     wanted = {k: v for k, v in TABLE_PROPERTIES.items() if k != "format-version" and table.properties.get(k) != v}
     if not (missing or typed or needs_spec or needs_mapping or wanted):

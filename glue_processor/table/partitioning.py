@@ -228,6 +228,14 @@ def parse_partition_by(text: str, declared: DeclaredSchema | None) -> PartitionP
                     f"--partition_by: {transform}({key}) needs a timestamp or date column: declare {key!r} "
                     "in --schema, or use _event_time/_ingest_time"
                 )
+        elif key not in LINEAGE_COLUMNS and _declared_type(key, declared) is None:
+            # an undeclared key may be absent, misspelt or of any JSON type: every row would land in
+            # the null partition, or in a partition per shape of value, with nothing said
+            raise ConfigError(
+                f"--partition_by: {key!r} is not a declared column: declare it (SCHEMA=types.json with "
+                f'{{"columns": {{"{key}": "string"}}}}, or the table\'s columns: in a routing file), or partition by '
+                "a lineage column (_ingest_time, _event_time)"
+            )
         elif _declared_type(key, declared) == "double":
             # a file's partition is read from its Parquet min/max, which cannot say it: min is -0.0
             # whenever a zero is there (the Parquet spec), and NaN is left out

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.spark
 ROUTING = {
     "tables": {
         "orders": {"columns": {"amount": "decimal(12,2)", "ts": "timestamp"}, "partition_by": "day(ts)"},
-        "clicks": {"partition_by": "country", "max_columns": 3},
+        "clicks": {"columns": {"country": "string"}, "partition_by": "country", "max_columns": 3},
         "audit": {"target_file_mb": 64},
     },
     "routes": [

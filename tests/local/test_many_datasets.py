@@ -21,6 +21,7 @@ tables:
     columns: {amount: "decimal(12,2)", qty: bigint, ts: timestamp}
     partition_by: day(ts)
   clicks:
+    columns: {country: string}
     partition_by: country
   audit: {}
   legacy: {}

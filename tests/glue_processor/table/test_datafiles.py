@@ -68,7 +68,7 @@ def test_write_tasks_work_out_every_file_s_statistics_as_the_driver_would(
     # Given a table partitioned by day(ts) (declared) and kind, and two batches over nine partitions,
     # the second with a key the table does not have yet
     schema = tmp_path / "schema.json"
-    schema.write_text(json.dumps({"columns": {"ts": "timestamp"}}))
+    schema.write_text(json.dumps({"columns": {"ts": "timestamp", "kind": "string"}}))
     env = Env(tmp_path, schema=schema.as_uri(), partition_by="day(ts),kind", target_file_mb="1")
     job = env.job(spark)
 

@@ -17,7 +17,7 @@ from contracts.exceptions import ConfigError
 from glue_processor.table.declared import Column, conform, convert, parse_schema
 from glue_processor.table.read import load
 from tests.glue_processor.test_batch import Env
-from tests.helpers import read_rows
+from tests.helpers import declared, read_rows
 
 SCHEMA = {
     "columns": {
@@ -171,7 +171,7 @@ def test_partitions_come_from_the_record_and_a_missing_value_is_counted_in_the_n
     from glue_processor.table.read import current_files
 
     schema = tmp_path / "schema.json"
-    schema.write_text(json.dumps({"columns": {"ts": "timestamp"}}))
+    schema.write_text(json.dumps({"columns": {"ts": "timestamp", "kind": "string"}}))
     env = Env(tmp_path, schema=schema.as_uri(), partition_by="day(ts),kind")
     lines = [
         {"ts": "2026-11-20T23:59:59Z", "kind": "a", "n": 1},
@@ -216,6 +216,10 @@ def test_partition_by_names_what_it_cannot_use() -> None:
     with pytest.raises(ConfigError, match=r"identity\(price\) of a double column"):
         parse_partition_by("price", declared)
     assert parse_partition_by("n", declared).fields[0].column == "n"
+    # an identity field must be declared: an undeclared key may be absent or misspelt, and every row
+    # went to the null partition with nothing said (a newcomer's PARTITION_BY=custid)
+    with pytest.raises(ConfigError, match=r"'custid' is not a declared column: declare it"):
+        parse_partition_by("custid", declared)
     # what Iceberg refuses in a spec is refused when the setting is read, not at the first commit
     # (where the share was refused three times and abandoned, every batch)
     timed = parse_schema(b'{"columns": {"ts": "timestamp", "ts_day": "date"}}')
@@ -236,7 +240,7 @@ def test_an_identity_partition_source_stays_a_column_past_the_column_bound(spark
     from glue_processor.table.read import current_files, load
 
     # Given a bound of one column, a table partitioned by kind, and a first batch where kind is not the first key
-    env = Env(tmp_path, partition_by="kind", max_columns="1")
+    env = Env(tmp_path, schema=declared(tmp_path, kind="string"), partition_by="kind", max_columns="1")
     lines = [{"a": "x", "kind": "k1"}, {"b": 2, "kind": "k2"}, {"a": "y"}]
     body = "".join(json.dumps(r) + "\n" for r in lines).encode()
     env.job(spark).run([env.manifest("m0", [env.put("f.json", body)])], 0)

@@ -19,6 +19,7 @@ import pytest
 from pyiceberg.expressions import EqualTo, IsNull
 
 from contracts.exceptions import ConfigError
+from glue_processor.table.declared import DeclaredSchema, parse_schema
 from glue_processor.table.partitioning import (
     PATH_VALUE_CHARS,
     PartitionPlan,
@@ -28,7 +29,7 @@ from glue_processor.table.partitioning import (
 )
 from glue_processor.table.read import load
 from tests.glue_processor.test_batch import Env
-from tests.helpers import merge_plans
+from tests.helpers import declared, merge_plans
 
 HOSTILE = [
     "ok",
@@ -61,17 +62,22 @@ def test_a_value_is_one_bounded_path_segment_of_safe_characters(value: str) -> N
     assert set(segment) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~%+!")
 
 
+def strings(*keys: str) -> DeclaredSchema:
+    """``keys`` declared as strings: a partition column must be declared."""
+    return parse_schema(json.dumps({"columns": dict.fromkeys(keys, "string")}))
+
+
 def test_a_spec_whose_longest_path_would_not_fit_a_key_is_refused_and_names_are_encoded() -> None:
     # a field's name is written as pyiceberg writes it: no "/" of a column name adds a directory
-    (field,) = parse_partition_by("a/b", None).fields
+    (field,) = parse_partition_by("a/b", strings("a/b")).fields
     assert field.path_name == "a%2Fb"
     labels, _ = PartitionPlan((field,)).labels(pa.table({field.column: ["v", None]}))
     assert labels.dictionary.to_pylist() == ["a%2Fb=v", "a%2Fb=null"]
     # six identity fields fit; seven with long names would not (S3 keys hold 1,024 bytes)
-    assert len(parse_partition_by("a,b,c,d,e,f", None).fields) == 6
+    assert len(parse_partition_by("a,b,c,d,e,f", strings(*"abcdef")).fields) == 6
     wide = ",".join(f"{c * 60}" for c in "abcdefg")
     with pytest.raises(ConfigError, match="partition path can take"):
-        parse_partition_by(wide, None)
+        parse_partition_by(wide, strings(*wide.split(",")))
 
 
 def test_different_values_never_share_a_segment() -> None:
@@ -87,7 +93,7 @@ def test_a_batch_s_values_are_encoded_as_each_alone_plain_ones_without_a_python_
 def test_hostile_identity_values_stay_in_their_batch_each_in_its_own_partition(spark: Any, tmp_path: Path) -> None:
     # Given records whose partition values are paths, escapes, long text and the word "null", and
     # records without one
-    env = Env(tmp_path, partition_by="kind")
+    env = Env(tmp_path, schema=declared(tmp_path, kind="string"), partition_by="kind")
     records: list[dict[str, Any]] = [{"kind": v, "i": i} for i, v in enumerate(HOSTILE)]
     records += [{"i": 100}, {"kind": None, "i": 101}]
     body = "".join(json.dumps(r) + "\n" for r in records).encode()
@@ -130,7 +136,13 @@ def test_a_value_per_row_writes_at_most_the_limit_and_reads_the_rest_as_runs(
     # such rows made a batch of 200,000 files (173 s and 1.7 GB on the driver here), every batch
     plans = merge_plans(monkeypatch)
     # Given two objects of 10,000 rows, each with a kind of its own, and a limit of 50 a batch
-    env = Env(tmp_path, partition_by="kind", max_partitions_per_batch="50", partition_limit_per_batch="50")
+    env = Env(
+        tmp_path,
+        schema=declared(tmp_path, kind="string"),
+        partition_by="kind",
+        max_partitions_per_batch="50",
+        partition_limit_per_batch="50",
+    )
     entries = [
         env.put(
             f"f{n}.json", "".join(json.dumps({"kind": f"k{n}-{i:05d}", "i": i}) + "\n" for i in range(10_000)).encode()

@@ -18,7 +18,7 @@ from glue_processor.table.compact import compact
 from glue_processor.table.read import current_files, load
 from tests.glue_processor.table.test_declared import partition_dir
 from tests.glue_processor.test_batch import Env
-from tests.helpers import merge_plans, read_rows
+from tests.helpers import declared, merge_plans, read_rows
 
 DAYS = ("2026-11-01", "2026-11-02", "2026-11-03")
 KINDS = ("a", "b", "c")
@@ -51,7 +51,7 @@ def test_partitions_from_shared_files_and_own_parts_are_one_file_each_and_compac
     # partitions: one task's share of each partition is small (its shared file), the other's is not
     plans = merge_plans(monkeypatch)
     schema = tmp_path / "schema.json"
-    schema.write_text(json.dumps({"columns": {"ts": "timestamp"}}))
+    schema.write_text(json.dumps({"columns": {"ts": "timestamp", "kind": "string"}}))
     env = Env(
         tmp_path,
         schema=schema.as_uri(),
@@ -124,7 +124,12 @@ def test_past_the_partition_limit_the_smallest_partitions_rows_join_the_null_par
     # Given a table partitioned by kind, a limit of four partitions a batch, and two objects whose tasks
     # stay within it (a, b, c; d, f, g and rows without a kind), seven partitions in all
     env = Env(
-        tmp_path, partition_by="kind", max_partitions_per_batch="2", partition_limit_per_batch="4", target_file_mb="4"
+        tmp_path,
+        schema=declared(tmp_path, kind="string"),
+        partition_by="kind",
+        max_partitions_per_batch="2",
+        partition_limit_per_batch="4",
+        target_file_mb="4",
     )
     entries = [env.put("one.json", _kinds(FIRST, 1)), env.put("two.json", _kinds(SECOND, 2))]
     record = env.job(spark).run([env.manifest("m0", entries)], 0)
@@ -165,7 +170,12 @@ def test_past_the_partition_limit_the_smallest_partitions_rows_join_the_null_par
 def test_a_task_past_the_partition_limit_moves_the_rows_itself(spark: Any, tmp_path: Path) -> None:
     # Given one object of thirteen partitions (a the largest), and a limit of three
     env = Env(
-        tmp_path, partition_by="kind", max_partitions_per_batch="2", partition_limit_per_batch="3", target_file_mb="4"
+        tmp_path,
+        schema=declared(tmp_path, kind="string"),
+        partition_by="kind",
+        max_partitions_per_batch="2",
+        partition_limit_per_batch="3",
+        target_file_mb="4",
     )
     rows: dict[str | None, int] = {"a": 600, "b": 450, **{k: 3 + n for n, k in enumerate("cdefghijkl")}, None: 5}
     record = env.job(spark).run([env.manifest("m0", [env.put("f.json", _kinds(rows, 27))])], 0)
@@ -189,7 +199,7 @@ def test_a_task_past_the_partition_limit_moves_the_rows_itself(spark: Any, tmp_p
 def test_past_the_partition_limit_a_time_partition_s_value_is_kept_in_iso_8601(spark: Any, tmp_path: Path) -> None:
     # Given day(ts) over a declared timestamp, a limit of four, and late rows over twelve days (day 0 the largest)
     schema = tmp_path / "schema.json"
-    schema.write_text(json.dumps({"columns": {"ts": "timestamp"}}))
+    schema.write_text(json.dumps({"columns": {"ts": "timestamp", "kind": "string"}}))
     env = Env(
         tmp_path,
         schema=schema.as_uri(),

@@ -16,6 +16,7 @@ import pytest
 
 from glue_processor.read.objects import local_path, store_for
 from glue_processor.read.task import FileTask, Staged, TaskResult, TaskSpec, run_task
+from glue_processor.table.declared import parse_schema
 from glue_processor.table.footer import footer_of
 from glue_processor.table.partitioning import parse_partition_by
 from glue_processor.write.merge import merge_parts, plan_merge
@@ -76,7 +77,7 @@ def _task(src: str, out: str, index: int, *, etag: str = "e", stores: Any = stor
             batch_id=1,
             ingest_time=NOW,
             target_bytes=128 * 1024 * 1024,
-            partitions=parse_partition_by("kind", None),
+            partitions=parse_partition_by("kind", parse_schema('{"columns": {"kind": "string"}}')),
             **spec,
         ),
         stores,
