@@ -58,6 +58,9 @@ class BatchStats(_Frozen):
     files: int = 0
     missing_files: int = 0
     unreadable_files: int = 0
+    # objects read in part (their read stopped at a line, or a byte range could not be read): their
+    # rows up to there loaded, the rest quarantined; a record leaves it out at 0 (record_json)
+    partial_files: int = 0
     input_bytes: int = 0
     text_bytes: int = 0
     records_in: int = 0
@@ -82,7 +85,7 @@ class BatchStats(_Frozen):
 # Fields of BatchStats added after records were first written: a record leaves them out at 0 (its
 # model forbids fields it does not know), so a job rolled back to the version before them still reads
 # every record that has nothing to say in them.
-OMITTED_AT_ZERO = ("overflow_records",)
+OMITTED_AT_ZERO = ("overflow_records", "partial_files")
 
 
 class TableShare(_Frozen):

@@ -166,7 +166,12 @@ UNROUTED_OBJECTS = _m(
     "UnroutedObjects", "Count", J, "objects no route leads to a table (routing: unmatched: ignore); not read"
 )
 MISSING_OBJECTS = _m("MissingObjects", "Count", J, "objects listed in a manifest but not found")
-UNREADABLE_OBJECTS = _m("UnreadableObjects", "Count", J, "objects that could not be read or decompressed")
+UNREADABLE_OBJECTS = _m(
+    "UnreadableObjects",
+    "Count",
+    J,
+    "objects not read whole: missing parts or not decompressed (a truncated gzip: its rows before the break load)",
+)
 QUARANTINED_MANIFESTS = _m("QuarantinedManifests", "Count", J, "manifests that are invalid or failed too often")
 PARTITIONS_WRITTEN = _m("PartitionsWritten", "Count", J, "table partitions the batch wrote files into")
 PARTITIONS_PAST_BOUND = _m(

@@ -3,6 +3,10 @@
 Exactly-once feeding across crashes: the exact events of a feed round are written to a
 write-ahead file first; a restarted run replays them (same events, so the same manifest names)
 before it looks for new files.
+
+Every new file is sent, the ones the pipeline does not take too (a ``.txt`` beside the data): the
+manifest builder ignores and counts them (``ObjectsIgnored``), as it does for an event S3 or
+EventBridge delivers outside its filter, and the run's summary names them.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class FeedResult:
     invocations: int = 0
     manifests: list[str] = field(default_factory=list)
     replayed: bool = False
+    ignored: list[str] = field(default_factory=list)  # keys of new files the pipeline does not take
 
 
 def md5_of(path: Path) -> str:
@@ -72,26 +77,31 @@ class Feeder:
                 seen[item["key"]] = (item["size"], item["mtime_ns"])
         return seen
 
-    def landing_files(self) -> Iterator[tuple[str, Path]]:
-        """(key, path) of every file under the landing bucket that the manifest builder accepts."""
+    def landing_files(self, *, every: bool = False) -> Iterator[tuple[str, Path]]:
+        """(key, path) of every file under the landing bucket that the manifest builder accepts
+        (``every``: the others too; hidden files never)."""
         root = self.layout.landing.resolve()
         for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             for name in sorted(filenames):
                 path = Path(dirpath) / name
                 key = path.relative_to(root).as_posix()
-                if not name.startswith(".") and self.settings.accepts(key):
+                if not name.startswith(".") and (every or self.settings.accepts(key)):
                     yield key, path
 
     def new_files(self) -> list[tuple[str, os.stat_result]]:
-        """Accepted files under the landing bucket that are new or changed since fed."""
+        """Files under the landing bucket that are new or changed since fed (taken or not)."""
         fed = self.fed()
         found = []
-        for key, path in self.landing_files():
+        for key, path in self.landing_files(every=True):
             st = path.stat()
             if fed.get(key) != (st.st_size, st.st_mtime_ns):
                 found.append((key, st))
         return found
+
+    def pending(self) -> bool:
+        """Anything to feed: an interrupted feed to replay, or a new or changed file (a stat each)."""
+        return self.wal.exists() or bool(self.new_files())
 
     def feed(self) -> FeedResult:
         """Replay an interrupted feed, then feed every new or changed file."""
@@ -146,6 +156,7 @@ class Feeder:
             result.manifests.extend(built.manifests_written)
             result.files += built.objects
             result.bytes += built.bytes
+        result.ignored.extend(item["key"] for item in pending["ledger"] if not self.settings.accepts(item["key"]))
         _append_fed(self.ledger, pending["ledger"])
         self.wal.unlink(missing_ok=True)
 

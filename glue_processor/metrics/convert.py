@@ -97,7 +97,7 @@ def record_datums(
         datum(M.MANIFESTS_PROCESSED, s.manifests, dimensions, when),
         datum(M.BAD_RECORDS, s.bad_records, dimensions, when),
         datum(M.MISSING_OBJECTS, s.missing_files, dimensions, when),
-        datum(M.UNREADABLE_OBJECTS, s.unreadable_files, dimensions, when),
+        datum(M.UNREADABLE_OBJECTS, s.unreadable_files + s.partial_files, dimensions, when),
         datum(M.QUARANTINED_MANIFESTS, s.bad_manifests, dimensions, when),
         datum(M.PARQUET_FILES, s.output_files, dimensions, when),
         datum(M.PARTITIONS_WRITTEN, s.partitions, dimensions, when),

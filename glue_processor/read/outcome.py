@@ -45,6 +45,9 @@ class Outcome:
         # rows moved to the null partition past the share's partition limit, by the parse tasks or
         # the write stage (glue_processor.plan.overflow)
         self.overflow_records = 0
+        # objects read in part: their read stopped at a line (a gzip break, the text cap) or a byte
+        # range of theirs could not be read; their rows up to there are loaded, the rest quarantined
+        self.partial: set[tuple[str, str, str, str | None]] = set()
         if plan is None:
             return
         for rejection in plan.rejections:
@@ -66,6 +69,8 @@ class Outcome:
             self.gzip_bytes += source.entry.size
             self.gzip_text_bytes += found.text_bytes
         reason = found.reason
+        if reason is not None:
+            self.partial.add(_identity(source))
         if reason is None and found.bad and not found.good:
             reason = f"{REASON_ALL_BAD} ({found.bad})"
         self._record(source.entry, source.manifest_uri, found.status, records=found.good, bad=found.bad, reason=reason)
@@ -93,6 +98,7 @@ class Outcome:
         share.data_files, share.quarantine_files = [], []
         share.records_out = share.bad_records = share.rescued = share.extra_values = share.null_partitions = 0
         share.overflow_records = 0
+        share.partial = set()
 
     def count(self, status: str) -> int:
         return sum(1 for s in self.sources if s.status == status)
@@ -152,5 +158,11 @@ def gather(
     for part in lost:  # a range that could not be read, of an object whose other ranges loaded
         source = files[part.item]
         outcome.rejections.append(Rejection("file", source.source_uri, part.reason or "", source.manifest_uri))
+        outcome.partial.add(_identity(source))
     outcome.final_keys = tuple(sorted(keys))
     return seen
+
+
+def _identity(source: SourceFile) -> tuple[str, str, str, str | None]:
+    e = source.entry
+    return (e.bucket, e.key, e.etag, e.version_id)
