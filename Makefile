@@ -38,6 +38,8 @@ SLA_S ?= 600
 
 .DEFAULT_GOAL := help
 SQL ?=
+# handed to the recipe through the environment, never pasted into its shell line: SQL holds quotes
+export SQL
 SCHEMA ?=
 PARTITION_BY ?=
 ROUTES ?=
@@ -68,8 +70,8 @@ $(STAMP): pyproject.toml $(NATIVE)
 run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<dir>] [CORES=N, default all] [TABLE_FORMAT=hive-parquet] [SCHEMA=types.json] [PARTITION_BY='day(ts)'] [ROUTES=routes.yaml]
 	$(BIN)/python -m glue_processor.local.cli --workdir "$(WORKDIR)" --table-format "$(TABLE_FORMAT)" $(if $(SCHEMA),--schema "$(SCHEMA)") $(if $(PARTITION_BY),--partition-by "$(PARTITION_BY)") $(if $(ROUTES),--routes "$(ROUTES)") $(if $(DATA),--data "$(DATA)") $(if $(CORES),--cores "$(CORES)")
 
-query: setup ## SQL over the local table (DuckDB, current snapshot): make query [SQL="SELECT ..."] [FORMAT=csv] [WORKDIR=...]
-	@$(BIN)/python -m glue_processor.local.query --workdir "$(WORKDIR)" --format "$(FORMAT)" $(if $(SQL),--sql "$(SQL)")
+query: setup ## SQL over the local tables (DuckDB, current snapshots; ; between statements): make query [SQL='SELECT ...'] [FORMAT=csv] [WORKDIR=...]
+	@$(BIN)/python -m glue_processor.local.query --workdir "$(WORKDIR)" --format "$(FORMAT)" --sql "$$SQL"
 
 compact: setup ## compact the local table: small files of closed days into ~128 MB files, expire old snapshots, remove orphans
 	@$(BIN)/python -m glue_processor.local.maintain --workdir "$(WORKDIR)" $(if $(OPEN),--include-open)

@@ -16,6 +16,9 @@ MANIFEST_SUFFIX = ".json"
 _DATA_BYTES = re.compile(r"-(\d{1,20})b\.json$")
 # Directories whose names start with "_" or "." are skipped by Spark, Athena, Trino and Hive.
 COMMITS_DIR = "_commits"
+# The stack's Glue database (template parameter DatabaseName's default), as Athena names it: the
+# local query views answer to it too, so the README's SQL runs locally as printed.
+ATHENA_DATABASE = "ndjson_ingest"
 STAGING_DIR = "_staging"
 
 

@@ -1,9 +1,13 @@
-"""``make query``: SQL over the local table, with DuckDB, on the table's current snapshot.
+"""``make query``: SQL over the local tables, with DuckDB, on each table's current snapshot.
 
-Each Iceberg table's current data files (from the embedded catalog) become a DuckDB view named like
-the table (``events``, also ``ingest.events``; with a routing file, one view per table); in
-hive-parquet mode the view is over the visible Parquet files. The load history, when written, is the
-view ``load_history``. The default query counts rows and files per partition of each table.
+Every table of the run is a view under three names: ``events``, ``ingest.events`` (the local
+database) and ``ndjson_ingest.events`` (the stack's database, as Athena names it), so the README's
+queries run here as printed. The load history is ``load_history`` under the same three names. Beside
+them: ``partitions``, ``files`` and ``snapshots``, one row per partition, data file and snapshot of
+each table (a column ``table`` says whose). The default query lists the partitions.
+
+The views read the Parquet files with no option that adds a column, so a field of the user's called
+``filename`` (or anything else) never collides with one of ours.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,63 +24,100 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.compute
+from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.table import Table
 
+from contracts.exceptions import ConfigError
+from contracts.layout import ATHENA_DATABASE
+from glue_processor.local.errors import cli
 from glue_processor.local.layout import LocalLayout
 from glue_processor.local.text import aligned
 from glue_processor.table.catalog import open_catalog
-from glue_processor.table.read import published_files
+from glue_processor.table.read import local_file, published_files
 
 LOAD_HISTORY = "load_history"  # JobSettings.load_history_table's default: make run's
-# Iceberg: the table's partitions as its metadata counts them (a view `partitions`); hive-parquet: by day.
-PARTITIONS_SQL = 'SELECT "table", partition, rows, files, mb FROM partitions ORDER BY "table", partition'
-DAYS_SQL = (
-    "SELECT strftime(_ingest_time, '%Y-%m-%d') AS ingest_day, count(*) AS rows, count(DISTINCT filename) AS files "
-    "FROM events GROUP BY 1 ORDER BY 1"
+LOCAL_DATABASE = "ingest"  # JobSettings.database's default: make run's
+DEFAULT_SQL = 'SELECT "table", partition, rows, files, mb FROM partitions ORDER BY "table", partition'
+# hive-parquet: no metadata to count rows from; files and MB per dt= directory
+HIVE_SQL = (
+    "SELECT \"table\", regexp_extract(path, 'dt=([^/]+)', 1) AS dt, count(*) AS files, round(sum(mb), 2) AS mb "
+    "FROM files GROUP BY ALL ORDER BY ALL"
 )
+EMPTY = pa.table({"table": pa.array([], pa.string())})
 
 
-def connect(output: Path, *, database: str = "ingest", table_name: str = "events") -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with each table as a view (``table_name`` always, even empty)."""
+def connect(output: Path, *, database: str = LOCAL_DATABASE, table_name: str = "events") -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with each table as a view (``table_name`` always, even empty), the load
+    history, and the ``partitions``, ``files`` and ``snapshots`` views."""
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    con.execute(f'CREATE SCHEMA "{database}"')
+    schemas = dict.fromkeys([database, ATHENA_DATABASE])
+    for schema in schemas:
+        con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
     catalog_db = output / "_catalog" / "catalog.db"
     catalog = open_catalog(f"sqlite:///{catalog_db}") if catalog_db.exists() else None
-    names: set[str] = set()
-    if catalog is not None:
-        with contextlib.suppress(NoSuchNamespaceError):
-            names |= {ident[-1] for ident in catalog.list_tables(database) if ident[-1] != LOAD_HISTORY}
-    names = names or {table_name}  # no table yet (or hive-parquet): the job's own, empty until written
-    for name in sorted(names):
-        _view(con, output, database, name)
-    if catalog is not None:
-        parts = []
-        for name in sorted(names):
-            with contextlib.suppress(NoSuchTableError):
-                part = partitions_of(catalog.load_table((database, name)))
-                parts.append(part.add_column(0, "table", pa.array([name] * part.num_rows, pa.string())))
-        if parts:
-            con.register("partitions", pa.concat_tables(parts, promote_options="permissive"))
-        with contextlib.suppress(NoSuchTableError):  # the load history (--load_history_table), once written
-            con.register("load_history", catalog.load_table((database, LOAD_HISTORY)).scan().to_arrow())
+    names = _table_names(catalog, database) or [table_name]  # hive-parquet, or nothing yet: the job's own
+    tables = {name: _load(catalog, database, name) for name in names}
+    for name in names:
+        files = published_files(output, database=database, table_name=name)
+        _views(con, schemas, name, _reader([str(f) for f in files]))
+    history = _load(catalog, database, LOAD_HISTORY)
+    if history is not None:
+        con.register("_load_history", history.scan().to_arrow())
+        _views(con, schemas, LOAD_HISTORY, "_load_history")
+    parts, files, snaps = [], [], []
+    for name, table in tables.items():
+        if table is None:
+            files.append(_hive_files(name, published_files(output, database=database, table_name=name)))
+            continue
+        parts.append(_labelled(name, partitions_of(table)))
+        files.append(_labelled(name, files_of(table)))
+        snaps.append(_labelled(name, snapshots_of(table)))
+    for view, parts_of in (("partitions", parts), ("files", files), ("snapshots", snaps)):
+        con.register(view, pa.concat_tables(parts_of, promote_options="permissive") if parts_of else EMPTY)
     return con
 
 
-def _view(con: duckdb.DuckDBPyConnection, output: Path, database: str, table_name: str) -> None:
-    files = [str(p) for p in published_files(output, database=database, table_name=table_name)]
-    if files:
-        listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
-        source = f"read_parquet([{listed}], union_by_name = true, filename = true, hive_partitioning = false)"
-    else:
-        source = (
-            "(SELECT NULL::VARCHAR AS _source_uri, NULL::BIGINT AS _line, NULL::TIMESTAMPTZ AS _ingest_time, "
-            "NULL::VARCHAR AS filename WHERE false)"
+def _table_names(catalog: Catalog | None, database: str) -> list[str]:
+    if catalog is None:
+        return []
+    with contextlib.suppress(NoSuchNamespaceError):
+        return sorted(ident[-1] for ident in catalog.list_tables(database) if ident[-1] != LOAD_HISTORY)
+    return []
+
+
+def _load(catalog: Catalog | None, database: str, name: str) -> Table | None:
+    if catalog is None:
+        return None
+    try:
+        return catalog.load_table((database, name))
+    except NoSuchTableError:
+        return None
+
+
+def _reader(files: list[str]) -> str:
+    if not files:
+        return (
+            "(SELECT NULL::VARCHAR AS _source_uri, NULL::BIGINT AS _line, NULL::TIMESTAMPTZ AS _ingest_time "
+            "WHERE false)"
         )
-    # names are the settings' (validated [a-z0-9_]) and quoted paths: no user SQL is interpolated
-    con.execute(f'CREATE VIEW "{database}"."{table_name}" AS SELECT * FROM {source}')  # noqa: S608
-    con.execute(f'CREATE VIEW "{table_name}" AS SELECT * FROM "{database}"."{table_name}"')  # noqa: S608
+    listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+    # no filename/hive options: each would add a column that a user's field of that name collides with
+    return f"read_parquet([{listed}], union_by_name = true, hive_partitioning = false)"
+
+
+def _views(con: duckdb.DuckDBPyConnection, schemas: dict[str, None], name: str, source: str) -> None:
+    # names are the catalog's (validated [a-z0-9_]) and quoted paths: no user SQL is interpolated
+    first = next(iter(schemas))
+    con.execute(f'CREATE VIEW "{first}"."{name}" AS SELECT * FROM {source}')  # noqa: S608
+    for schema in [*list(schemas)[1:], None]:
+        where = f'"{schema}"."{name}"' if schema else f'"{name}"'
+        con.execute(f'CREATE VIEW {where} AS SELECT * FROM "{first}"."{name}"')  # noqa: S608
+
+
+def _labelled(name: str, table: pa.Table) -> pa.Table:
+    return table.add_column(0, "table", pa.array([name] * table.num_rows, pa.string()))
 
 
 def partitions_of(table: Table) -> pa.Table:
@@ -90,51 +132,140 @@ def partitions_of(table: Table) -> pa.Table:
             }
         )
     raw = table.inspect.partitions()
-    labels = [
-        "/".join(f"{k}={'null' if v is None else v}" for k, v in (p or {}).items())
-        for p in raw["partition"].to_pylist()
-    ]
+    labels = [_label(p) for p in raw["partition"].to_pylist()]
     return pa.table(
         {
             "partition": pa.array(labels, pa.string()),
             "rows": raw["record_count"],
             "files": raw["file_count"],
-            "mb": pa.compute.round(pa.compute.divide(raw["total_data_file_size_in_bytes"].cast(pa.float64()), 1e6), 2),
+            "mb": _mb(raw["total_data_file_size_in_bytes"]),
         }
     )
+
+
+def files_of(table: Table) -> pa.Table:
+    """One row per data file of the current snapshot: path, partition, spec, rows, MB."""
+    if table.current_snapshot() is None:
+        return pa.table({"path": pa.array([], pa.string())})
+    raw = table.inspect.files()
+    return pa.table(
+        {
+            "path": pa.array([str(local_file(p)) for p in raw["file_path"].to_pylist()], pa.string()),
+            "partition": pa.array([_label(p) for p in raw["partition"].to_pylist()], pa.string()),
+            "spec_id": raw["spec_id"],
+            "rows": raw["record_count"],
+            "mb": _mb(raw["file_size_in_bytes"]),
+        }
+    )
+
+
+def snapshots_of(table: Table) -> pa.Table:
+    """One row per snapshot the table keeps: when, what operation, which batch, rows and files added."""
+    rows: dict[str, list[Any]] = {
+        k: [] for k in ("snapshot_id", "committed_at", "operation", "batch_id", "added_rows", "added_files")
+    }
+    for s in table.metadata.snapshots:
+        summary = s.summary.additional_properties if s.summary is not None else {}
+        rows["snapshot_id"].append(s.snapshot_id)
+        rows["committed_at"].append(s.timestamp_ms)
+        rows["operation"].append(s.summary.operation.value if s.summary is not None else None)
+        rows["batch_id"].append(int(summary["ingest.batch-id"]) if "ingest.batch-id" in summary else None)
+        rows["added_rows"].append(int(summary.get("added-records", 0)))
+        rows["added_files"].append(int(summary.get("added-data-files", 0)))
+    return pa.table(
+        {
+            "snapshot_id": pa.array(rows["snapshot_id"], pa.int64()),
+            "committed_at": pa.array(rows["committed_at"], pa.timestamp("ms", tz="UTC")),
+            "operation": pa.array(rows["operation"], pa.string()),
+            "batch_id": pa.array(rows["batch_id"], pa.int64()),
+            "added_rows": pa.array(rows["added_rows"], pa.int64()),
+            "added_files": pa.array(rows["added_files"], pa.int64()),
+        }
+    )
+
+
+def _hive_files(name: str, files: list[Path]) -> pa.Table:
+    return pa.table(
+        {
+            "table": pa.array([name] * len(files), pa.string()),
+            "path": pa.array([str(f) for f in files], pa.string()),
+            "mb": pa.array([round(f.stat().st_size / 1e6, 2) for f in files], pa.float64()),
+        }
+    )
+
+
+def _label(partition: dict[str, Any] | None) -> str:
+    return "/".join(f"{k}={'null' if v is None else v}" for k, v in (partition or {}).items())
+
+
+def _mb(sizes: pa.ChunkedArray) -> pa.Array:
+    return pa.compute.round(pa.compute.divide(sizes.cast(pa.float64()), 1e6), 2)
+
+
+def cell(value: Any) -> Any:
+    """A value as a reader expects to see it: a map as ``{"k": "v"}`` (Arrow hands maps out as lists
+    of pairs), a list as JSON, everything else as it is."""
+    if isinstance(value, list) and all(isinstance(v, tuple) and len(v) == 2 for v in value) and value:
+        return json.dumps(dict(value), ensure_ascii=False, default=str)
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return value
 
 
 def render(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return aligned(columns, rows, left=len(columns), null="NULL") + f"\n({len(rows)} rows)"
 
 
+def run(workdir: Path, sql: str, fmt: str) -> int:
+    layout = LocalLayout(workdir.resolve())
+    if not (layout.output / "_catalog" / "catalog.db").exists() and not published_files(layout.output):
+        raise ConfigError(
+            f"WORKDIR={workdir}: no table here (no {layout.output}/_catalog, no Parquet files); "
+            f"run make run WORKDIR={workdir} first, or pass the WORKDIR you ran it with"
+        )
+    con = connect(layout.output)
+    iceberg = (layout.output / "_catalog" / "catalog.db").exists()
+    try:
+        statements = con.extract_statements(sql or (DEFAULT_SQL if iceberg else HIVE_SQL))
+    except duckdb.Error as exc:
+        raise ConfigError(f"SQL: {str(exc).splitlines()[0]}") from exc
+    for n, statement in enumerate(statements):
+        if n:
+            print()
+        _print(con, statement, fmt)
+    return 0
+
+
+def _print(con: duckdb.DuckDBPyConnection, statement: Any, fmt: str) -> None:
+    try:
+        relation = con.sql(statement.query)
+    except duckdb.Error as exc:
+        raise ConfigError(f"SQL: {str(exc).splitlines()[0]}") from exc
+    if relation is None:  # a statement without rows
+        return
+    columns = list(relation.columns)
+    # through Arrow: time zones without pytz, decimals and maps as they are
+    arrow = relation.to_arrow_table()
+    rows = [
+        [cell(v) for v in row]
+        for row in zip(*(arrow.column(i).to_pylist() for i in range(arrow.num_columns)), strict=True)
+    ]
+    if fmt == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(rows)
+    else:
+        print(render(columns, rows))
+
+
+@cli
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="query", description=__doc__)
     p.add_argument("--workdir", type=Path, default=Path(".work"))
     p.add_argument("--sql", default="", help="the query (default: rows and files per partition)")
     p.add_argument("--format", choices=("table", "csv"), default="table")
     args = p.parse_args(argv)
-    layout = LocalLayout(args.workdir.resolve())
-    try:
-        con = connect(layout.output)
-        iceberg = (layout.output / "_catalog" / "catalog.db").exists()
-        relation = con.sql(args.sql or (PARTITIONS_SQL if iceberg else DAYS_SQL))
-        if relation is None:  # a statement without rows
-            return 0
-        columns = list(relation.columns)
-        # through Arrow: time zones without pytz, decimals and maps as they are
-        arrow = relation.to_arrow_table()
-        rows = list(zip(*(arrow.column(i).to_pylist() for i in range(arrow.num_columns)), strict=True))
-    except duckdb.Error as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.format == "csv":
-        writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(rows)
-    else:
-        print(render(columns, rows))
-    return 0
+    return run(args.workdir, args.sql, args.format)
 
 
 if __name__ == "__main__":
