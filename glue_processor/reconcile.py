@@ -13,6 +13,12 @@ manifest builder locally (a version already ingested is dropped there as a dupli
     python -m glue_processor.reconcile --landing s3://bucket/incoming/ --database ndjson_ingest \\
         [--queue-url https://sqs...] [--requeue]
     python -m glue_processor.reconcile --landing s3://bucket/incoming/ --from ledger --output s3://out/data
+
+Exit codes: 0 every object that landed is accounted for (loaded, or left out on purpose: ignored by
+the routing file's ``unmatched: ignore``); 3 an object that should have been loaded never was, or an
+object version was loaded twice (the JSON report says which); 2 the command was given wrong (a
+setting, a WORKDIR with no run). ``make reconcile`` exits 2 whenever this does not exit 0 (make's
+own code for a failed recipe), naming this one's.
 """
 
 from __future__ import annotations
@@ -27,10 +33,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contracts.exceptions import ConfigError
 from contracts.layout import COMMITS_DIR, is_commit_record
 from contracts.ledger import CommitRecord
 from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
 from glue_processor.commit.ledger import abandoned_shares
+from glue_processor.local.errors import cli
 from glue_processor.local.layout import LANDING_BUCKET, MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout
 
 if TYPE_CHECKING:
@@ -38,6 +46,9 @@ if TYPE_CHECKING:
 
 Identity = tuple[str, str, str]
 DONE = {"ingested", "empty"}
+# left out on purpose: the routing file sends the key to no table (unmatched: ignore)
+ACCOUNTED = {"ignored"}
+ALL_ACCOUNTED, NOT_LOADED = 0, 3
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,7 @@ class Report:
     landed: int = 0
     ingested: int = 0
     tables: dict[str, int] = field(default_factory=dict)  # objects ingested per table (when known)
+    ignored: int = 0  # left out on purpose (ACCOUNTED)
     never_ingested: list[LandedObject] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # s3 uri -> "status: reason"
     ingested_twice: dict[str, list[int]] = field(default_factory=dict)  # s3 uri@etag -> batch ids
@@ -95,6 +107,7 @@ class Report:
             "landed": self.landed,
             "ingested": self.ingested,
             "tables": self.tables,
+            "ignored": self.ignored,
             "never_ingested": [f"s3://{o.bucket}/{o.key}" for o in self.never_ingested],
             "failed": self.failed,
             "ingested_twice": self.ingested_twice,
@@ -107,9 +120,12 @@ def reconcile(landed: Iterable[LandedObject], loads: Iterable[Load]) -> Report:
     batches: dict[Identity, list[int]] = defaultdict(list)
     tables: dict[Identity, str] = {}
     problems: dict[Identity, str] = {}
+    left_out: set[Identity] = set()
     for load in loads:
         identity = (load.bucket, load.key, load.etag)
-        if load.status in DONE:
+        if load.status in ACCOUNTED:
+            left_out.add(identity)
+        elif load.status in DONE:
             batches[identity].append(load.batch_id)
             if load.table:
                 tables[identity] = load.table
@@ -123,6 +139,8 @@ def reconcile(landed: Iterable[LandedObject], loads: Iterable[Load]) -> Report:
             report.ingested += 1
             if identity in tables:
                 report.tables[tables[identity]] = report.tables.get(tables[identity], 0) + 1
+        elif identity in left_out:
+            report.ignored += 1
         else:
             report.never_ingested.append(obj)
             if identity in problems:
@@ -247,6 +265,7 @@ def sqs_requeue(sqs: Any, queue_url: str, missing: list[LandedObject]) -> int:
     return len(missing)
 
 
+@cli
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="reconcile", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--workdir", type=Path, help="a local run's WORKDIR")
@@ -265,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requeue", action="store_true", help="send the never-ingested objects through again")
     args = p.parse_args(argv)
     if args.workdir:
+        if not (args.workdir / "state").is_dir():
+            raise ConfigError(f"WORKDIR={args.workdir}: no local run here; run make run WORKDIR={args.workdir} first")
         report = reconcile(local_landing(args.workdir), local_loads(args.workdir, args.source))
         if args.requeue and report.never_ingested:
             report.requeued = local_requeue(args.workdir, report.never_ingested)
@@ -287,14 +308,15 @@ def main(argv: list[str] | None = None) -> int:
             report.requeued = sqs_requeue(boto3.client("sqs"), args.queue_url, report.never_ingested)
     else:
         p.error("give --workdir, or --landing and --database (or --from ledger and --output)")
-    print(json.dumps(report.as_json(), indent=1))
+    print(json.dumps(report.as_json(), indent=1, ensure_ascii=False))
     print(
-        f"landed {report.landed}, ingested {report.ingested}, never ingested {len(report.never_ingested)} "
+        f"landed {report.landed}, ingested {report.ingested}, ignored by the routing {report.ignored}, "
+        f"never ingested {len(report.never_ingested)} "
         f"({len(report.failed)} with a recorded failure), ingested twice {len(report.ingested_twice)}, "
         f"requeued {report.requeued}",
         file=sys.stderr,
     )
-    return 0 if not report.never_ingested and not report.ingested_twice else 3
+    return ALL_ACCOUNTED if not report.never_ingested and not report.ingested_twice else NOT_LOADED
 
 
 if __name__ == "__main__":
