@@ -373,6 +373,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(report.as_json()))
+    if args.workdir is not None and report.manifests:
+        # locally nothing runs the job on its own: say what does
+        print(
+            f"{report.manifests} manifests of {report.emitted_objects} objects are waiting; load them with: "
+            f"make run WORKDIR={args.workdir}",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from glue_processor.settings import JobSettings, ours_from_argv, settings_from_mapping
@@ -16,6 +16,7 @@ from glue_processor.settings import JobSettings, ours_from_argv, settings_from_m
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from contracts.ledger import CommitRecord
     from glue_processor.batch import ManifestBatchJob
 
 logger = logging.getLogger("glue_processor")
@@ -26,9 +27,12 @@ def parse_settings(argv: Sequence[str]) -> JobSettings:
     return settings_from_mapping(ours_from_argv(argv))
 
 
-def run_query(spark: SparkSession, settings: JobSettings) -> list[ManifestBatchJob]:
+def run_query(
+    spark: SparkSession, settings: JobSettings, *, on_batch: Callable[[CommitRecord], None] | None = None
+) -> list[ManifestBatchJob]:
     """Run the query, generation after generation, until it ends or is stopped (SIGTERM/SIGINT
-    stop it between batches). Returns the batch job of each generation that ran."""
+    stop it between batches). Returns the batch job of each generation that ran. ``on_batch``: told
+    each batch this run commits, once published (the local runner's progress line)."""
     import threading
 
     from glue_processor.batch import ManifestBatchJob
@@ -43,6 +47,7 @@ def run_query(spark: SparkSession, settings: JobSettings) -> list[ManifestBatchJ
         generation = settings.model_copy(update={"checkpoint_uri": start_generation(fs, settings)})
         metrics = job_metrics(spark, generation)
         batch_job = ManifestBatchJob(spark, generation, metrics=metrics, rotate_after=rotate_after_batches(settings))
+        batch_job.on_batch = on_batch
         metrics.attach(spark, generation)
         try:
             batch_job.start()  # before the first trigger: its batch then does only its own work

@@ -186,7 +186,7 @@ def test_a_local_backfill_loads_what_was_never_notified_once(tmp_path: Path) -> 
     # And the job runs again
     second = run_local("--data", str(data), "--workdir", str(work))
     assert second.returncode == 0, second.stderr[-2000:]
-    assert "fed: 0 new files" in second.stdout  # the backfilled objects are not fed again as new
+    assert "fed 0 new files" in second.stdout  # the backfilled objects are not fed again as new
     # Then every record of the five objects is in the table once
     rows = read_rows(work / "output")
     assert sorted((int(r["n"]), int(r["j"])) for r in rows) == sorted(

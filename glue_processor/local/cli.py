@@ -1,9 +1,11 @@
 """``make run``: the whole pipeline on one machine, local directories standing in for S3.
 
-1. The landing bucket is the user's tree (``--data``) or a generated sample.
+1. The landing bucket is the user's tree (``--data``, remembered by the WORKDIR) or a generated
+   sample (in a WORKDIR of its own).
 2. Each new file goes through the manifest builder as the S3 -> SQS event it would produce.
-3. The streaming job runs on local Spark until every manifest is processed, then stops.
-4. A summary says what came in and what went out.
+3. The streaming job runs on local Spark until every manifest is processed, then stops, printing a
+   line per batch; with nothing new to do, Spark is not started at all.
+4. A summary says what happened to the user's files, then what the tables hold.
 
 Run it again on the same WORKDIR and only new files are processed; after a crash (even
 ``kill -9``) it resumes from the checkpoint without loss or duplicates.
@@ -14,26 +16,23 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from datetime import UTC, datetime
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from contracts.exceptions import IngestError
+from contracts.exceptions import ConfigError
+from contracts.ledger import CommitRecord
 from contracts.routing import parse_routing
-from glue_processor.local.feeder import Feeder
+from glue_processor.local import runs
+from glue_processor.local.errors import cli
+from glue_processor.local.feeder import Feeder, FeedResult
 from glue_processor.local.layout import MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout, local_uri
-from glue_processor.local.metrics_report import read_datums, render_metrics
 from glue_processor.local.sample import generate
-from glue_processor.local.status import mark_run
-from glue_processor.local.summary import render
+from glue_processor.local.source import DataSource, choose, remember
+from glue_processor.local.summary import RunReport, TableState, quarantine_records, render, shown
 from glue_processor.metrics.sinks import JsonlSink
 from glue_processor.plan.routes import load_routes
 from glue_processor.settings import JobSettings, settings_from_mapping
-from glue_processor.table.read import load as load_table
-from glue_processor.table.read import published_files
 from lambdas.manifest_builder.settings import load_settings
 
 logger = logging.getLogger("ingest-local")
@@ -112,7 +111,7 @@ def routes_file(layout: LocalLayout, given: Path | None) -> Path | None:
     if given is None:
         return kept if kept.exists() else None
     if not given.is_file():
-        raise IngestError(f"ROUTES={given} is not a file")
+        raise ConfigError(f"ROUTES={given} is not a file: give the path of your routing file (docs/routing.md)")
     routing = parse_routing(given.read_bytes(), source=str(given))
     kept.write_bytes(routing.to_json())
     return kept
@@ -135,7 +134,7 @@ def job_settings(layout: LocalLayout, args: argparse.Namespace, routes: Path | N
             **({"max_files_per_trigger": str(args.max_files_per_trigger)} if args.max_files_per_trigger else {}),
             "target_file_mb": str(args.target_file_mb),
             "table_format": args.table_format,
-            **({"schema": local_uri(args.schema)} if args.schema else {}),
+            **({"schema": local_uri(_schema_file(args.schema))} if args.schema else {}),
             **({"partition_by": args.partition_by} if args.partition_by else {}),
             **({"routes": local_uri(routes)} if routes else {}),
             "metrics_sinks": "jsonl",
@@ -155,105 +154,204 @@ def visible_files(root: Path, suffix: str) -> list[Path]:
     ]
 
 
-def dataset_check(spark: Any, layout: LocalLayout, settings: JobSettings | None = None) -> dict[str, Any]:
-    """Read the output back as a reader would (each table's current snapshot), and count duplicates
-    by lineage."""
-    result: dict[str, Any] = {
-        "path": str(layout.output),
-        "quarantine_path": str(layout.quarantine),
-        "rows": 0,
-        "files": 0,
-        "duplicates": 0,
-        "quarantined": 0,
-        "tables": [],
-    }
-    names = ["events"] if settings is None else list(load_routes(settings).tables)
-    for name in names:
-        files = published_files(layout.output, table_name=name)
-        rows = duplicates = 0
-        if files:
-            lineage = pa.concat_tables(
-                pq.read_table(path, columns=["_source_uri", "_line"], partitioning=None) for path in files
-            )
-            rows = lineage.num_rows
-            distinct = lineage.unify_dictionaries().group_by(["_source_uri", "_line"]).aggregate([]).num_rows
-            duplicates = rows - distinct
-        result["rows"] += rows
-        result["files"] += len(files)
-        result["duplicates"] += duplicates
-        label = name if settings is None else f"{settings.database}.{name}"
-        entry: dict[str, Any] = {"name": label, "rows": rows, "files": len(files), "duplicates": duplicates}
-        if settings is not None and settings.table_format == "iceberg" and files:
-            table = load_table(settings, name)
-            snapshot = table.current_snapshot()
-            entry.update(
-                catalog=settings.catalog_uri,
-                location=table.location(),
-                snapshot_id=snapshot.snapshot_id if snapshot else None,
-                snapshots=len(table.metadata.snapshots),
-                query=f"make query WORKDIR={layout.workdir}",
-            )
-            result.setdefault("table", entry)
-        result["tables"].append(entry)
-    qfiles = visible_files(layout.quarantine, ".json")
-    if qfiles:
-        result["quarantined"] = spark.read.json(local_uri(layout.quarantine)).count()
-    return result
+def _schema_file(path: Path) -> Path:
+    if not path.is_file():
+        raise ConfigError(f'SCHEMA={path} is not a file: give a JSON file like {{"columns": {{"ts": "timestamp"}}}}')
+    return path
 
 
+class Progress:
+    """One line per batch as the job runs: files and MB done of what was waiting, rows, time."""
+
+    def __init__(self, files: int, data_bytes: int, started: float) -> None:
+        self.files, self.data_bytes, self.started = files, data_bytes, started
+        self.done_files = self.done_bytes = self.rows = 0
+
+    def __call__(self, record: CommitRecord) -> None:
+        s = record.stats
+        self.done_files += s.files
+        self.done_bytes += s.input_bytes
+        self.rows += s.records_out
+        total_files = max(self.files, self.done_files)
+        total_mb = max(self.data_bytes, self.done_bytes) / 1e6
+        print(
+            f"batch {record.batch_id}: {self.done_files:,} of {total_files:,} files, "
+            f"{self.done_bytes / 1e6:,.1f} of {total_mb:,.1f} MB, {self.rows:,} rows, "
+            f"{time.monotonic() - self.started:.1f} s",
+            flush=True,
+        )
+
+
+def table_states(settings: JobSettings, layout: LocalLayout) -> list[TableState]:
+    """Each table as a reader finds it now: rows, files and bytes from its current snapshot, and
+    the (source, line) pairs found twice (DuckDB over its files: two columns read)."""
+    from glue_processor.table.read import published_files
+
+    out = []
+    for name in load_routes(settings).tables:
+        files = published_files(layout.output, database=settings.database, table_name=name)
+        out.append(
+            TableState(
+                name=f"{settings.database}.{name}",
+                rows=_rows(files),
+                files=len(files),
+                bytes=sum(f.stat().st_size for f in files),
+                duplicates=_duplicates(files),
+            )
+        )
+    return out
+
+
+def _rows(files: list[Path]) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+
+
+def _duplicates(files: list[Path]) -> int:
+    if not files:
+        return 0
+    import duckdb
+
+    listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+    con = duckdb.connect()
+    # paths quoted: no user text is interpolated
+    sql = f"SELECT count(*) - count(DISTINCT (_source_uri, _line)) FROM read_parquet([{listed}], union_by_name = true)"  # noqa: S608
+    ((found,),) = con.execute(sql).fetchall()
+    return int(found)
+
+
+def _feed_line(feed: FeedResult, source: DataSource, here: Path) -> str:
+    where = shown(source.path, here)
+    ignored = f"; {len(feed.ignored):,} ignored (not .json/.ndjson/.jsonl)" if feed.ignored else ""
+    replayed = " (and the interrupted feed of the last run)" if feed.replayed else ""
+    return f"fed {_count(feed.files, 'new file')} ({feed.bytes / 1e6:,.1f} MB) from {where}{ignored}{replayed}"
+
+
+@cli
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for name in list(logging.root.manager.loggerDict):
-        if name.startswith("manifest-builder"):
-            logging.getLogger(name).setLevel(logging.WARNING)
+        if name.startswith("manifest-builder"):  # what it ignores, the summary names
+            logging.getLogger(name).setLevel(logging.ERROR)
     args = parse_args(argv)
+    started = time.monotonic()
+    here = Path.cwd()
     layout = LocalLayout(args.workdir.resolve())
     try:
         layout.create()
     except FileExistsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    started = datetime.now(UTC)
+        raise ConfigError(str(exc)) from exc
+    source = choose(layout, args.data)
+    if source.sample and not source.path.exists():
+        print(f"generating a sample of {args.sample_files} NDJSON files in {shown(source.path, here)}")
+        generate(source.path, files=args.sample_files, records_per_file=args.sample_records)
     try:
-        source = args.data
-        if source is None:
-            source = layout.sample
-            if not source.exists():
-                print(f"generating a sample of {args.sample_files} NDJSON files in {source}")
-                generate(source, files=args.sample_files, records_per_file=args.sample_records)
-        elif not source.is_dir():
-            raise IngestError(f"DATA={source} is not a directory")
-        layout.link_landing(source)
-        builder = load_settings(
-            manifest_bucket=MANIFEST_BUCKET,
-            manifest_prefix=MANIFEST_PREFIX,
-            max_manifest_files=args.max_manifest_files,
-        )
-        routes = routes_file(layout, args.routes)
-        settings = job_settings(layout, args, routes)
-        load_routes(settings)  # a bad routing file stops here, before anything is fed
-        feed = Feeder(layout, builder, sqs_batch_size=args.sqs_batch_size, metrics=JsonlSink(layout.metrics)).feed()
-    except IngestError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        layout.link_landing(source.path)
+    except FileExistsError as exc:
+        raise ConfigError(str(exc)) from exc
+    remember(layout, source)
+    builder = load_settings(
+        manifest_bucket=MANIFEST_BUCKET, manifest_prefix=MANIFEST_PREFIX, max_manifest_files=args.max_manifest_files
+    )
+    routes = routes_file(layout, args.routes)
+    settings = job_settings(layout, args, routes)
+    load_routes(settings)  # a bad routing file, schema or partitioning stops here, before anything is fed
+    settings_print = runs.fingerprint(
+        settings.model_dump_json(),
+        routes.read_bytes() if routes else b"",
+        args.schema.read_bytes() if args.schema else b"",
+    )
+    feeder = Feeder(layout, builder, sqs_batch_size=args.sqs_batch_size, metrics=JsonlSink(layout.metrics))
+    if not feeder.pending():
+        last = runs.nothing_to_do(layout, fed=0, replayed=False, settings_print=settings_print)
+        if last is not None:
+            print(
+                f"nothing new in {shown(source.path, here)} since the last run ({last[:19].replace('T', ' ')}): "
+                f"the tables are as they were; make query WORKDIR={args.workdir}"
+            )
+            return 0
+    # the JVM starts while the feed hashes the new files (both take seconds; neither needs the other)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        fed = pool.submit(feeder.feed)
+        try:
+            return _run_job(
+                args,
+                layout,
+                settings,
+                fed=fed,
+                source=source,
+                settings_print=settings_print,
+                started=started,
+                here=here,
+            )
+        finally:
+            fed.cancel()
 
+
+def _run_job(
+    args: argparse.Namespace,
+    layout: LocalLayout,
+    settings: JobSettings,
+    *,
+    fed: Future[FeedResult],
+    source: DataSource,
+    settings_print: str,
+    started: float,
+    here: Path,
+) -> int:
     from glue_processor.local.session import local_session
     from glue_processor.main import run_query
 
-    print(f"running the streaming job on local Spark ({settings.trigger}); workdir {layout.workdir}")
-    spark = local_session(cores=args.cores)
-    mark_run(layout, finished=False)
+    spark = local_session(cores=args.cores, quiet=True)
     try:
-        jobs = run_query(spark, settings)
-        mark_run(layout, finished=True)
+        feed = fed.result()
+        print(_feed_line(feed, source, here))
+        waiting = runs.waiting(layout)
+        files = _files_waiting(layout, waiting.manifests)
+        print(
+            f"running the streaming job on local Spark ({args.cores if args.cores != '*' else 'all'} cores): "
+            f"{_count(len(waiting.manifests), 'manifest')}, {_count(files, 'file')}, "
+            f"{waiting.data_bytes / 1e6:,.1f} MB",
+            flush=True,
+        )
+        runs.mark_run(layout, finished=False)
+        jobs = run_query(spark, settings, on_batch=Progress(files, waiting.data_bytes, started))
+        runs.mark_run(layout, finished=True, drained=waiting.manifests, fingerprint=settings_print)
         committed = [record for job in jobs for record in job.committed]
-        print(render(committed, feed=feed, dataset=dataset_check(spark, layout, settings)))
-        datums = read_datums(layout.metrics, since=started)
-        print(f"\nmetrics of this run ({len(datums)} datums in {layout.metrics}):")
-        print(render_metrics(datums))
+        known = {name: tuple(sorted(jobs[-1].memory.keys_of(name))) for name in jobs[-1].routes.tables} if jobs else {}
+        report = RunReport(
+            records=committed,
+            fed_files=feed.files,
+            ignored=feed.ignored,
+            tables=table_states(settings, layout),
+            quarantined=quarantine_records(committed),
+            workdir=layout.workdir,
+            data=source.path,
+            seconds=time.monotonic() - started,
+            known_keys=known,
+        )
+        print(render(report, here=here), flush=True)
     finally:
         spark.stop()
     return 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'s' * (n != 1)}"
+
+
+def _files_waiting(layout: LocalLayout, names: list[str]) -> int:
+    """The objects the waiting manifests list (each names its file count)."""
+    import json
+
+    total = 0
+    for name in names:
+        try:
+            total += int(json.loads((layout.manifests / name).read_bytes()).get("file_count", 0))
+        except (OSError, ValueError):
+            continue
+    return total
 
 
 if __name__ == "__main__":

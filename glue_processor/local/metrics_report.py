@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from contracts.exceptions import ConfigError
 from contracts.metrics import BY_NAME, TABLE_DIMENSION
+from glue_processor.local import runs
+from glue_processor.local.errors import cli
+from glue_processor.local.layout import LocalLayout
 from glue_processor.local.text import aligned
 
 
@@ -58,3 +64,25 @@ def render_metrics(datums: list[dict[str, Any]]) -> str:
 
 def _fmt(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 or value == int(value) else f"{value:.3f}"
+
+
+@cli
+def main(argv: list[str] | None = None) -> int:
+    """``make metrics``: the datums of the last run (``--all``: of every run) of a WORKDIR."""
+    p = argparse.ArgumentParser(prog="metrics", description=main.__doc__)
+    p.add_argument("--workdir", type=Path, default=Path(".work"))
+    p.add_argument("--all", action="store_true", help="every run's datums, not only the last run's")
+    args = p.parse_args(argv)
+    layout = LocalLayout(args.workdir.resolve())
+    if not layout.metrics.exists():
+        raise ConfigError(f"WORKDIR={args.workdir}: no metrics.jsonl here; run make run WORKDIR={args.workdir} first")
+    started = runs.read(layout).get("started_at")
+    since = None if args.all or not started else datetime.fromisoformat(started)
+    datums = read_datums(layout.metrics, since=since)
+    print(f"{len(datums)} datums {'of every run' if since is None else 'of the last run'} in {layout.metrics}:")
+    print(render_metrics(datums))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 from glue_processor.local.java import java_home
 from glue_processor.session import JOB_SQL_CONF, quiet_expected_warnings
+
+QUIET_LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
 
 
 def local_session(
@@ -21,9 +24,16 @@ def local_session(
     cores: str = "*",
     driver_memory: str = "4g",
     extra: dict[str, Any] | None = None,
+    quiet: bool = False,
 ) -> SparkSession:
-    """A local SparkSession configured as the job expects."""
+    """A local SparkSession configured as the job expects; ``quiet``: the JVM logs errors only (a
+    user's ``make run`` reads our lines, not Spark's start-up warnings)."""
     os.environ["JAVA_HOME"] = java_home()
+    java_options = "-Dderby.system.home=/tmp/derby -XX:+UseG1GC"
+    if quiet:
+        # the loopback-hostname warning is decided before any log configuration: name the address
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        java_options += f" -Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"
     # The batch's tasks run Python (the native parser, pyarrow): the workers use this interpreter, not
     # whichever python3 is first on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -34,7 +44,7 @@ def local_session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.warehouse.dir", os.path.join(os.getcwd(), ".spark-warehouse"))
-        .config("spark.driver.extraJavaOptions", "-Dderby.system.home=/tmp/derby -XX:+UseG1GC")
+        .config("spark.driver.extraJavaOptions", java_options)
         # The local file system without .crc side files: its checksum layer cannot name the side file
         # of an object whose name has a ':' (timestamps), and S3 has no such layer either.
         .config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
@@ -42,6 +52,6 @@ def local_session(
     for key, value in {**JOB_SQL_CONF, **(extra or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    spark.sparkContext.setLogLevel("ERROR" if quiet else "WARN")
     quiet_expected_warnings(spark)
     return spark

@@ -14,7 +14,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from contracts.layout import manifest_data_bytes
 from glue_processor.local.layout import LocalLayout
+from glue_processor.local.runs import Waiting, read, run_file, waiting
 from lambdas.control_plane.decision import JobView
 from lambdas.control_plane.metrics_reader import JsonlReader
 from lambdas.control_plane.service import ControlPlane
@@ -22,21 +24,6 @@ from lambdas.control_plane.settings import load_settings
 from lambdas.control_plane.state import FileStateStore
 
 LOCAL_JOB = "local"
-
-
-def run_file(layout: LocalLayout) -> Path:
-    return layout.state / "run.json"
-
-
-def mark_run(layout: LocalLayout, *, finished: bool) -> None:
-    """Called by the local runner at start (pid) and at a clean end."""
-    path = run_file(layout)
-    info = json.loads(path.read_text()) if path.exists() else {}
-    if finished:
-        info.update(finished_at=datetime.now().astimezone().isoformat(), pid=None)
-    else:
-        info.update(pid=os.getpid(), started_at=datetime.now().astimezone().isoformat(), finished_at=None)
-    path.write_text(json.dumps(info))
 
 
 class LocalJobGateway:
@@ -89,9 +76,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def render(status: dict[str, Any], dry: dict[str, Any]) -> str:
+def render(status: dict[str, Any], dry: dict[str, Any], waiting: Waiting | None = None) -> str:
     job = status["job"]
     lines = [f"job: {job['state']}  workers: {job['workers']}  started: {job['started_at']}  paused: {job['paused']}"]
+    if waiting is not None:
+        lines.append(
+            f"manifests waiting: {len(waiting.manifests)} ({waiting.data_bytes / 1e6:,.1f} MB of data)"
+            + ("; make run loads them" if waiting.manifests and job["state"] != "RUNNING" else "")
+        )
     lines.append("last batches (newest last):")
     for name, values in status["last_batches"].items():
         lines.append(f"  {name:<22} " + "  ".join(f"{v:,.2f}" for v in values))
@@ -123,7 +115,12 @@ def main(argv: list[str] | None = None) -> int:
         metrics=JsonlReader(layout.metrics, settings.dimensions),
         state=FileStateStore(layout.state / "control-plane.json"),
     )
-    print(render(plane.handle("status").body, plane.handle("dry-run").body))
+    # a manifest the last run drained may still be listed until the next run archives it
+    listed = waiting(layout)
+    drained = set(read(layout).get("drained", []))
+    left = Waiting([m for m in listed.manifests if m not in drained], 0)
+    left = Waiting(left.manifests, sum(manifest_data_bytes(m) or 0 for m in left.manifests))
+    print(render(plane.handle("status").body, plane.handle("dry-run").body, left))
     return 0
 
 

@@ -59,8 +59,10 @@ def test_user_tree_is_ingested_then_only_new_files(tmp_path: Path) -> None:
         "--data", str(data), "--workdir", str(work), "--sqs-batch-size", "1", "--max-files-per-trigger", "1"
     )
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "this run:" in first.stdout and "13 records in, 13 written" in first.stdout
-    assert "metrics of this run" in first.stdout
+    # the summary leads with the user's files: four loaded, the .csv named as ignored
+    assert "your files: 5 new; 4 loaded (13 rows), 1 ignored" in first.stdout, first.stdout
+    assert f"ignored            {data / 'b/ignored.csv'}" in first.stdout
+    assert "table ingest.events: 13 rows in" in first.stdout and "each (source, line) once" in first.stdout
 
     # metrics.jsonl holds every family the job and the manifest Lambda publish, and adds up
     datums = [json.loads(line) for line in (work / "metrics.jsonl").read_text().splitlines()]
@@ -100,7 +102,7 @@ def test_user_tree_is_ingested_then_only_new_files(tmp_path: Path) -> None:
     write_tree(data, {"a/new.json": [{"id": 300}]})
     second = run_local("--data", str(data), "--workdir", str(work))
     assert second.returncode == 0, second.stderr[-3000:]
-    assert "fed: 1 new files" in second.stdout and "1 records in, 1 written" in second.stdout
+    assert "fed 1 new file (" in second.stdout and "your files: 1 new; 1 loaded (1 row)" in second.stdout
     assert len(read_rows(work / "output")) == 14
 
 

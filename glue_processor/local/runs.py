@@ -1,0 +1,94 @@
+"""A local run's state between runs: ``<WORKDIR>/state/run.json``.
+
+It stands in for the Glue job's run state (``make status``: active while its process lives, finished,
+or died without finishing), and lets a rerun with nothing new return without starting Spark: a run
+that finished cleanly drained every manifest it saw (available-now), so when nothing was fed since,
+no manifest is waiting but those, no share is set aside, and the settings are the same, there is
+nothing to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from contracts.layout import MANIFEST_SUFFIX, manifest_data_bytes
+from glue_processor.local.layout import LocalLayout
+
+DEFERRED = Path("_deferred") / "shares.json"  # glue_processor.commit.deferred.DEFERRED, under the output
+
+
+def run_file(layout: LocalLayout) -> Path:
+    return layout.state / "run.json"
+
+
+def read(layout: LocalLayout) -> dict[str, Any]:
+    path = run_file(layout)
+    if not path.exists():
+        return {}
+    try:
+        item = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:  # a run killed mid-write (the file is replaced whole, so rarely): no clean finish
+        return {}
+    return item if isinstance(item, dict) else {}
+
+
+def mark_run(layout: LocalLayout, *, finished: bool, drained: Iterable[str] = (), fingerprint: str = "") -> None:
+    """At a run's start (its pid) and at its clean end (the manifests it drained, its settings)."""
+    info = read(layout)
+    if finished:
+        info.update(
+            finished_at=datetime.now().astimezone().isoformat(),
+            pid=None,
+            drained=sorted(drained),
+            fingerprint=fingerprint,
+        )
+    else:
+        info.update(pid=os.getpid(), started_at=datetime.now().astimezone().isoformat(), finished_at=None)
+    path = run_file(layout)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(info), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """The manifests listed for the job: how many, and the objects and data bytes they reference."""
+
+    manifests: list[str]
+    data_bytes: int
+
+
+def waiting(layout: LocalLayout) -> Waiting:
+    names = sorted(p.name for p in layout.manifests.glob(f"*{MANIFEST_SUFFIX}")) if layout.manifests.exists() else []
+    return Waiting(names, sum(manifest_data_bytes(n) or 0 for n in names))
+
+
+def fingerprint(*parts: str | bytes) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode() if isinstance(part, str) else part)
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def nothing_to_do(layout: LocalLayout, *, fed: int, replayed: bool, settings_print: str) -> str | None:
+    """When the last run finished cleanly, nothing was fed since, and it would run on the same
+    settings: when it finished (else None: the job must run)."""
+    last = read(layout)
+    if fed or replayed or not last.get("finished_at") or last.get("pid"):
+        return None
+    if last.get("fingerprint") != settings_print:
+        return None
+    if not set(waiting(layout).manifests) <= set(last.get("drained", [])):
+        return None
+    deferred = layout.output / DEFERRED
+    if deferred.exists() and deferred.read_text(encoding="utf-8").strip() not in ("", "[]", "{}"):
+        return None
+    return str(last["finished_at"])

@@ -1,0 +1,276 @@
+"""A newcomer's first hour, through the Makefile targets they type (issue "A newcomer's first hour").
+
+One messy tree of their own (a field called ``filename``, keys ``name`` and ``Name``, a bad line, a
+truncated gzip, a ``.txt`` beside the data, a non-ASCII key), fed by ``make run`` once; then what they
+do next: ``make query`` (the README's SQL as printed), ``make reconcile``, ``make metrics``,
+``make status``, a rerun with nothing new, and the mistakes people make. Every promise of the README
+about these is asserted here on what the commands print and exit with.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.spark
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def make(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", "-s", "--no-print-directory", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def user_error(out: subprocess.CompletedProcess[str]) -> str:
+    """A mistake of the user's: exit 2, one line of ours on stderr (and make's own), no traceback."""
+    assert out.returncode == 2, (out.returncode, out.stdout[-2000:], out.stderr[-2000:])
+    assert "Traceback" not in out.stderr and "Traceback" not in out.stdout
+    ours = [line for line in out.stderr.splitlines() if line and not line.startswith("make:")]
+    assert len(ours) == 1 and ours[0].startswith("error: "), out.stderr
+    return ours[0]
+
+
+def write(path: Path, records: list[Any], *, raw: bytes = b"") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in records) + raw)
+
+
+@pytest.fixture(scope="module")
+def messy(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    base = tmp_path_factory.mktemp("first-hour")
+    data, work = base / "my data", base / "work"
+    write(
+        data / "orders.ndjson",
+        [{"id": i, "filename": f"f{i}.csv", "name": "lower", "custid": i % 3, "k" * 200: i} for i in range(20)],
+        raw=b"{not json\n",
+    )
+    write(data / "people/ünïcödé.json", [{"id": 100, "Name": "Upper"}])
+    body = b"".join(json.dumps({"id": 200 + i, "pad": "x" * 80}).encode() + b"\n" for i in range(500))
+    whole = gzip.compress(body)
+    (data / "logs").mkdir()
+    (data / "logs/cut.ndjson.gz").write_bytes(whole[: len(whole) // 2])
+    (data / "notes.txt").write_text("not data\n")
+    first = make("run", f"DATA={data}", f"WORKDIR={work}")
+    assert first.returncode == 0, first.stderr[-3000:]
+    return {"data": data, "work": work, "first": first}
+
+
+def test_the_summary_leads_with_what_happened_to_each_file(messy: dict[str, Any]) -> None:
+    out, data = messy["first"].stdout, messy["data"]
+    assert "Traceback" not in messy["first"].stderr
+    assert not [line for line in messy["first"].stderr.splitlines() if "WARN" in line], messy["first"].stderr
+    lines = out.splitlines()
+    # one progress line per batch, then the files: counts, then each thing to know with its path
+    assert any(re.match(r"batch 0: 3 of 3 files, [\d.]+ of [\d.]+ MB, [\d,]+ rows, [\d.]+ s$", x) for x in lines), out
+    headline = next(x for x in lines if x.startswith("your files:"))
+    assert headline.startswith("your files: 4 new; 3 loaded (")
+    assert "1 loaded in part" in headline and "1 ignored" in headline and "1 line quarantined" in headline
+    assert f"line quarantined   {data / 'orders.ndjson'}:21  malformed JSON" in out
+    assert f"loaded in part     {data / 'logs/cut.ndjson.gz'}" in out
+    assert f"ignored            {data / 'notes.txt'}" in out
+    # the key that lost its name says so where it happens
+    assert re.search(r'column name__2 +key "name" +differs from "Name" only in case', out), out
+    assert "table ingest.events:" in out and "each (source, line) once" in out
+    # the metrics are behind make metrics, not in the summary
+    assert "RecordsIn" not in out
+
+
+def test_every_count_agrees_on_a_file_read_in_part(messy: dict[str, Any]) -> None:
+    work = messy["work"]
+    datums = [json.loads(x) for x in (work / "metrics.jsonl").read_text().splitlines()]
+
+    def total(name: str) -> float:
+        return sum(d["value"] for d in datums if d["name"] == name and "Table" not in d["dimensions"])
+
+    # the truncated gzip has a file quarantine record, so it is counted as an object not read whole
+    assert total("UnreadableObjects") == 1
+    assert total("ObjectsIgnored") == 1  # the .txt
+    records = [json.loads(p.read_text()) for p in (work / "output/_commits").glob("*/*.json")]
+    assert sum(r["stats"].get("partial_files", 0) for r in records) == 1
+    kinds = [
+        json.loads(line)["kind"] for p in (work / "quarantine").rglob("*.json") for line in p.read_text().splitlines()
+    ]
+    assert sorted(kinds) == ["file", "line"]
+    shown = make("metrics", f"WORKDIR={work}")
+    assert shown.returncode == 0 and re.search(r"UnreadableObjects\s+job\s+Count\s+1\s+1", shown.stdout), shown.stdout
+
+
+def test_make_query_works_whatever_the_column_names(messy: dict[str, Any]) -> None:
+    work = messy["work"]
+    one = make("query", f"WORKDIR={work}", "SQL=SELECT 1 AS one")
+    assert one.returncode == 0 and one.stdout.splitlines()[:3] == ["one", "---", "1"], one.stderr
+    named = make("query", f"WORKDIR={work}", "FORMAT=csv", "SQL=SELECT filename FROM events WHERE id = '3'")
+    assert named.returncode == 0 and named.stdout.splitlines() == ["filename", "f3.csv"], named.stderr
+    # a map prints as a map, not as Python tuples
+    extra = make("query", f"WORKDIR={work}", "FORMAT=csv", "SQL=SELECT _extra FROM events WHERE id = '0'")
+    assert extra.returncode == 0, extra.stderr
+    ((cell,),) = list(csv.reader(extra.stdout.splitlines()[1:]))
+    assert json.loads(cell) == {"k" * 200: "0"}  # the key too long to be a column, in _extra
+    # files and snapshots beside partitions
+    for view in ("partitions", "files", "snapshots"):
+        listed = make("query", f"WORKDIR={work}", "FORMAT=csv", f"SQL=SELECT count(*) AS n FROM {view}")
+        assert listed.returncode == 0 and int(listed.stdout.splitlines()[1]) >= 1, (view, listed.stderr)
+
+
+def test_the_readmes_queries_run_locally_as_printed(messy: dict[str, Any]) -> None:
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```sql\n(.*?)```", readme, re.S)
+    assert len(blocks) >= 2
+    for block in blocks:  # each block whole, as a user pastes it
+        out = make("query", f"WORKDIR={messy['work']}", f"SQL={block}")
+        assert out.returncode == 0, (block, out.stderr)
+        assert len(re.findall(r"^\((\d+) rows\)$", out.stdout, re.M)) == block.count(";"), out.stdout
+
+
+def test_reconcile_accounts_for_everything_and_prints_keys_as_they_are(messy: dict[str, Any]) -> None:
+    out = make("reconcile", f"WORKDIR={messy['work']}")
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = json.loads(out.stdout)
+    assert report["landed"] == report["ingested"] == 3
+    assert "ünïcödé" in out.stdout or report["never_ingested"] == []
+
+
+def test_compact_says_why_it_compacted_nothing(messy: dict[str, Any]) -> None:
+    out = make("compact", f"WORKDIR={messy['work']}")
+    assert out.returncode == 0, out.stderr
+    # one batch wrote one file in today's partition: nothing to pack, and it says so
+    assert "ingest.events: nothing to compact: no partition has two small files to pack together" in out.stdout
+    assert "snapshot None" not in out.stdout
+
+
+def test_a_rerun_with_nothing_new_feeds_the_same_tree_and_starts_no_spark(messy: dict[str, Any]) -> None:
+    work = messy["work"]
+    again = make("run", f"WORKDIR={work}")  # no DATA: the WORKDIR remembers its tree
+    assert again.returncode == 0, again.stderr
+    assert f"nothing new in {messy['data']} since the last run" in again.stdout
+    assert "running the streaming job" not in again.stdout
+    assert not (work / "sample").exists()  # never a generated sample in a WORKDIR fed from a tree
+    # and make status says nothing waits
+    status = make("status", f"WORKDIR={work}")
+    assert status.returncode == 0 and "manifests waiting: 0" in status.stdout, status.stdout
+
+
+def test_mistakes_are_one_line_and_exit_2(messy: dict[str, Any], tmp_path: Path) -> None:
+    work, data = messy["work"], messy["data"]
+    other = tmp_path / "other"
+    other.mkdir()
+    msg = user_error(make("run", f"WORKDIR={work}", f"DATA={other}"))
+    assert f"is fed from {data}" in msg
+    assert "no table here" in user_error(make("query", f"WORKDIR={tmp_path / 'typo'}"))
+    assert "SQL:" in user_error(make("query", f"WORKDIR={work}", "SQL=SELEC 1"))
+    assert "SCHEMA=" in user_error(make("run", f"WORKDIR={tmp_path / 'w1'}", f"DATA={data}", "SCHEMA=nope.json"))
+    assert "ROUTES=" in user_error(make("run", f"WORKDIR={tmp_path / 'w2'}", f"DATA={data}", "ROUTES=nope.yaml"))
+    assert "not a directory" in user_error(make("run", f"WORKDIR={tmp_path / 'w3'}", f"DATA={tmp_path / 'none'}"))
+    assert "glob" in user_error(make("run", f"WORKDIR={tmp_path / 'w[1]'}", f"DATA={data}"))
+    assert "not a declared column" in user_error(
+        make("run", f"WORKDIR={tmp_path / 'w4'}", f"DATA={data}", "PARTITION_BY=custid")
+    )
+    assert "no local run here" in user_error(make("reconcile", f"WORKDIR={tmp_path / 'typo'}"))
+    assert "no metrics.jsonl" in user_error(make("metrics", f"WORKDIR={tmp_path / 'typo'}"))
+    assert "no Iceberg table here" in user_error(make("compact", f"WORKDIR={tmp_path / 'typo'}"))
+    # DEBUG=1 shows where it was raised
+    debug = make("query", f"WORKDIR={tmp_path / 'typo'}", env={"DEBUG": "1"})
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
+
+
+def test_changing_partition_by_evolves_the_spec_in_place(tmp_path: Path) -> None:
+    data, work = tmp_path / "data", tmp_path / "work"
+    write(data / "a.json", [{"id": i, "custid": i % 2, "ts": f"2026-01-0{1 + i % 3}T00:00:00Z"} for i in range(6)])
+    types = tmp_path / "types.json"
+    types.write_text(json.dumps({"columns": {"custid": "bigint", "ts": "timestamp"}}))
+    first = make("run", f"DATA={data}", f"WORKDIR={work}", f"SCHEMA={types}", "PARTITION_BY=custid")
+    assert first.returncode == 0, first.stderr[-3000:]
+    write(data / "b.json", [{"id": 10 + i, "custid": 5, "ts": "2026-02-01T00:00:00Z"} for i in range(4)])
+    second = make("run", f"WORKDIR={work}", f"SCHEMA={types}", "PARTITION_BY=day(ts)")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "Traceback" not in second.stderr
+    from glue_processor.table.catalog import open_catalog
+
+    table = open_catalog(f"sqlite:///{work / 'output/_catalog/catalog.db'}").load_table(("ingest", "events"))
+    assert [f.name for f in table.spec().fields] == ["ts_day"]
+    files = table.inspect.files().to_pylist()
+    by_spec: dict[int, list[dict[str, Any]]] = {}
+    for f in files:
+        by_spec.setdefault(f["spec_id"], []).append(f)
+    assert len(by_spec) == 2  # the old files as they were, the new under the new spec
+    assert sorted(int(r["id"]) for r in table.scan().to_arrow().to_pylist()) == [*range(6), *range(10, 14)]
+    new = by_spec[table.spec().spec_id]
+    assert sum(f["record_count"] for f in new) == 4
+    # (the files' partition struct spans both specs: a field of the other spec is null)
+    assert all(f["partition"]["ts_day"] is not None and f["partition"].get("custid") is None for f in new)
+    old = [f for spec, fs in by_spec.items() if spec != table.spec().spec_id for f in fs]
+    assert sorted(f["partition"]["custid"] for f in old) == [0, 1]
+
+
+def test_reconcile_counts_what_the_routing_ignores_as_accounted(tmp_path: Path) -> None:
+    data, work = tmp_path / "data", tmp_path / "work"
+    write(data / "orders/1.json", [{"id": 1}])
+    write(data / "elsewhere/2.json", [{"id": 2}])
+    routes = tmp_path / "routes.yaml"
+    routes.write_text("tables:\n  orders: {}\nroutes:\n  - {prefix: orders/, table: orders}\nunmatched: ignore\n")
+    assert make("run", f"DATA={data}", f"WORKDIR={work}", f"ROUTES={routes}").returncode == 0
+    out = make("reconcile", f"WORKDIR={work}")
+    assert out.returncode == 0, out.stdout
+    report = json.loads(out.stdout)
+    assert (report["ingested"], report["ignored"], report["never_ingested"]) == (1, 1, [])
+
+
+def shape(line: str, workdir: str) -> str:
+    """A printed line with what varies from run to run (numbers, the WORKDIR) taken out."""
+    return re.sub(r"\d[\d,.]*", "#", line.replace(workdir, ".work"))
+
+
+def test_the_readmes_sample_output_is_what_make_run_prints(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"```\n(generating a sample .*?)\n```", readme, re.S)
+    assert block is not None, "the README shows make run's output"
+    work = tmp_path / "work"
+    out = make("run", f"WORKDIR={work}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    printed = [line for line in out.stdout.splitlines() if not line.startswith(("setting up", "JAVA_HOME"))]
+    assert [shape(x, str(work)) for x in printed] == [shape(x, ".work") for x in block.group(1).splitlines()]
+
+
+def test_a_late_file_is_named_as_it_is_backfilled_waiting_then_loaded(tmp_path: Path) -> None:
+    data, work = tmp_path / "data", tmp_path / "work"
+    write(data / "a.json", [{"id": 1}])
+    assert make("run", f"DATA={data}", f"WORKDIR={work}").returncode == 0
+    # Given a file that landed with no event (written straight into the tree, never fed)
+    write(data / "late/späť.json", [{"id": 2}])
+    # Then reconcile says it was never loaded, by its own name (not escaped), with exit code 3 (make
+    # itself exits 2 on any failed recipe, naming the recipe's code)
+    missing = make("reconcile", f"WORKDIR={work}")
+    assert missing.returncode == 2 and "reconcile] Error 3" in missing.stderr, missing.stdout + missing.stderr
+    assert "s3://local-landing/late/späť.json" in missing.stdout
+    direct = subprocess.run(
+        [str(ROOT / ".venv/bin/python"), "-m", "glue_processor.reconcile", "--workdir", str(work)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert direct.returncode == 3, direct.stderr
+    # When it is backfilled, the command says what loads it, and make status counts it waiting
+    filled = make("backfill", f"WORKDIR={work}", "INVENTORY=1")
+    assert filled.returncode == 0, filled.stderr
+    assert f"load them with: make run WORKDIR={work}" in filled.stderr
+    status = make("status", f"WORKDIR={work}")
+    assert re.search(r"manifests waiting: 1 \([\d.]+ MB of data\); make run loads them", status.stdout), status.stdout
+    # And make run loads it; everything is accounted for
+    loaded = make("run", f"WORKDIR={work}")
+    assert loaded.returncode == 0 and "your files: 0 new; 1 loaded (1 row)" in loaded.stdout, loaded.stdout
+    assert make("reconcile", f"WORKDIR={work}").returncode == 0
