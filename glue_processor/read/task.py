@@ -49,6 +49,7 @@ from glue_processor.read.text import (
     MIB,
     READ_BYTES,
     Chunk,
+    DocumentCut,
     Limits,
     LongLine,
     OwnedLines,
@@ -71,6 +72,7 @@ logger = logging.getLogger(__name__)
 
 REASON_MISSING = "object not found (deleted or never written)"
 REASON_UNREADABLE = "object could not be read or decompressed (corrupt or truncated)"
+REASON_CUT = "object is not a whole JSON document"
 REASON_LONG_LINE = "line longer than max_line_mb; skipped"
 REASON_UNPARSEABLE = "object could not be parsed"
 REASON_SUPERSEDED = "object overwritten after its event (a newer eTag)"
@@ -365,6 +367,8 @@ def _parse_stream(
         if isinstance(exc, TooLarge):
             what = f"object over max_object_mb ({spec.limits.max_object_bytes // (1024 * 1024)} MiB of text)"
         reason = f"{what}: {exc}; lines from {exc.next_line} on were not loaded"
+        if isinstance(exc, DocumentCut):  # every line was read: the document itself is not whole
+            reason = f"{REASON_CUT}: {exc}"
         if item.ranged:
             reason += f" (to the end of {byte_range(item.start, item.end)})"
         if not good:  # nothing loaded: the driver quarantines the object whole, with this reason

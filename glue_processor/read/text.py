@@ -71,6 +71,11 @@ class ReadFailed(StreamStopped):
     """The stream broke (corrupt or truncated gzip, or the connection)."""
 
 
+class DocumentCut(StreamStopped):
+    """A JSON document ended inside its array: cut (or its closing bracket is missing). Every record
+    before the end was read; the object is not whole."""
+
+
 def decompressed(stream: BinaryIO, *, gzipped: bool) -> BinaryIO:
     """The text stream of an object: gunzipped as it is read (every gzip member, every byte decoded
     before a break: :mod:`glue_processor.read.gunzip`) when ``gzipped``."""
@@ -195,6 +200,12 @@ def _records(blocks: _Blocks, limits: Limits, first_line: int) -> Iterator[Chunk
         if text:
             yield Chunk(text, 1, starts=np.frombuffer(starts, dtype=np.int64))
         if not block:
+            if framer.open_array:
+                raise DocumentCut(
+                    f"it ends inside the array opened on line {framer.open_array} (cut, or its closing ] is missing)",
+                    next_line=framer.line,
+                    text_bytes=blocks.total,
+                )
             return
 
 

@@ -282,9 +282,18 @@ static PyObject *framer_finish(FramerObject *self, PyObject *unused) {
     return framer_take(self);
 }
 
+static PyObject *framer_open_array(FramerObject *self, void *unused) {
+    return PyLong_FromLongLong(self->ready ? (long long)frame_open_array(&self->frame) : 0);
+}
+
 static PyMemberDef framer_members[] = {
     {"line", T_LONGLONG, offsetof(FramerObject, frame) + offsetof(Frame, line), READONLY, "the line the next byte is on"},
     {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef framer_getset[] = {
+    {"open_array", (getter)framer_open_array, NULL, "the line of the top-level array the text is inside (0: none)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyMethodDef framer_methods[] = {
@@ -303,6 +312,7 @@ static PyTypeObject FramerType = {
     .tp_dealloc = (destructor)framer_dealloc,
     .tp_methods = framer_methods,
     .tp_members = framer_members,
+    .tp_getset = framer_getset,
 };
 
 static PyObject *sniff(PyObject *self, PyObject *arg) {

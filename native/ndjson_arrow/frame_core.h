@@ -4,9 +4,14 @@
  * written out one record per line, each with the number of the line it starts on.
  *
  * The framer follows strings and brackets only; the scanner validates each record as it does a
- * line. The text is a sequence of JSON values with white space or commas between them; each is
- * a record, except that a top-level array contributes its elements instead (so `[{..},{..}]`,
- * `{..}\n{..}` and `[{..}]\n[{..}]` are all records of objects). A line feed inside a record
+ * line. The text is a sequence of JSON values with white space between them; each is a record,
+ * except that a top-level array contributes its elements instead, separated by commas (so
+ * `[{..},{..}]`, `{..}\n{..}` and `[{..}]\n[{..}]` are all records of objects; an empty array holds
+ * none). Nothing of the text is dropped unseen: a comma that separates no two elements (`[,]`, a
+ * comma outside an array) and an array that follows another value with nothing between them
+ * (`[][]`) are records of their own (`,` and `][`), which the scanner refuses, so each is
+ * quarantined at its line; a text that ends inside an array is cut, which the caller reads from
+ * ``frame_open_array`` after ``frame_finish``. A line feed inside a record
  * becomes a space (outside strings; inside a string, where JSON forbids it, a 0x01 byte, which
  * keeps the record invalid). A record ends when its brackets balance, at a closing bracket that
  * does not match (the record is then invalid as written), or, for a scalar, at the first byte
@@ -66,6 +71,9 @@ typedef struct {
     uint8_t stack[FRAME_MAX_DEPTH];
     size_t depth;         /* open brackets (past FRAME_MAX_DEPTH only counted) */
     int array;            /* inside a top-level array, whose elements are records */
+    int64_t array_line;   /* the line the top-level array opened on */
+    int want_value;       /* inside an array, after [ or a comma: a comma here separates nothing */
+    int adjacent;         /* a top-level value just ended, nothing after it yet */
     int nomem;
 } Frame;
 
@@ -82,6 +90,8 @@ static void frame_free(Frame *f) {
     free(f->heads.p);
     memset(f, 0, sizeof(*f));
 }
+
+static void frame_put(Frame *f, uint8_t c);
 
 /* the record being read ends: a line of out, or a long record's report */
 static void frame_end(Frame *f) {
@@ -125,7 +135,19 @@ static void frame_end(Frame *f) {
     f->in_record = f->atom = f->in_string = f->escape = f->is_long = 0;
     f->depth = 0;
     f->rec_size = f->long_head = 0;
+    f->want_value = 0;
+    f->adjacent = !f->array;
 }
+
+/* A record of ``text`` at ``line``, made of what is not a value (a stray comma, two values with
+ * nothing between them): the scanner refuses it, so it is quarantined where it stood. */
+static void frame_mark(Frame *f, const char *text, size_t n, int64_t line) {
+    f->in_record = 1;
+    f->rec_line = line;
+    for (size_t i = 0; i < n; i++) frame_put(f, (uint8_t)text[i]);
+    frame_end(f);
+}
+
 
 /* one byte of the record being read */
 static void frame_put(Frame *f, uint8_t c) {
@@ -161,15 +183,32 @@ static void frame_feed(Frame *f, const uint8_t *data, size_t n) {
         if (!f->in_record) {
             if (c == '\n') {
                 f->line++;
+                f->adjacent = 0;
                 continue;
             }
-            if (frame_white(c) || c == ',') continue;
+            if (frame_white(c)) {
+                f->adjacent = 0;
+                continue;
+            }
+            if (c == ',') {
+                /* between two elements of an array it separates them; anywhere else it is a record */
+                if (!f->array || f->want_value) frame_mark(f, ",", 1, f->line);
+                if (f->array) f->want_value = 1;
+                f->adjacent = 0;
+                continue;
+            }
             if (c == '[' && !f->array) {
+                if (f->adjacent) frame_mark(f, "][", 2, f->line); /* two values with nothing between */
                 f->array = 1;
+                f->array_line = f->line;
+                f->want_value = 1;
+                f->adjacent = 0;
                 continue;
             }
             if (c == ']' && f->array) {
                 f->array = 0;
+                f->want_value = 0;
+                f->adjacent = 1;
                 continue;
             }
             f->in_record = 1;
@@ -236,10 +275,14 @@ static void frame_feed(Frame *f, const uint8_t *data, size_t n) {
     }
 }
 
-/* The end of the text: a record still open ends here (the scanner says what is wrong with it). */
+/* The end of the text: a record still open ends here (the scanner says what is wrong with it). An
+ * array still open is left open: the text is cut, and ``array_line`` says where it began. */
 static void frame_finish(Frame *f) {
     if (f->in_record) frame_end(f);
 }
+
+/* The line of the top-level array the text ended inside (after frame_finish), or 0. */
+static int64_t frame_open_array(const Frame *f) { return f->array ? f->array_line : 0; }
 
 /* Forget what was handed out: out[0..done), the starts and the long records. */
 static void frame_take(Frame *f) {

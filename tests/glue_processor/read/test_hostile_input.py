@@ -284,6 +284,55 @@ def test_an_empty_top_level_array_contributes_no_record_and_no_quarantine(tmp_pa
     assert [(b["line"], b["reason"]) for b in bad] == [(4, "record is a JSON array, expected an object")]
 
 
+@pytest.mark.parametrize(
+    ("body", "loaded", "lines"),
+    [
+        (b"[", [], []),  # cut right after its opening bracket
+        (b"[,]", [], [(1, ",")]),  # a comma that separates nothing
+        (b"[][]", [], [(1, "][")]),  # two values with nothing between them
+        (b"[{}", [], []),  # an element, then cut: an empty object is a record with no column
+        (b'[{"a":"1"},{"a":"2"}', ["1", "2"], []),  # an unclosed array after good elements
+        (b'[{"a":"1"},\n{"a":"2"}\n', ["1", "2"], []),
+        (b'[{"a":"1"},,{"a":"2"}]', ["1", "2"], [(1, ",")]),
+    ],
+)
+def test_a_cut_or_malformed_document_leaves_a_record_saying_where_it_broke(
+    tmp_path: Path, body: bytes, loaded: list[str], lines: list[tuple[int, str]]
+) -> None:
+    # Given a file read as a JSON document that is cut or malformed (each left no trace before)
+    result = run_task(spec([file_task(_write(tmp_path, "doc.json", body).as_uri())], f"file://{tmp_path}/out"))
+    rows = [r for s in result.data for r in pq.read_table(local_path(s.uri)).to_pylist()]
+    records = [json.loads(x) for q in result.quarantine for x in Path(local_path(q.uri)).read_text().splitlines()]
+    (found,) = result.files
+    # Then its good records load, every stray piece is a quarantined line where it stood, and a
+    # document that ends inside its array says so on the object (and in a file record when rows loaded)
+    assert sorted(r["a"] for r in rows if r.get("a") is not None) == loaded
+    assert [(r["line"], r["raw"]) for r in records if r["kind"] == "line"] == lines
+    cut = body.count(b"[") > body.count(b"]")
+    if cut:
+        assert found.reason is not None and "ends inside the array opened on line 1" in found.reason
+        assert found.status == ("ingested" if found.good else "unreadable")
+        assert [r["kind"] for r in records if r["kind"] == "file"] == (["file"] if found.good else [])
+    else:
+        assert found.reason is None and not [r for r in records if r["kind"] == "file"]
+
+
+def test_a_first_line_that_is_an_array_then_lines_quarantines_every_stray_line(tmp_path: Path) -> None:
+    # Given NDJSON whose first line is an array (so the object is read as a document), then lines
+    body = b'[{"a":"1"}]\n{"a":"2"}\n,\n,,\n{"a":"3"},\n[]\n{"a":"4"}\n'
+    rows, bad = _one_task(tmp_path, "mixed.json", body)
+    # Then every record loads and every stray line is quarantined at its line (a lone comma, two,
+    # a trailing one vanished before); an empty array is no record, as an export of none
+    assert sorted((r["a"], r["_line"]) for r in rows) == [("1", 1), ("2", 2), ("3", 5), ("4", 7)]
+    assert [(b["line"], b["raw"]) for b in bad] == [(3, ","), (4, ","), (4, ","), (5, ",")]
+
+
+def _write(root: Path, name: str, body: bytes) -> Path:
+    path = root / name
+    path.write_bytes(body)
+    return path
+
+
 def test_a_record_longer_than_max_line_mb_is_quarantined_and_the_rest_load(tmp_path: Path) -> None:
     body = b'[{"a":"' + b"x" * 4096 + b'"},\n{"a":"small"}]'
     rows, bad = _one_task(tmp_path, "long.json", body, limits=Limits(max_line_bytes=1024))
