@@ -122,6 +122,7 @@ class ManifestBatchJob:
         self._resumed = False
         self._unheld: list[SetAside] = []  # shares set aside whose keys are not held yet (see _hold_pending)
         self.fenced = False  # set when another run committed a batch first: this run stops
+        self.interrupted = False  # stopped by a signal between batches: what was listed may not be drained
         self.sleep: Any = None  # how publication waits between attempts (None: time.sleep; tests: no wait)
 
     # -- the stream's side ------------------------------------------------------------------

@@ -71,6 +71,7 @@ def run_query(
         finally:
             metrics.close(spark)
         jobs.append(batch_job)
+        batch_job.interrupted = stopped.is_set()
         if stopped.is_set() or not batch_job.rotate_requested:
             return jobs
         logger.info("checkpoint generation full; continuing in a new one", extra={"after": generation.checkpoint_uri})

@@ -14,6 +14,7 @@ Run it again on the same WORKDIR and only new files are processed; after a crash
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -154,6 +155,32 @@ def visible_files(root: Path, suffix: str) -> list[Path]:
     ]
 
 
+def _table_settings(args: argparse.Namespace, layout: LocalLayout) -> dict[str, str]:
+    """PARTITION_BY and SCHEMA as this WORKDIR's table has them: given, they are what to remember
+    (once they prove valid); not given, the remembered ones apply (a bare rerun must not repartition
+    the table, or drop its types), said on one line. ``PARTITION_BY=default`` goes back to the
+    ingest day."""
+    kept = layout.state / "table.json"
+    known = json.loads(kept.read_text(encoding="utf-8")) if kept.exists() else {}
+    used = []
+    if args.partition_by == "default":
+        args.partition_by = ""
+        known.pop("partition_by", None)
+    elif args.partition_by:
+        known["partition_by"] = args.partition_by
+    elif known.get("partition_by"):
+        args.partition_by = known["partition_by"]
+        used.append(f"PARTITION_BY='{args.partition_by}'")
+    if args.schema is not None:
+        known["schema"] = str(args.schema.resolve())
+    elif known.get("schema"):
+        args.schema = Path(known["schema"])
+        used.append(f"SCHEMA={args.schema}")
+    if used:
+        print(f"using this WORKDIR's {' and '.join(used)} (give another to change it; PARTITION_BY=default resets)")
+    return known
+
+
 def _schema_file(path: Path) -> Path:
     if not path.is_file():
         raise ConfigError(f'SCHEMA={path} is not a file: give a JSON file like {{"columns": {{"ts": "timestamp"}}}}')
@@ -242,21 +269,32 @@ def main(argv: list[str] | None = None) -> int:
         layout.create()
     except FileExistsError as exc:
         raise ConfigError(str(exc)) from exc
+    except OSError as exc:  # a file where the folder should be, a path that cannot be written
+        raise ConfigError(
+            f"WORKDIR={args.workdir} cannot be used: {exc.strerror or exc}; give a folder you can write"
+        ) from exc
+    with runs.exclusive(layout):
+        return _main(args, layout, started=started, here=here)
+
+
+def _main(args: argparse.Namespace, layout: LocalLayout, *, started: float, here: Path) -> int:
     source = choose(layout, args.data)
     if source.sample and not source.path.exists():
         print(f"generating a sample of {args.sample_files} NDJSON files in {shown(source.path, here)}")
         generate(source.path, files=args.sample_files, records_per_file=args.sample_records)
     try:
         layout.link_landing(source.path)
-    except FileExistsError as exc:
-        raise ConfigError(str(exc)) from exc
+    except OSError as exc:
+        raise ConfigError(f"WORKDIR={args.workdir}: {exc}") from exc
     remember(layout, source)
+    table_settings = _table_settings(args, layout)
     builder = load_settings(
         manifest_bucket=MANIFEST_BUCKET, manifest_prefix=MANIFEST_PREFIX, max_manifest_files=args.max_manifest_files
     )
     routes = routes_file(layout, args.routes)
     settings = job_settings(layout, args, routes)
     load_routes(settings)  # a bad routing file, schema or partitioning stops here, before anything is fed
+    (layout.state / "table.json").write_text(json.dumps(table_settings), encoding="utf-8")  # valid: kept
     settings_print = runs.fingerprint(
         settings.model_dump_json(),
         routes.read_bytes() if routes else b"",
@@ -317,7 +355,12 @@ def _run_job(
         )
         runs.mark_run(layout, finished=False)
         jobs = run_query(spark, settings, on_batch=Progress(files, waiting.data_bytes, started))
-        runs.mark_run(layout, finished=True, drained=waiting.manifests, fingerprint=settings_print)
+        # available-now drained every manifest listed before it started, unless a signal stopped it
+        # between batches or another run fenced it out: then the next run must look again
+        drained = bool(jobs) and not any(j.fenced or j.interrupted for j in jobs)
+        runs.mark_run(layout, finished=True, drained=waiting.manifests if drained else (), fingerprint=settings_print)
+        if not drained:
+            print("stopped before every waiting manifest was loaded: make run loads the rest", flush=True)
         committed = [record for job in jobs for record in job.committed]
         known = {name: tuple(sorted(jobs[-1].memory.keys_of(name))) for name in jobs[-1].routes.tables} if jobs else {}
         report = RunReport(
@@ -343,8 +386,6 @@ def _count(n: int, noun: str) -> str:
 
 def _files_waiting(layout: LocalLayout, names: list[str]) -> int:
     """The objects the waiting manifests list (each names its file count)."""
-    import json
-
     total = 0
     for name in names:
         try:

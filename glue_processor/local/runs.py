@@ -9,19 +9,43 @@ nothing to do.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from contracts.exceptions import ConfigError
 from contracts.layout import MANIFEST_SUFFIX, manifest_data_bytes
 from glue_processor.local.layout import LocalLayout
 
 DEFERRED = Path("_deferred") / "shares.json"  # glue_processor.commit.deferred.DEFERRED, under the output
+
+
+@contextlib.contextmanager
+def exclusive(layout: LocalLayout) -> Iterator[None]:
+    """One make run at a time on a WORKDIR: a second is refused in one line (two would feed and
+    drain the same landing bucket, and the later would take the earlier's manifests as drained)."""
+    layout.state.mkdir(parents=True, exist_ok=True)
+    with (layout.state / "run.lock").open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = read(layout).get("pid")
+            raise ConfigError(
+                f"WORKDIR={layout.workdir} is in use by another make run"
+                + (f" (pid {holder})" if holder else "")
+                + ": wait for it, or give another WORKDIR"
+            ) from exc
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def run_file(layout: LocalLayout) -> Path:
