@@ -7,8 +7,11 @@ After ``--publish_hold_seconds`` of back-off it is set aside instead: listed in
 batch, the other tables and the next batches go on. At the start of each batch the shares that are
 due are tried once each, with exponential back-off and full jitter between tries (at most
 :data:`MAX_WAIT_S`); one that publishes leaves the list and its rows join the load history. Nothing
-is lost: its files are in place under the table's ``ingest/`` directory (beyond orphan-file
-deletion), its commit record lists them, and a restart reads the list back.
+is lost: its files are in place under the table's ``ingest/`` directory, its commit record lists
+them, and a restart reads the list back. Orphan-file deletion covers ``ingest/`` too: a share set
+aside longer than ``OrphanFileRetentionDays`` may lose files, and is then refused at its
+publication (its objects quarantined, ``make reconcile REQUEUE=1`` loads them again) rather than
+appended naming a missing file (``IcebergSink.publish``).
 
 The list is bounded (``--max_deferred_publications``): past it, a batch waits for its publication
 as long as it takes, as with no hold. ``DeferredPublications`` (the list's length, every batch)

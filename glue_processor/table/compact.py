@@ -63,12 +63,17 @@ def plan_compaction(
     today: date,
     include_open: bool = False,
     day_fields: dict[int, int] | None = None,
+    spec_id: int | None = None,
 ) -> list[tuple[str, list[DataFile]]]:
     """Groups of small files of one closed partition, each to become one file of about the target.
     ``day_fields``: per spec id, the position of its day field (a partition of today's day is open:
-    it still receives batches); a spec without one has no open partition."""
+    it still receives batches); a spec without one has no open partition. ``spec_id``: only files of
+    this spec (the table's current one: pyiceberg writes the files a commit adds under the current
+    spec, so the files of an earlier spec stay as they are)."""
     by_partition: dict[tuple[Any, ...], list[DataFile]] = defaultdict(list)
     for f in files:
+        if spec_id is not None and f.spec_id != spec_id:
+            continue
         if f.file_size_in_bytes < SMALL * target_bytes:
             by_partition[(f.spec_id, *(f.partition[i] for i in range(len(f.partition))))].append(f)
     today_days = (today - EPOCH).days
@@ -106,13 +111,25 @@ def compact(
     }
     when = today or datetime.now(UTC).date()
     groups = plan_compaction(
-        files, target_bytes=target_bytes, today=when, include_open=include_open, day_fields=day_fields
+        files,
+        target_bytes=target_bytes,
+        today=when,
+        include_open=include_open,
+        day_fields=day_fields,
+        spec_id=table.spec().spec_id,
     )
     if not groups:
         small = sum(1 for f in files if f.file_size_in_bytes < SMALL * target_bytes)
         if not small:
             report.why_not = f"every file is at least {SMALL * target_bytes / 2**20:.0f} MB (3/4 of the target)"
-        elif plan_compaction(files, target_bytes=target_bytes, today=when, include_open=True, day_fields=day_fields):
+        elif plan_compaction(
+            files,
+            target_bytes=target_bytes,
+            today=when,
+            include_open=True,
+            day_fields=day_fields,
+            spec_id=table.spec().spec_id,
+        ):
             report.why_not = (
                 f"its small files ({small}) are in today's partition, which still receives batches "
                 "(make compact OPEN=1 compacts it too)"

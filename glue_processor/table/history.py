@@ -31,6 +31,7 @@ from glue_processor.table.iceberg import (
     PART,
     QUERY_ID,
     BatchAppended,
+    ExpiryCadence,
     expire_now_and_then,
     find_snapshot,
     guarded,
@@ -137,6 +138,7 @@ class LoadHistory:
         self._table = table
         self.database, self.legacy = database, legacy
         self.snapshot_retention = snapshot_retention  # a snapshot per batch: expired as the data's
+        self._cadence = ExpiryCadence()
 
     def open(self) -> None:
         self._table()
@@ -187,4 +189,4 @@ class LoadHistory:
                 raise
             return
         table.refresh()
-        expire_now_and_then(table, record.batch_id, self.snapshot_retention)
+        expire_now_and_then(table, record.batch_id, self.snapshot_retention, self._cadence)

@@ -102,11 +102,34 @@ def guarded(table: Table, query_id: str, batch_id: int, part: str | None = None)
     return Table(table.name(), table.metadata, table.metadata_location, table.io, guard)
 
 
-def expire_now_and_then(table: Table, batch_id: int, retention: timedelta) -> None:
-    """Every EXPIRE_EVERY batches, expire the table's snapshots older than ``retention`` and delete
-    the files only they held (:mod:`glue_processor.table.expiry`): the job is the one owner of its
-    tables' expiry. A round that fails is logged and left to the next: the batch is in already."""
-    if batch_id % EXPIRE_EVERY:
+class ExpiryCadence:
+    """When a table is due for expiry: at its first commit after the job starts, then every
+    EXPIRE_EVERY commits to it. Counted per table, not by batch id: a routed table fed on batch
+    ids that are never a multiple of EXPIRE_EVERY was never expired (its snapshots and replaced
+    files grew without bound). A table gains one snapshot a commit, so it holds at most the
+    retention window's snapshots and EXPIRE_EVERY more."""
+
+    def __init__(self) -> None:
+        self._since: dict[str, int] = {}
+
+    def due(self, table: str) -> bool:
+        count = self._since.get(table)
+        if count is None or count + 1 >= EXPIRE_EVERY:
+            self._since[table] = 0
+            return True
+        self._since[table] = count + 1
+        return False
+
+
+def expire_now_and_then(
+    table: Table, batch_id: int, retention: timedelta, cadence: ExpiryCadence | None = None
+) -> None:
+    """When the table is due (``cadence``; without one, on batch ids that are multiples of
+    EXPIRE_EVERY), expire its snapshots older than ``retention`` and delete the files only they held
+    (:mod:`glue_processor.table.expiry`): the job is the one owner of its tables' expiry. A round
+    that fails is logged and left to the next: the batch is in already."""
+    due = cadence.due(str(table.name())) if cadence is not None else not batch_id % EXPIRE_EVERY
+    if not due:
         return
     from glue_processor.table.expiry import expire_snapshots
 
@@ -149,6 +172,7 @@ class IcebergSink:
         # job expires old snapshots itself every EXPIRE_EVERY batches, deleting the files only they
         # held: it is the one owner of its tables' expiry (the stack has no retention optimizer).
         self.snapshot_retention = snapshot_retention
+        self._cadence = ExpiryCadence()
 
     def open(self) -> None:
         self._table()
@@ -270,7 +294,7 @@ class IcebergSink:
 
     def _expire(self, table: Table, batch_id: int) -> None:
         if self.snapshot_retention is not None:
-            expire_now_and_then(table, batch_id, self.snapshot_retention)
+            expire_now_and_then(table, batch_id, self.snapshot_retention, self._cadence)
 
     def _append(
         self, table: Table, record: CommitRecord, share: TableShare, written_files: Mapping[str, WrittenFile]

@@ -114,3 +114,39 @@ def test_a_late_share_whose_files_orphan_deletion_took_is_refused_not_appended(
     with pytest.raises(PublishRefused, match="1 of the share's 1 files are gone"):
         job.sink.publish(record, share)
     assert load(env.settings).current_snapshot() is None
+
+
+def test_compaction_after_a_partition_change_packs_the_current_spec_and_leaves_the_earlier_as_they_are(
+    tmp_path: Path,
+) -> None:
+    from pyiceberg.transforms import IdentityTransform
+
+    from glue_processor.table.compact import compact
+
+    # Given small files of kind=a with two colours, then the spec evolved (as the job does) to colour
+    catalog = open_catalog(f"sqlite:///{tmp_path}/catalog.db")
+    catalog.create_namespace("ingest")
+    schema = pa.schema([("kind", pa.string()), ("color", pa.string())])
+    table = catalog.create_table(
+        ("ingest", "events"), schema=schema, location=(tmp_path / "events").as_uri(), properties=TABLE_PROPERTIES
+    )
+    with table.update_spec() as spec:
+        spec.add_field("kind", IdentityTransform(), "kind")
+    for _ in range(3):
+        table.append(pa.table({"kind": ["a", "a"], "color": ["red", "blue"]}))
+    with table.transaction() as tx, tx.update_spec() as spec:
+        spec.remove_field("kind")
+        spec.add_field("color", IdentityTransform(), "color")
+    table.refresh()
+    for _ in range(2):
+        table.append(pa.table({"kind": ["b"], "color": ["red"]}))
+    # When compacted (the earlier spec's files cannot be rewritten under the current one: pyiceberg
+    # writes a commit's added files under the current spec, and their rows span two colours)
+    report = compact(table, target_bytes=128 << 20, include_open=True)
+    # Then the current spec's two small files are one, the earlier spec's three are as they were, and
+    # every row is still read
+    files = table.inspect.files().to_pylist()
+    assert (report.rewritten, report.written) == (2, 1)
+    earlier = next(i for i, s in table.specs().items() if [f.name for f in s.fields] == ["kind"])
+    assert sorted(f["spec_id"] for f in files) == [earlier] * 3 + [table.spec().spec_id]
+    assert table.scan().to_arrow().num_rows == 8

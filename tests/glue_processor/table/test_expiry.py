@@ -268,3 +268,16 @@ def test_the_job_deletes_what_compaction_replaced_in_its_table_and_its_load_hist
     assert sorted(int(r["n"]) for r in read_rows(tmp_path / "output")) == [0, 1, 2, 3]
     history = load(env.settings, "load_history").scan().to_arrow()
     assert sorted(history.column("key").to_pylist()) == ["f0.json", "f1.json", "f2.json", "f3.json"]
+
+
+def test_a_table_fed_on_batch_ids_never_a_multiple_of_the_period_is_still_expired() -> None:
+    # Given a routed table fed every 120 batches from batch 17 (17 + 120k is never a multiple of 60,
+    # so the batch-id rule never expired it, and its snapshots and replaced files grew for ever)
+    from glue_processor.table.iceberg import EXPIRE_EVERY, ExpiryCadence
+
+    cadence = ExpiryCadence()
+    due = [n for n in range(3 * EXPIRE_EVERY) if cadence.due("ingest.orders")]
+    # Then it is due at its first commit after the job starts, then every EXPIRE_EVERY commits to it
+    assert due == [0, EXPIRE_EVERY, 2 * EXPIRE_EVERY]
+    # and each table counts its own commits
+    assert cadence.due("ingest.clicks")
