@@ -69,7 +69,16 @@ def replace_failed_create(
         )
         teardown.empty_buckets(clients.s3, full)
     print(f"deleting the failed stack {stack}")
-    cfn_stack.delete(clients.cfn, stack)
+    try:
+        cfn_stack.delete(clients.cfn, stack)
+    except DeployError as exc:
+        # S3 delivers access logs late, best effort (S3 User Guide, "Logging requests with server
+        # access logging"): logs of the failed run's requests can land in a bucket after it was
+        # emptied, and the delete then fails with BucketNotEmpty. Empty what is left, once more (as
+        # make destroy does), so the one flag still recovers the stack.
+        print(f"{exc}\nemptying the remaining buckets again and retrying the delete")
+        teardown.empty_buckets(clients.s3, teardown.buckets_of(cfn_stack.physical_ids(clients.cfn, stack)))
+        cfn_stack.delete(clients.cfn, stack)
     remove_retained(clients, resources)
 
 

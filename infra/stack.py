@@ -218,12 +218,21 @@ def _reviewed(cfn: Any, stack: str, change_set: str, *, poll_s: float = 3, attem
                 changes += desc.get("Changes", [])
             return changes
         if status == "FAILED":
-            if not desc.get("Changes") and desc.get("ExecutionStatus") == "UNAVAILABLE":
+            if not desc.get("Changes") and _no_changes(desc.get("StatusReason", "")):
                 cfn.delete_change_set(StackName=stack, ChangeSetName=change_set)
                 return None
             raise DeployError(f"change set {change_set} of {stack} failed: {desc.get('StatusReason', 'no reason')}")
         time.sleep(poll_s)
     raise DeployError(f"change set {change_set} of {stack} was not ready after {attempts * poll_s:.0f}s")
+
+
+# The reasons CloudFormation gives a change set that failed for having nothing to do (what
+# `aws cloudformation deploy` matches too): any other failure is the user's to read, never "no changes".
+NO_CHANGES = ("didn't contain changes", "No updates are to be performed")
+
+
+def _no_changes(reason: str) -> bool:
+    return any(text in reason for text in NO_CHANGES)
 
 
 def physical_ids(cfn: Any, stack: str) -> list[dict[str, str]]:

@@ -73,6 +73,7 @@ class FakeCloudFormation:
         self.calls: list[str] = []
         self.fail_at: str | None = None  # the logical id whose create fails
         self.before_failure: Any = None  # called with the stack just before that failure
+        self.before_delete: Any = None  # called with the stack as a DeleteStack starts (late writes)
 
     # -- the API --------------------------------------------------------------------------------
     def describe_stacks(self, *, StackName: str) -> dict[str, Any]:
@@ -162,6 +163,8 @@ class FakeCloudFormation:
             del self.stacks[StackName]
             return {}
         stack.status = "DELETE_IN_PROGRESS"
+        if self.before_delete is not None:
+            self.before_delete(stack)
         failed = self._delete_all(stack, rollback=False)
         if failed:
             stack.status = "DELETE_FAILED"

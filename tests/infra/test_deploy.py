@@ -284,6 +284,23 @@ def test_a_no_op_update_says_no_changes_and_does_not_wait(world: World, capsys: 
     world.cfn_stub.assert_no_pending_responses()
 
 
+def test_a_change_set_that_failed_for_another_reason_is_never_no_changes(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A change set that failed with an empty change list is "no changes" only when CloudFormation says
+    # so (StatusReason "The submitted information didn't contain changes", as `aws cloudformation
+    # deploy` matches): a failure of another kind printed "no changes" and exited 0
+    world.cfn_stub.add_response("describe_stacks", world.stack("UPDATE_COMPLETE", world.previous()), None)
+    world.lambda_stub.add_response("get_account_settings", ACCOUNT, {})
+    world.cfn_stub.add_response("create_change_set", {"Id": "cs-id", "StackId": "id"}, None)
+    reason = "Parameter 'MaxWorkers' must be one of AllowedValues"
+    failed = {"Status": "FAILED", "ExecutionStatus": "UNAVAILABLE", "StatusReason": reason, "Changes": []}
+    world.cfn_stub.add_response("describe_change_set", failed, None)
+    assert run("deploy") == 2
+    out, err = capsys.readouterr()
+    assert "no changes" not in out and reason in err
+
+
 def test_an_update_that_would_change_the_table_is_refused_before_it_runs(
     world: World, capsys: pytest.CaptureFixture[str]
 ) -> None:
