@@ -1,12 +1,14 @@
-"""The stack's parameters take the control plane's settings as its model defines them.
+"""The stack's parameters take the settings of what reads them as their models define them.
 
 CloudFormation checks each parameter against its own constraints before it changes anything
 (User Guide, "Parameters section syntax": ``AllowedValues``, ``AllowedPattern``, ``MinValue`` and
-``MaxValue``, inclusive); a value the template lets through and the control plane's
-:class:`~lambdas.control_plane.settings.ControlSettings` refuses would fail every tick, and no run
-of the job would be restarted again. So each parameter the control plane's environment takes by
-``Ref`` gets its constraints from the field it lands in, at render time (:func:`apply`): one
-contract, in the model. A whole-number field makes its parameter a ``String`` with a pattern of the
+``MaxValue``, inclusive); a value the template lets through and a reader refuses fails there for
+ever: the control plane's :class:`~lambdas.control_plane.settings.ControlSettings` on every tick (no
+run of the job restarted again), the job's :class:`~glue_processor.settings.JobSettings` at every
+start, the manifest Lambda's settings at every invocation. So each parameter that the control
+plane's or the manifest Lambda's environment, or the job's arguments, take by ``Ref`` gets its
+constraints from the fields it lands in (the tightest of them), at render time (:func:`apply`): one
+contract, in the models. A whole-number field makes its parameter a ``String`` with a pattern of the
 allowed numbers, since a ``Number`` parameter also takes ``2.5``. Relations between parameters are
 the model's own business (``Rules`` compare no numbers: User Guide, "Rule functions"), and
 :func:`check` refuses them in ``make deploy`` before the change set.
@@ -27,6 +29,12 @@ from infra.exceptions import DeployError
 
 FUNCTION = "ControlPlane"
 JOB = "GlueJob"
+# (resource, where it takes parameters, the model of its settings)
+READERS = (
+    (FUNCTION, "environment", "lambdas.control_plane.settings", "ControlSettings"),
+    ("ManifestLambda", "environment", "lambdas.manifest_builder.settings", "BuilderSettings"),
+    (JOB, "arguments", "glue_processor.settings", "JobSettings"),
+)
 
 
 def settings_parameters(template: dict[str, Any]) -> dict[str, str]:
@@ -47,15 +55,32 @@ def settings_parameters(template: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def apply(template: dict[str, Any]) -> None:
-    """Set each such parameter's constraints from its field: the tighter of the template's and the
-    model's; and the table's name as the job takes one (:func:`table_name_pattern`)."""
-    from lambdas.control_plane.settings import ControlSettings
+def landing_fields(template: dict[str, Any]) -> dict[str, list[tuple[str, FieldInfo]]]:
+    """Parameter -> every (reader.field, field) its value lands in, by Ref, in :data:`READERS`."""
+    import importlib
 
+    out: dict[str, list[tuple[str, FieldInfo]]] = {}
+    for resource, where, module, model in READERS:
+        fields = getattr(importlib.import_module(module), model).model_fields
+        props = template.get("Resources", {}).get(resource, {}).get("Properties", {})
+        mapping = props.get("Environment", {}).get("Variables", {}) if where == "environment" else {}
+        mapping = props.get("DefaultArguments", {}) if where == "arguments" else mapping
+        for key, value in mapping.items():
+            ref = value.get("Ref") if isinstance(value, dict) else None
+            field = key.lower() if where == "environment" else key.removeprefix("--")
+            if isinstance(ref, str) and ref in template.get("Parameters", {}) and field in fields:
+                out.setdefault(ref, []).append((f"{resource}.{field}", fields[field]))
+    return out
+
+
+def apply(template: dict[str, Any]) -> None:
+    """Set each such parameter's constraints from its fields: the tightest of the template's and
+    the models'; and the table's name as the job takes one (:func:`table_name_pattern`)."""
     params = template["Parameters"]
-    for name, field_name in settings_parameters(template).items():
-        _constrain(name, params[name], ControlSettings.model_fields[field_name])
     table = template["Resources"][JOB]["Properties"]["DefaultArguments"]["--table_name"]["Ref"]
+    for name, fields in landing_fields(template).items():
+        if name != table:
+            _constrain(name, params[name], [f for _, f in fields])
     params[table]["AllowedPattern"] = table_name_pattern()
 
 
@@ -69,17 +94,30 @@ def table_name_pattern() -> str:
     return "^(?!(" + "|".join(map(re.escape, taken)) + ")$)" + TABLE_NAME_PATTERN.removeprefix("^")
 
 
-def _constrain(name: str, param: dict[str, Any], field: FieldInfo) -> None:
-    kind = _kind(field.annotation)
-    if kind is str:
+def _constrain(name: str, param: dict[str, Any], fields: list[FieldInfo]) -> None:
+    kinds = [k for k in (_kind(f.annotation) for f in fields) if k is not None]
+    if not kinds:
         return
-    if isinstance(kind, tuple):
-        allowed = [v for v in param.get("AllowedValues", kind) if v in kind]
+    literals = [k for k in kinds if isinstance(k, tuple)]
+    if literals:
+        allowed = [v for v in param.get("AllowedValues", literals[0]) if all(v in k for k in literals)]
         if not allowed:
-            raise ValueError(f"{name}: none of its AllowedValues is one of {list(kind)}")
+            raise ValueError(f"{name}: none of its AllowedValues is one of {list(literals[0])}")
         param["AllowedValues"] = allowed
         return
-    lowest, highest = _bounds(name, field)
+    if all(k is str for k in kinds):
+        patterns = sorted({p for f in fields for p in _patterns(f)})
+        if len(patterns) == 1:
+            param["AllowedPattern"] = patterns[0]
+        elif patterns:  # every reader's: each as a lookahead (CloudFormation takes Java's regex syntax)
+            param["AllowedPattern"] = "^" + "".join(f"(?={p.removeprefix('^')})" for p in patterns) + ".*$"
+        return
+    kind = int if int in kinds else float
+    lowest, highest = None, None
+    for field in fields:
+        low, high = _bounds(name, field)
+        lowest = low if lowest is None else (lowest if low is None else max(lowest, low))
+        highest = high if highest is None else (highest if high is None else min(highest, high))
     lowest = _tighter(max, lowest, param.pop("MinValue", None))
     highest = _tighter(min, highest, param.pop("MaxValue", None))
     if lowest is not None and highest is not None and lowest > highest:
@@ -102,8 +140,9 @@ def _constrain(name: str, param: dict[str, Any], field: FieldInfo) -> None:
         param["Default"] = str(param["Default"])
 
 
-def _kind(annotation: Any) -> type | tuple[str, ...]:
-    """int, float, str, or the values of a Literal; an optional field as its type."""
+def _kind(annotation: Any) -> type | tuple[str, ...] | None:
+    """int, float, str, or the values of a Literal; an optional field as its type; None for a type
+    no parameter constraint can say (a list of values, a model: its reader checks it)."""
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
         annotation = args[0]
@@ -111,7 +150,11 @@ def _kind(annotation: Any) -> type | tuple[str, ...]:
         return tuple(str(v) for v in typing.get_args(annotation))
     if annotation in (int, float, str):
         return typing.cast(type, annotation)
-    raise ValueError(f"no CloudFormation constraint for a setting of type {annotation!r}")
+    return None
+
+
+def _patterns(field: FieldInfo) -> list[str]:
+    return [rule.pattern for rule in field.metadata if isinstance(getattr(rule, "pattern", None), str)]
 
 
 def _bounds(name: str, field: FieldInfo) -> tuple[float | None, float | None]:

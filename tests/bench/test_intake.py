@@ -12,7 +12,9 @@ T = render()
 
 
 def default(name: str) -> Any:
-    return T["Parameters"][name]["Default"]
+    # a whole-number parameter is a String with a pattern (infra/parameters.py): its default as the number
+    value = T["Parameters"][name]["Default"]
+    return int(value) if isinstance(value, str) and value.isdigit() else value
 
 
 def stack_policy() -> tuple[LambdaBatching, int, int]:

@@ -490,8 +490,11 @@ def test_the_job_expires_snapshots_with_the_stack_s_retention() -> None:
     field = JobSettings.model_fields["snapshot_retention_hours"]
     bounds = {type(m).__name__: m for m in field.metadata}
     parameter = P["SnapshotRetentionHours"]
-    assert (parameter["MinValue"], parameter["MaxValue"]) == (bounds["Ge"].ge, bounds["Le"].le)
-    assert parameter["Default"] == field.default
+    # (its bounds are the job's field's, as a whole-number pattern: infra/parameters.py)
+    low, high = bounds["Ge"].ge, bounds["Le"].le
+    allowed = [n for n in range(0, high + 2) if re.fullmatch(parameter["AllowedPattern"], str(n))]
+    assert (allowed[0], allowed[-1], len(allowed)) == (low, high, high - low + 1)
+    assert parameter["Default"] == str(field.default)
     assert "SnapshotRetentionDays" not in P and not [
         o for o in of_type("AWS::Glue::TableOptimizer").values() if o["Properties"]["Type"] == "retention"
     ]
@@ -557,7 +560,7 @@ def test_the_manifest_lambda_s_surge_signal_reaches_this_stack_s_control_plane_o
     assert plane["MANIFEST_BUCKET"] == lam["MANIFEST_BUCKET"] == {"Ref": "ManifestBucket"}
     assert plane["MANIFEST_PREFIX"] == lam["MANIFEST_PREFIX"] == "manifests/"
     assert pattern["detail"]["manifest_uri"] == [{"Fn::Sub": "s3://${ManifestBucket}/manifests/"}]
-    assert lam["SURGE_BYTES"] == {"Ref": "SurgeBytes"} and P["SurgeBytes"]["MinValue"] == 0
+    assert lam["SURGE_BYTES"] == {"Ref": "SurgeBytes"} and re.fullmatch(P["SurgeBytes"]["AllowedPattern"], "0")
     (target,) = rule["Targets"]
     # the event as it is (the handler reads its source and detail; a control plane from before the
     # signal, mid-deploy, takes an event without "command" for a tick)

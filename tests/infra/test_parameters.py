@@ -359,3 +359,54 @@ def test_a_reservation_below_the_queue_s_maximum_concurrency_is_refused() -> Non
     # And a reservation at the maximum, or none, goes on to the account's check
     concurrency.check(_account(1000), {**wanted, "ManifestLambdaReservedConcurrency": "5"}, {})
     concurrency.check(_account(1000), {**wanted, "ManifestLambdaReservedConcurrency": "0"}, {})
+
+
+# -- the job's arguments and the manifest Lambda's environment (review M5) ---------------------------
+
+JOB_ARGS: dict[str, Any] = T["Resources"]["GlueJob"]["Properties"]["DefaultArguments"]
+BUILDER_ENV: dict[str, Any] = T["Resources"]["ManifestLambda"]["Properties"]["Environment"]["Variables"]
+
+
+def job_settings_of(values: dict[str, str]) -> Any:
+    from glue_processor.settings import JobSettings, settings_from_mapping
+
+    args = {key[2:]: resolve(node, values) for key, node in JOB_ARGS.items() if key[2:] in JobSettings.model_fields}
+    return settings_from_mapping({k: str(v) for k, v in args.items() if v is not ABSENT})
+
+
+def builder_settings_of(values: dict[str, str]) -> Any:
+    from lambdas.manifest_builder.settings import load_settings as load_builder
+
+    env = {var: resolve(node, values) for var, node in BUILDER_ENV.items()}
+    with mock.patch.dict(os.environ, {k: str(v) for k, v in env.items() if v is not ABSENT}, clear=True):
+        return load_builder()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(STACK)
+def test_every_value_the_template_allows_starts_the_job_and_the_manifest_lambda(values: dict[str, str]) -> None:
+    # A value the template let through and the job's settings refused failed every start of the job
+    # (MaxFilesPerTrigger 10001, TargetFileMb 4096, QueryName "a b", 2.5 for a whole number): the
+    # control plane restarted it, and it failed again
+    assume(rules_hold(values))
+    job = job_settings_of(values)
+    assert job.max_files_per_trigger == int(values["MaxFilesPerTrigger"])
+    assert job.query_name == values["QueryName"] and job.target_file_mb == int(values["TargetFileMb"])
+    builder = builder_settings_of(values)
+    assert builder.max_manifest_bytes == int(values["MaxManifestBytes"])
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("MaxFilesPerTrigger", "10001"),
+        ("MaxFilesPerTrigger", "2.5"),
+        ("TargetFileMb", "4096"),
+        ("QueryName", "a b"),
+        ("MetricsNamespace", ":x"),
+        ("SnapshotRetentionHours", "0"),
+        ("MaxManifestFiles", "0"),
+    ],
+)
+def test_a_value_a_reader_refuses_is_refused_by_the_template(name: str, value: str) -> None:
+    assert not allows(name, value)
