@@ -3,8 +3,10 @@
 Every table of the run is a view under three names: ``events``, ``ingest.events`` (the local
 database) and ``ndjson_ingest.events`` (the stack's database, as Athena names it), so the README's
 queries run here as printed. The load history is ``load_history`` under the same three names. Beside
-them: ``partitions``, ``files`` and ``snapshots``, one row per partition, data file and snapshot of
-each table (a column ``table`` says whose). The default query lists the partitions.
+them: ``partitions``, ``files`` and ``snapshots`` (also ``meta.partitions`` and so on, the only names
+when a table of the user's is called so), one row per partition (with its spec: a table whose
+partitioning changed has both), data file and snapshot of each table (a column ``table`` says whose).
+The default query lists the partitions.
 
 The views read the Parquet files with no option that adds a column, so a field of the user's called
 ``filename`` (or anything else) never collides with one of ours.
@@ -38,11 +40,11 @@ from glue_processor.table.read import local_file, published_files
 
 LOAD_HISTORY = "load_history"  # JobSettings.load_history_table's default: make run's
 LOCAL_DATABASE = "ingest"  # JobSettings.database's default: make run's
-DEFAULT_SQL = 'SELECT "table", partition, rows, files, mb FROM partitions ORDER BY "table", partition'
+DEFAULT_SQL = 'SELECT "table", partition, spec_id, rows, files, mb FROM meta.partitions ORDER BY "table", partition'
 # hive-parquet: no metadata to count rows from; files and MB per dt= directory
 HIVE_SQL = (
     "SELECT \"table\", regexp_extract(path, 'dt=([^/]+)', 1) AS dt, count(*) AS files, round(sum(mb), 2) AS mb "
-    "FROM files GROUP BY ALL ORDER BY ALL"
+    "FROM meta.files GROUP BY ALL ORDER BY ALL"
 )
 EMPTY = pa.table({"table": pa.array([], pa.string())})
 
@@ -74,8 +76,12 @@ def connect(output: Path, *, database: str = LOCAL_DATABASE, table_name: str = "
         parts.append(_labelled(name, partitions_of(table)))
         files.append(_labelled(name, files_of(table)))
         snaps.append(_labelled(name, snapshots_of(table)))
+    con.execute('CREATE SCHEMA IF NOT EXISTS "meta"')
     for view, parts_of in (("partitions", parts), ("files", files), ("snapshots", snaps)):
-        con.register(view, pa.concat_tables(parts_of, promote_options="permissive") if parts_of else EMPTY)
+        con.register(f"_{view}", pa.concat_tables(parts_of, promote_options="permissive") if parts_of else EMPTY)
+        con.execute(f'CREATE VIEW "meta"."{view}" AS SELECT * FROM "_{view}"')  # noqa: S608 - our names
+        if view not in names:  # a table of the user's called so keeps its name; the view is meta.<view>
+            con.execute(f'CREATE VIEW "{view}" AS SELECT * FROM "_{view}"')  # noqa: S608
     return con
 
 
@@ -132,10 +138,12 @@ def partitions_of(table: Table) -> pa.Table:
             }
         )
     raw = table.inspect.partitions()
-    labels = [_label(p) for p in raw["partition"].to_pylist()]
+    specs = raw["spec_id"].to_pylist()
+    labels = [_label(p, _fields(table, s)) for p, s in zip(raw["partition"].to_pylist(), specs, strict=True)]
     return pa.table(
         {
             "partition": pa.array(labels, pa.string()),
+            "spec_id": raw["spec_id"],
             "rows": raw["record_count"],
             "files": raw["file_count"],
             "mb": _mb(raw["total_data_file_size_in_bytes"]),
@@ -151,7 +159,13 @@ def files_of(table: Table) -> pa.Table:
     return pa.table(
         {
             "path": pa.array([str(local_file(p)) for p in raw["file_path"].to_pylist()], pa.string()),
-            "partition": pa.array([_label(p) for p in raw["partition"].to_pylist()], pa.string()),
+            "partition": pa.array(
+                [
+                    _label(p, _fields(table, s))
+                    for p, s in zip(raw["partition"].to_pylist(), raw["spec_id"].to_pylist(), strict=True)
+                ],
+                pa.string(),
+            ),
             "spec_id": raw["spec_id"],
             "rows": raw["record_count"],
             "mb": _mb(raw["file_size_in_bytes"]),
@@ -194,8 +208,16 @@ def _hive_files(name: str, files: list[Path]) -> pa.Table:
     )
 
 
-def _label(partition: dict[str, Any] | None) -> str:
-    return "/".join(f"{k}={'null' if v is None else v}" for k, v in (partition or {}).items())
+def _fields(table: Table, spec_id: int) -> list[str]:
+    return [f.name for f in table.specs()[spec_id].fields]
+
+
+def _label(partition: dict[str, Any] | None, fields: list[str] | None = None) -> str:
+    """``name=value/...`` of a file's own spec (the struct Iceberg returns spans every spec the table
+    had, a field of another spec null there: left out, not shown as a null partition)."""
+    values = partition or {}
+    names = fields if fields is not None else list(values)
+    return "/".join(f"{k}={'null' if values.get(k) is None else values[k]}" for k in names)
 
 
 def _mb(sizes: pa.ChunkedArray) -> pa.Array:

@@ -14,6 +14,7 @@ import gzip
 import json
 import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,8 @@ def user_error(out: subprocess.CompletedProcess[str]) -> str:
     """A mistake of the user's: exit 2, one line of ours on stderr (and make's own), no traceback."""
     assert out.returncode == 2, (out.returncode, out.stdout[-2000:], out.stderr[-2000:])
     assert "Traceback" not in out.stderr and "Traceback" not in out.stdout
-    ours = [line for line in out.stderr.splitlines() if line and not line.startswith("make:")]
+    # make's own line names the recipe (make[1]: when make runs under make, as in make test)
+    ours = [line for line in out.stderr.splitlines() if line and not re.match(r"make(\[\d+\])?: ", line)]
     assert len(ours) == 1 and ours[0].startswith("error: "), out.stderr
     return ours[0]
 
@@ -121,8 +123,8 @@ def test_make_query_works_whatever_the_column_names(messy: dict[str, Any]) -> No
     assert extra.returncode == 0, extra.stderr
     ((cell,),) = list(csv.reader(extra.stdout.splitlines()[1:]))
     assert json.loads(cell) == {"k" * 200: "0"}  # the key too long to be a column, in _extra
-    # files and snapshots beside partitions
-    for view in ("partitions", "files", "snapshots"):
+    # files and snapshots beside partitions (and under meta., which a table of the user's never hides)
+    for view in ("partitions", "files", "snapshots", "meta.files"):
         listed = make("query", f"WORKDIR={work}", "FORMAT=csv", f"SQL=SELECT count(*) AS n FROM {view}")
         assert listed.returncode == 0 and int(listed.stdout.splitlines()[1]) >= 1, (view, listed.stderr)
 
@@ -177,6 +179,8 @@ def test_mistakes_are_one_line_and_exit_2(messy: dict[str, Any], tmp_path: Path)
     assert "ROUTES=" in user_error(make("run", f"WORKDIR={tmp_path / 'w2'}", f"DATA={data}", "ROUTES=nope.yaml"))
     assert "not a directory" in user_error(make("run", f"WORKDIR={tmp_path / 'w3'}", f"DATA={tmp_path / 'none'}"))
     assert "glob" in user_error(make("run", f"WORKDIR={tmp_path / 'w[1]'}", f"DATA={data}"))
+    (tmp_path / "a file").write_text("")
+    assert "cannot be used" in user_error(make("run", f"WORKDIR={tmp_path / 'a file'}", f"DATA={data}"))
     assert "not a declared column" in user_error(
         make("run", f"WORKDIR={tmp_path / 'w4'}", f"DATA={data}", "PARTITION_BY=custid")
     )
@@ -195,8 +199,13 @@ def test_changing_partition_by_evolves_the_spec_in_place(tmp_path: Path) -> None
     types.write_text(json.dumps({"columns": {"custid": "bigint", "ts": "timestamp"}}))
     first = make("run", f"DATA={data}", f"WORKDIR={work}", f"SCHEMA={types}", "PARTITION_BY=custid")
     assert first.returncode == 0, first.stderr[-3000:]
+    # a bare rerun keeps the WORKDIR's partitioning and types (it must not repartition the table)
+    write(data / "c.json", [{"id": 20, "custid": 1, "ts": "2026-01-05T00:00:00Z"}])
+    bare = make("run", f"WORKDIR={work}")
+    assert bare.returncode == 0, bare.stderr[-3000:]
+    assert "using this WORKDIR's PARTITION_BY='custid' and SCHEMA=" in bare.stdout
     write(data / "b.json", [{"id": 10 + i, "custid": 5, "ts": "2026-02-01T00:00:00Z"} for i in range(4)])
-    second = make("run", f"WORKDIR={work}", f"SCHEMA={types}", "PARTITION_BY=day(ts)")
+    second = make("run", f"WORKDIR={work}", "PARTITION_BY=day(ts)")
     assert second.returncode == 0, second.stderr[-3000:]
     assert "Traceback" not in second.stderr
     from glue_processor.table.catalog import open_catalog
@@ -208,13 +217,13 @@ def test_changing_partition_by_evolves_the_spec_in_place(tmp_path: Path) -> None
     for f in files:
         by_spec.setdefault(f["spec_id"], []).append(f)
     assert len(by_spec) == 2  # the old files as they were, the new under the new spec
-    assert sorted(int(r["id"]) for r in table.scan().to_arrow().to_pylist()) == [*range(6), *range(10, 14)]
+    assert sorted(int(r["id"]) for r in table.scan().to_arrow().to_pylist()) == [*range(6), *range(10, 14), 20]
     new = by_spec[table.spec().spec_id]
     assert sum(f["record_count"] for f in new) == 4
     # (the files' partition struct spans both specs: a field of the other spec is null)
     assert all(f["partition"]["ts_day"] is not None and f["partition"].get("custid") is None for f in new)
     old = [f for spec, fs in by_spec.items() if spec != table.spec().spec_id for f in fs]
-    assert sorted(f["partition"]["custid"] for f in old) == [0, 1]
+    assert sorted(f["partition"]["custid"] for f in old) == [0, 1, 1]
 
 
 def test_reconcile_counts_what_the_routing_ignores_as_accounted(tmp_path: Path) -> None:
@@ -222,12 +231,15 @@ def test_reconcile_counts_what_the_routing_ignores_as_accounted(tmp_path: Path) 
     write(data / "orders/1.json", [{"id": 1}])
     write(data / "elsewhere/2.json", [{"id": 2}])
     routes = tmp_path / "routes.yaml"
-    routes.write_text("tables:\n  orders: {}\nroutes:\n  - {prefix: orders/, table: orders}\nunmatched: ignore\n")
+    routes.write_text("tables:\n  files: {}\nroutes:\n  - {prefix: orders/, table: files}\nunmatched: ignore\n")
     assert make("run", f"DATA={data}", f"WORKDIR={work}", f"ROUTES={routes}").returncode == 0
     out = make("reconcile", f"WORKDIR={work}")
     assert out.returncode == 0, out.stdout
     report = json.loads(out.stdout)
     assert (report["ingested"], report["ignored"], report["never_ingested"]) == (1, 1, [])
+    # a table called as a metadata view keeps its name in make query; the view is meta.files
+    rows = make("query", f"WORKDIR={work}", "FORMAT=csv", "SQL=SELECT id FROM files")
+    assert rows.returncode == 0 and rows.stdout.splitlines() == ["id", "1"], rows.stdout + rows.stderr
 
 
 def shape(line: str, workdir: str) -> str:
@@ -274,3 +286,32 @@ def test_a_late_file_is_named_as_it_is_backfilled_waiting_then_loaded(tmp_path: 
     loaded = make("run", f"WORKDIR={work}")
     assert loaded.returncode == 0 and "your files: 0 new; 1 loaded (1 row)" in loaded.stdout, loaded.stdout
     assert make("reconcile", f"WORKDIR={work}").returncode == 0
+
+
+def test_a_run_stopped_between_batches_leaves_the_rest_for_the_next_and_one_run_at_a_time(tmp_path: Path) -> None:
+    data, work = tmp_path / "data", tmp_path / "work"
+    for n in range(6):
+        write(data / f"{n}.json", [{"id": n}])
+    cli = [str(ROOT / ".venv/bin/python"), "-m", "glue_processor.local.cli", "--data", str(data)]
+    args = [*cli, "--workdir", str(work), "--max-files-per-trigger", "1", "--sqs-batch-size", "1"]
+    # Given a run of six one-manifest batches, stopped (Ctrl-C) once its first batch is done
+    run = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert run.stdout is not None
+    for line in run.stdout:
+        if line.startswith("running the streaming job"):
+            # Then a second run on the same WORKDIR meanwhile is refused in one line
+            second = make("run", f"WORKDIR={work}")
+            assert "is in use by another make run" in user_error(second)
+        if line.startswith("batch 0:"):
+            run.send_signal(signal.SIGINT)
+            break
+    out, _ = run.communicate(timeout=300)
+    assert run.returncode == 0, out
+    # And the next run, with nothing new to feed, loads what the stopped one left (it did not skip it)
+    rest = make("run", f"WORKDIR={work}")
+    assert rest.returncode == 0, rest.stderr
+    assert "nothing new" not in rest.stdout
+    ids = make(
+        "query", f"WORKDIR={work}", "FORMAT=csv", "SQL=SELECT count(DISTINCT id) AS n, count(*) AS rows FROM events"
+    )
+    assert ids.stdout.splitlines()[1] == "6,6", ids.stdout + rest.stdout + out

@@ -237,7 +237,11 @@ def test_make_query_reads_the_current_snapshot(spark: Any, tmp_path: Path, capsy
     assert main(["--workdir", str(tmp_path), "--format", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
     # the default query: the table's partitions, as its metadata counts them (the orphan is not counted)
-    assert lines == ["table,partition,rows,files,mb", f"events,ingest_day={datetime.now(UTC):%Y-%m-%d},3,2,0.0"]
+    spec = load(env.settings).spec().spec_id
+    assert lines == [
+        "table,partition,spec_id,rows,files,mb",
+        f"events,ingest_day={datetime.now(UTC):%Y-%m-%d},{spec},3,2,0.0",
+    ]
     assert main(["--workdir", str(tmp_path), "--sql", "SELECT sum(CAST(a AS INT)) AS total FROM ingest.events"]) == 0
     assert capsys.readouterr().out.splitlines()[:3] == ["total", "-----", "6"]
     assert pq.ParquetFile(path).metadata.num_rows >= 1
