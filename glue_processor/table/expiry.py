@@ -87,6 +87,10 @@ def expire_snapshots(
         keep = int(props.get("history.expire.min-snapshots-to-keep", 1))
     cutoff_ms = int(((now or datetime.now(UTC)) - max_age).timestamp() * 1000)
     started = time.monotonic()
+    # planned on the catalog's latest metadata: pyiceberg's expiry commits with no requirement and
+    # refuses to expire a snapshot a ref it knows of points at, so a ref made since an older read
+    # would not be seen (the window left is this call's few milliseconds)
+    _latest(table)
     metadata = table.metadata
     line = main_line(metadata)
     if line is not None:
@@ -103,6 +107,15 @@ def expire_snapshots(
         return out
     # the metadata first: a file is deleted only once no snapshot of the committed table holds it
     table.maintenance.expire_snapshots().by_ids([s.snapshot_id for s in plan.expired]).commit()
+    _latest(table)
+    if line is not None and main_line(table.metadata) is None:
+        # a branch or tag appeared meanwhile: the incremental plan assumed main was the only ref, so
+        # nothing is deleted (orphan-file deletion takes what no snapshot holds, later)
+        logger.warning(
+            "a ref appeared during expiry: its files are left to orphan deletion", extra={"table": str(table.name())}
+        )
+        out.not_deleted = len(plan.files)
+        return out
     out.not_deleted = delete_files(sorted(plan.files), stores)
     out.deleted = len(plan.files) - out.not_deleted
     logger.info(
@@ -119,6 +132,12 @@ def expire_snapshots(
         },
     )
     return out
+
+
+def _latest(table: Table) -> None:
+    """The catalog's latest metadata in ``table`` (its FileIO kept, unlike ``Table.refresh``)."""
+    fresh = table.catalog.load_table(table.name())
+    table.metadata, table.metadata_location = fresh.metadata, fresh.metadata_location
 
 
 def main_line(metadata: TableMetadata) -> list[Snapshot] | None:

@@ -281,3 +281,26 @@ def test_a_table_fed_on_batch_ids_never_a_multiple_of_the_period_is_still_expire
     assert due == [0, EXPIRE_EVERY, 2 * EXPIRE_EVERY]
     # and each table counts its own commits
     assert cadence.due("ingest.clicks")
+
+
+def test_a_ref_made_while_expiry_commits_keeps_every_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyiceberg.table.update.snapshot import ExpireSnapshots
+
+    table = _table(_catalog(tmp_path), tmp_path)
+    _history(table, 6, compact_every=3)
+    before = _on_disk(table)
+    kept = table.metadata.snapshots[-1].snapshot_id
+    commit = ExpireSnapshots.commit
+
+    # Given another writer that tags a snapshot just as the expiry's commit lands (the plan assumed
+    # main was the only ref: its files might be what the tag reads)
+    def commit_then_tag(self: ExpireSnapshots) -> None:
+        commit(self)
+        other = table.catalog.load_table(table.name())
+        other.manage_snapshots().create_tag(kept, "audit").commit()
+
+    monkeypatch.setattr(ExpireSnapshots, "commit", commit_then_tag)
+    done = expire_snapshots(table, max_age=timedelta(0), keep=2, now=datetime.now(UTC) + LATER)
+    # Then the snapshots are expired but no file is deleted: orphan deletion takes what nothing holds
+    assert done.snapshots > 0 and done.deleted == 0
+    assert before <= _on_disk(table)  # (only new metadata.json files beside)
