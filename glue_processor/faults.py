@@ -7,6 +7,9 @@ does); unset, ``hit`` is a dictionary lookup that does nothing. Points: ``after-
 
 ``INGEST_PAUSE=<point>:<seconds>`` makes the first hit of a point sleep instead (a slow run, for
 races between two runs), touching ``INGEST_PAUSE_MARKER`` when it starts sleeping, if set.
+
+``INGEST_TWO_RUNS=1`` lifts the local one-run-per-WORKDIR lock, so a test can start two runs of the
+job on one checkpoint, as two Glue runs can (no local lock stands between them there).
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ _PAUSE: dict[str, float] = {}
 for _item in filter(None, os.environ.get("INGEST_PAUSE", "").split(",")):
     _name, _, _s = _item.partition(":")
     _PAUSE[_name.strip()] = float(_s or 1.0)
+
+
+TWO_RUNS = os.environ.get("INGEST_TWO_RUNS") == "1"
 
 
 def hit(point: str) -> None:

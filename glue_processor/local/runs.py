@@ -22,6 +22,7 @@ from typing import Any
 
 from contracts.exceptions import ConfigError
 from contracts.layout import MANIFEST_SUFFIX, manifest_data_bytes
+from glue_processor import faults
 from glue_processor.local.layout import LocalLayout
 
 DEFERRED = Path("_deferred") / "shares.json"  # glue_processor.commit.deferred.DEFERRED, under the output
@@ -32,6 +33,9 @@ def exclusive(layout: LocalLayout) -> Iterator[None]:
     """One make run at a time on a WORKDIR: a second is refused in one line (two would feed and
     drain the same landing bucket, and the later would take the earlier's manifests as drained)."""
     layout.state.mkdir(parents=True, exist_ok=True)
+    if faults.TWO_RUNS:
+        yield
+        return
     with (layout.state / "run.lock").open("a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -168,7 +168,7 @@ def test_two_job_processes_on_one_checkpoint_publish_every_record_once(tmp_path:
     args += ["--sqs-batch-size", "3", "--cores", "1"]
 
     def start(**extra: str) -> subprocess.Popen[str]:
-        env = {**os.environ, **extra}
+        env = {**os.environ, "INGEST_TWO_RUNS": "1", **extra}
         return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
     slow = start(INGEST_PAUSE="after-stage:20", INGEST_PAUSE_MARKER=str(marker))
