@@ -15,9 +15,13 @@ from typing import Any
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, ResolveError, TableAlreadyExistsError
+from pyiceberg.io.pyarrow import pyarrow_to_schema
+from pyiceberg.schema import Schema, promote
 from pyiceberg.table import Table, TableProperties
+from pyiceberg.types import IcebergType
 
+from contracts.exceptions import ConfigError
 from glue_processor.table.partitioning import PartitionPlan, parse_partition_by
 from glue_processor.table.schema import LINEAGE_TYPES, initial_schema, same_spec, spec_fields
 
@@ -94,6 +98,46 @@ def ensure_table(
     return _adopt(table, plan or parse_partition_by("", None), columns)
 
 
+def check_declared(catalog: Catalog, database: str, name: str, columns: pa.Schema) -> None:
+    """Raise :class:`ConfigError` when the table exists and a declared type does not fit its column
+    (what the job checks at start-up, for a tool to check before anything runs)."""
+    try:
+        table = catalog.load_table((database, name))
+    except NoSuchTableError:
+        return
+    _retyped(table, [f for f in columns if f.name in {x.name for x in table.schema().fields}])
+
+
+def _retyped(table: Table, declared: list[pa.Field]) -> dict[str, IcebergType]:
+    """The columns of the table a declared type widens (column -> its new type). A declared type a
+    column cannot take stops the job at start-up, in one line: Iceberg changes a column's type in
+    place only to widen it (int to long, float to double, a decimal's precision), so every file
+    written with another would be refused at publication."""
+    if not declared:
+        return {}
+    schema = table.schema()
+    present = Schema(*(schema.find_field(f.name) for f in declared))
+    wanted = pyarrow_to_schema(pa.schema(declared), name_mapping=present.name_mapping)
+    widen, clashes = {}, []
+    for field in present.fields:
+        want = wanted.find_field(field.field_id).field_type
+        if want == field.field_type:
+            continue
+        try:
+            promote(field.field_type, want)
+        except ResolveError:
+            clashes.append(f"{field.name}: {want} declared, {field.field_type} in the table")
+            continue
+        widen[field.name] = want
+    if clashes:
+        raise ConfigError(
+            f"table {'.'.join(table.name())}: the declared types do not fit its columns ({'; '.join(clashes)}): a "
+            "column's type changes in place only to widen it (int to long, float to double); declare these columns "
+            "as the table has them, or load the typed data into a table of its own (a new WORKDIR, or a routed table)"
+        )
+    return widen
+
+
 def _adopt(table: Table, plan: PartitionPlan, columns: pa.Schema | None) -> Table:
     """Bring a table (new, or one the stack declared) to what the job writes: the lineage and
     declared columns, the partitioning, the name mapping. A table whose partitioning differs from
@@ -101,6 +145,7 @@ def _adopt(table: Table, plan: PartitionPlan, columns: pa.Schema | None) -> Tabl
     were written with, new ones take the new spec, and readers plan over both); nothing is rewritten."""
     schema = table.schema()
     have = {f.name for f in schema.fields}
+    widen = _retyped(table, [f for f in (columns or pa.schema([])) if f.name in have])
     missing = [n for n in LINEAGE_TYPES if n not in have]
     typed = [f for f in (columns or pa.schema([])) if f.name not in have]
     needs_spec = not same_spec(table.spec(), schema, plan)
@@ -111,15 +156,17 @@ def _adopt(table: Table, plan: PartitionPlan, columns: pa.Schema | None) -> Tabl
         )
     needs_mapping = table.metadata.name_mapping() is None
     wanted = {k: v for k, v in TABLE_PROPERTIES.items() if k != "format-version" and table.properties.get(k) != v}
-    if not (missing or typed or needs_spec or needs_mapping or wanted):
+    if not (missing or typed or widen or needs_spec or needs_mapping or wanted):
         return table
     with table.transaction() as tx:
-        if missing or typed:
+        if missing or typed or widen:
             with tx.update_schema() as update:
                 for name in missing:
                     update.add_column(name, LINEAGE_TYPES[name])
                 if typed:
                     update.union_by_name(pa.schema(typed))
+                for name, kind in widen.items():
+                    update.update_column(name, field_type=kind)
         if needs_mapping:
             tx.set_properties(
                 {TableProperties.DEFAULT_NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json()}

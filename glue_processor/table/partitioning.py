@@ -224,9 +224,10 @@ def parse_partition_by(text: str, declared: DeclaredSchema | None) -> PartitionP
         if transform != "identity":
             kind = "timestamp" if key in TIME_COLUMNS else _declared_type(key, declared)
             if kind not in ("timestamp", "date"):
+                had = f"{key!r} is declared {kind}" if kind else f"{key!r} is not declared"
                 raise ConfigError(
-                    f"--partition_by: {transform}({key}) needs a timestamp or date column: declare {key!r} "
-                    "in --schema, or use _event_time/_ingest_time"
+                    f"--partition_by: {transform}({key}) needs a timestamp or date column and {had}: declare it "
+                    "timestamp or date in --schema, or use _event_time/_ingest_time"
                 )
         elif key not in LINEAGE_COLUMNS and _declared_type(key, declared) is None:
             # an undeclared key may be absent, misspelt or of any JSON type: every row would land in
