@@ -45,7 +45,7 @@ export SQL
 SCHEMA ?=
 PARTITION_BY ?=
 ROUTES ?=
-TABLE_FORMAT ?= iceberg
+TABLE_FORMAT ?=
 FORMAT ?= table
 FUZZ_SECONDS ?= 300
 VALUES ?= 200000
@@ -77,7 +77,7 @@ $(STAMP): $(RUN_STAMP)
 	@touch $(STAMP)
 
 run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<dir>] [CORES=N, default all] [TABLE_FORMAT=hive-parquet] [SCHEMA=types.json] [PARTITION_BY='day(ts)'] [ROUTES=routes.yaml]
-	@$(BIN)/python -m glue_processor.local.cli --workdir "$(WORKDIR)" --table-format "$(TABLE_FORMAT)" $(if $(SCHEMA),--schema "$(SCHEMA)") $(if $(PARTITION_BY),--partition-by "$(PARTITION_BY)") $(if $(ROUTES),--routes "$(ROUTES)") $(if $(DATA),--data "$(DATA)") $(if $(CORES),--cores "$(CORES)")
+	@$(BIN)/python -m glue_processor.local.cli --workdir "$(WORKDIR)" $(if $(TABLE_FORMAT),--table-format "$(TABLE_FORMAT)") $(if $(SCHEMA),--schema "$(SCHEMA)") $(if $(PARTITION_BY),--partition-by "$(PARTITION_BY)") $(if $(ROUTES),--routes "$(ROUTES)") $(if $(DATA),--data "$(DATA)") $(if $(CORES),--cores "$(CORES)")
 
 metrics: setup ## the metrics of the last local run (make metrics [WORKDIR=...] [ALL=1: every run's])
 	@$(BIN)/python -m glue_processor.local.metrics_report --workdir "$(WORKDIR)" $(if $(ALL),--all)
@@ -89,7 +89,7 @@ compact: setup ## compact the local table: small files of closed days into ~128 
 	@$(BIN)/python -m glue_processor.local.maintain --workdir "$(WORKDIR)" $(if $(OPEN),--include-open)
 
 status: setup ## the control plane's status and dry-run against a local run: make status [WORKDIR=<dir>]
-	$(BIN)/python -m glue_processor.local.status --workdir "$(WORKDIR)"
+	@$(BIN)/python -m glue_processor.local.status --workdir "$(WORKDIR)"
 
 parity: setup-dev ## environments like Glue 5.0/5.1's and Lambda's python3.11 runtime, for the shipped-artifact tests
 	$(BIN)/python -m infra.parity
@@ -113,11 +113,11 @@ smoke: setup-dev ## end-to-end check of a deployed stack (uploads, waits for the
 	$(BIN)/python -m infra.smoke --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(if $(FILES),--files "$(FILES)") $(if $(TIMEOUT),--timeout "$(TIMEOUT)") $(if $(KEEP),--keep) $(if $(CLEAN_UP),--clean-up "$(CLEAN_UP)")
 
 backfill: setup ## manifests for existing objects from an S3 Inventory report, skipping what was ingested: make backfill INVENTORY=s3://.../manifest.json MANIFESTS=s3://bucket/manifests/ OUTPUT=s3://out/data [PREFIX=] [SINCE=2026-01-01] [RATE=200 MB/s]; locally make backfill WORKDIR=... (INVENTORY=1 first writes the folder's report)
-	$(if $(filter 1,$(INVENTORY)),$(BIN)/python -m glue_processor.backfill --workdir "$(WORKDIR)" --write-inventory &&) \
+	@$(if $(filter 1,$(INVENTORY)),$(BIN)/python -m glue_processor.backfill --workdir "$(WORKDIR)" --write-inventory &&) \
 	$(BIN)/python -m glue_processor.backfill $(if $(MANIFESTS),--inventory "$(INVENTORY)" --manifests "$(MANIFESTS)" --output "$(OUTPUT)",--workdir "$(WORKDIR)" $(if $(filter-out 1,$(INVENTORY)),--inventory "$(INVENTORY)")) $(if $(PREFIX),--prefix "$(PREFIX)") $(if $(SINCE),--since "$(SINCE)") $(if $(RATE),--rate "$(RATE)")
 
 reconcile: setup ## objects that landed but were never ingested (or twice), per table, from the load history: make reconcile [WORKDIR=...] [REQUEUE=1] [FROM=ledger]
-	$(BIN)/python -m glue_processor.reconcile --workdir "$(WORKDIR)" $(if $(REQUEUE),--requeue) $(if $(FROM),--from $(FROM))
+	@$(BIN)/python -m glue_processor.reconcile --workdir "$(WORKDIR)" $(if $(REQUEUE),--requeue) $(if $(FROM),--from $(FROM))
 
 bench: setup-dev ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on the same files, then partitioned batches, then three datasets routed to three tables: make bench [BENCH_MB=1024]
 	$(BIN)/python -m bench.run --mb $(BENCH_MB)
@@ -156,7 +156,7 @@ commit-cost: setup-dev ## publication cost per table format, and the Iceberg com
 	$(BIN)/python -m bench.commit_cost
 
 reliability: setup ## fault injection: 20 SIGKILLs at random moments and fail points, then an exactly-once check of the table: make reliability [TABLE_FORMAT=hive-parquet] [ROUTED=1: three datasets to three tables]
-	$(BIN)/python -m glue_processor.local.chaos --kills 20 --json reliability.json --table-format "$(TABLE_FORMAT)" $(if $(ROUTED),--routed)
+	$(BIN)/python -m glue_processor.local.chaos --kills 20 --json reliability.json $(if $(TABLE_FORMAT),--table-format "$(TABLE_FORMAT)") $(if $(ROUTED),--routed)
 
 lint: setup-dev template ## ruff, mypy --strict, cfn-lint and checkov
 	$(BIN)/ruff check contracts glue_processor lambdas infra bench tests

@@ -38,10 +38,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import orc
 
+from contracts.exceptions import ConfigError
 from contracts.layout import manifest_key
 from contracts.ledger import CommitRecord
 from contracts.manifest import ManifestEntry
 from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
+from glue_processor.local.errors import Parser, cli
 from glue_processor.reconcile import LandedObject, loads_of, reconcile
 from lambdas.manifest_builder.batching import MessageEntries, plan_manifests
 
@@ -341,8 +343,9 @@ def s3_backfill(
     return report
 
 
+@cli
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="backfill", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = Parser(prog="backfill", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--workdir", type=Path, help="a local run's WORKDIR")
     p.add_argument("--write-inventory", action="store_true", help="write the local landing folder's report and stop")
     p.add_argument("--inventory", help="the report's manifest.json (s3://... or a local path)")
@@ -354,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     since = args.since if args.since is None or args.since.tzinfo else args.since.replace(tzinfo=UTC)
     selection = Selection(prefix=args.prefix, since=since)
+    if args.workdir is not None and not (args.workdir / "state").is_dir():
+        raise ConfigError(f"WORKDIR={args.workdir}: no local run here; run make run WORKDIR={args.workdir} first")
     try:
         if args.workdir is not None:
             if args.write_inventory:
@@ -380,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
             f"make run WORKDIR={args.workdir}",
             file=sys.stderr,
         )
+    elif args.workdir is not None:
+        print("nothing to backfill: every object the report lists was ingested or is waiting", file=sys.stderr)
     return 0
 
 

@@ -118,7 +118,8 @@ class ManifestBatchJob:
         self.rotate_after = rotate_after
         self.rotate_requested = False
         self.on_rotate: Any = None
-        self.on_batch: Any = None  # told each batch this run commits, once published (local progress)
+        # told each batch this run commits and how its shares settled, once published (local progress)
+        self.on_batch: Any = None
         self._resumed = False
         self._unheld: list[SetAside] = []  # shares set aside whose keys are not held yet (see _hold_pending)
         self.fenced = False  # set when another run committed a batch first: this run stops
@@ -452,7 +453,7 @@ class ManifestBatchJob:
             self._maybe_rotate(record.batch_id)
             logger.info("batch done", extra={"batch_id": record.batch_id, **record.stats.model_dump()})
             if self.on_batch is not None:
-                self.on_batch(record)
+                self.on_batch(record, settlements)
         return record
 
     def _deferred_count(self) -> int:

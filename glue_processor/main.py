@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 
     from contracts.ledger import CommitRecord
     from glue_processor.batch import ManifestBatchJob
+    from glue_processor.commit.publisher import Settlement
 
 logger = logging.getLogger("glue_processor")
 
@@ -28,12 +30,17 @@ def parse_settings(argv: Sequence[str]) -> JobSettings:
 
 
 def run_query(
-    spark: SparkSession, settings: JobSettings, *, on_batch: Callable[[CommitRecord], None] | None = None
+    spark: SparkSession,
+    settings: JobSettings,
+    *,
+    on_batch: Callable[[CommitRecord, Sequence[Settlement]], None] | None = None,
+    early_stop: threading.Event | None = None,
 ) -> list[ManifestBatchJob]:
     """Run the query, generation after generation, until it ends or is stopped (SIGTERM/SIGINT
     stop it between batches). Returns the batch job of each generation that ran. ``on_batch``: told
-    each batch this run commits, once published (the local runner's progress line)."""
-    import threading
+    each batch this run commits and how each table's share settled, once published (the local
+    runner's progress line and summary). ``early_stop``: set by a signal that came before the
+    query could take it (the local runner's Ctrl-C while Spark starts): the query stops at once."""
 
     from glue_processor.batch import ManifestBatchJob
     from glue_processor.generations import rotate_after_batches, start_generation
@@ -58,7 +65,7 @@ def run_query(
             batch_job.on_rotate = lambda q=query, w=wait_s: threading.Thread(
                 target=stop_gracefully, args=(q,), kwargs={"timeout_seconds": w}, daemon=True
             ).start()
-            stopped = stop_on_signal(query)
+            stopped = stop_on_signal(query, early=early_stop)
             try:
                 query.awaitTermination()
             except Exception:

@@ -38,7 +38,7 @@ from contracts.layout import COMMITS_DIR, is_commit_record
 from contracts.ledger import CommitRecord
 from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
 from glue_processor.commit.ledger import abandoned_shares
-from glue_processor.local.errors import cli
+from glue_processor.local.errors import Parser, cli
 from glue_processor.local.layout import LANDING_BUCKET, MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout
 
 if TYPE_CHECKING:
@@ -267,7 +267,7 @@ def sqs_requeue(sqs: Any, queue_url: str, missing: list[LandedObject]) -> int:
 
 @cli
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="reconcile", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = Parser(prog="reconcile", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--workdir", type=Path, help="a local run's WORKDIR")
     p.add_argument("--landing", help="s3://bucket/prefix of the landing objects")
     p.add_argument("--output", help="the job's output_uri (s3://...), where the ledger lives (--from ledger)")

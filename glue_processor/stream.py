@@ -51,13 +51,17 @@ def stop_gracefully(query: StreamingQuery, *, poll_seconds: float = 0.5, timeout
     Stopping mid-batch is safe too (the batch re-runs from the checkpoint), but wastes its work.
     """
     deadline = time.monotonic() + timeout_seconds
-    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-        time.sleep(poll_seconds)
-    query.stop()
+    try:
+        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(poll_seconds)
+        query.stop()
+    except Exception:  # noqa: BLE001 - the query, or Spark, ended first: there is nothing left to stop
+        logger.info("the query ended before it was stopped")
 
 
-def stop_on_signal(query: StreamingQuery) -> threading.Event:
-    """Install SIGTERM/SIGINT handlers that stop the query between batches."""
+def stop_on_signal(query: StreamingQuery, *, early: threading.Event | None = None) -> threading.Event:
+    """Install SIGTERM/SIGINT handlers that stop the query between batches. ``early``: set when a
+    stop was asked for before the query started (the query stops at once, between batches too)."""
     import signal
 
     requested = threading.Event()
@@ -69,4 +73,6 @@ def stop_on_signal(query: StreamingQuery) -> threading.Event:
 
     signal.signal(signal.SIGTERM, _handler)
     signal.signal(signal.SIGINT, _handler)
+    if early is not None and early.is_set():
+        _handler(signal.SIGINT, None)
     return requested

@@ -16,37 +16,48 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
+import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from contracts.exceptions import ConfigError
+from contracts.layout import manifest_data_bytes
 from contracts.ledger import CommitRecord
 from contracts.routing import parse_routing
 from glue_processor.local import runs
-from glue_processor.local.errors import cli
+from glue_processor.local.errors import Parser, cli
 from glue_processor.local.feeder import Feeder, FeedResult
 from glue_processor.local.layout import MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout, local_uri
 from glue_processor.local.sample import generate
 from glue_processor.local.source import DataSource, choose, remember
-from glue_processor.local.summary import RunReport, TableState, quarantine_records, render, shown
+from glue_processor.local.summary import RunReport, TableState, quarantine_records, render, shown, size
+from glue_processor.local.text import counted
 from glue_processor.metrics.sinks import JsonlSink
 from glue_processor.plan.routes import load_routes
 from glue_processor.settings import JobSettings, settings_from_mapping
 from lambdas.manifest_builder.settings import load_settings
 
+if TYPE_CHECKING:
+    from glue_processor.commit.publisher import Settlement
+
 logger = logging.getLogger("ingest-local")
+NOT_PUBLISHED = 1  # the run ended, but a table refused some of its files: they are not in it
+INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as a shell reports it
 
 
 def _cores(value: str) -> str:
     if value == "*" or (value.isdigit() and int(value) >= 1):
         return value
-    raise argparse.ArgumentTypeError(f"--cores takes a number of cores (1 or more) or *, not {value!r}")
+    raise argparse.ArgumentTypeError(f"a number of cores (1 or more) or *, not {value!r}")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="ingest-local", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = Parser(prog="ingest-local", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument(
         "--data", type=Path, help="your NDJSON tree (.json/.ndjson/.jsonl, optionally .gz); default: a sample"
     )
@@ -93,8 +104,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--table-format",
         choices=["iceberg", "hive-parquet"],
-        default="iceberg",
-        help="iceberg (default: a table in the embedded catalog) or hive-parquet (dt= directories)",
+        default=None,
+        help="iceberg (default: a table in the embedded catalog) or hive-parquet (dt= directories); "
+        "kept in WORKDIR for the next runs",
     )
     p.add_argument(
         "--checkpoint-rotate-manifests",
@@ -156,13 +168,25 @@ def visible_files(root: Path, suffix: str) -> list[Path]:
 
 
 def _table_settings(args: argparse.Namespace, layout: LocalLayout) -> dict[str, str]:
-    """PARTITION_BY and SCHEMA as this WORKDIR's table has them: given, they are what to remember
-    (once they prove valid); not given, the remembered ones apply (a bare rerun must not repartition
-    the table, or drop its types), said on one line. ``PARTITION_BY=default`` goes back to the
-    ingest day."""
+    """TABLE_FORMAT, PARTITION_BY and SCHEMA as this WORKDIR's table has them: given, they are
+    what to remember (once they prove valid); not given, the remembered ones apply (a bare rerun must
+    not start a second table, repartition the table or drop its types), said on one line.
+    ``PARTITION_BY=default`` goes back to the ingest day, ``SCHEMA=default`` to string columns. The
+    format of a table that holds data cannot change: a WORKDIR holds one table per name."""
     kept = layout.state / "table.json"
     known = json.loads(kept.read_text(encoding="utf-8")) if kept.exists() else {}
     used = []
+    held = known.get("table_format") or _format_on_disk(layout)
+    if args.table_format is None:
+        args.table_format = held or "iceberg"
+        if held == "hive-parquet":
+            used.append(f"TABLE_FORMAT={held}")
+    elif held and args.table_format != held:
+        raise ConfigError(
+            f"WORKDIR={args.workdir} holds {_a(held)} table; TABLE_FORMAT={args.table_format} would start a second "
+            f"table beside it: give the {args.table_format} table a WORKDIR of its own"
+        )
+    known["table_format"] = args.table_format
     if args.partition_by == "default":
         args.partition_by = ""
         known.pop("partition_by", None)
@@ -171,14 +195,47 @@ def _table_settings(args: argparse.Namespace, layout: LocalLayout) -> dict[str, 
     elif known.get("partition_by"):
         args.partition_by = known["partition_by"]
         used.append(f"PARTITION_BY='{args.partition_by}'")
-    if args.schema is not None:
+    if args.schema is not None and str(args.schema) == "default":
+        args.schema = None
+        known.pop("schema", None)
+    elif args.schema is not None:
         known["schema"] = str(args.schema.resolve())
     elif known.get("schema"):
         args.schema = Path(known["schema"])
         used.append(f"SCHEMA={args.schema}")
     if used:
-        print(f"using this WORKDIR's {' and '.join(used)} (give another to change it; PARTITION_BY=default resets)")
+        print(
+            f"using this WORKDIR's {' and '.join(used)} "
+            "(give another to change it; PARTITION_BY=default and SCHEMA=default reset)"
+        )
     return known
+
+
+def _a(table_format: str) -> str:
+    return f"{'an' if table_format == 'iceberg' else 'a'} {table_format}"
+
+
+def _check_tables(settings: JobSettings, layout: LocalLayout) -> None:
+    """The routing, schema and partitioning valid, and each declared type one its table's column can take."""
+    routes = load_routes(settings)
+    catalog_db = layout.output / "_catalog" / "catalog.db"
+    if settings.table_format != "iceberg" or not catalog_db.exists():
+        return
+    from glue_processor.table.catalog import check_declared, open_catalog
+    from glue_processor.table.schema import typed_columns
+
+    catalog = open_catalog(settings.catalog_uri)
+    for config in routes.tables.values():
+        check_declared(catalog, settings.database, config.name, typed_columns(config.declared, config.partitions))
+
+
+def _format_on_disk(layout: LocalLayout) -> str | None:
+    """The format of the table a WORKDIR from before ``table.json`` kept it holds, if any."""
+    if layout.output.is_dir() and (any(layout.output.glob("dt=*")) or any(layout.output.glob("*/dt=*"))):
+        return "hive-parquet"  # (its load history is an Iceberg table of the embedded catalog all the same)
+    if (layout.output / "_catalog" / "catalog.db").exists():
+        return "iceberg"
+    return None
 
 
 def _schema_file(path: Path) -> Path:
@@ -188,22 +245,29 @@ def _schema_file(path: Path) -> Path:
 
 
 class Progress:
-    """One line per batch as the job runs: files and MB done of what was waiting, rows, time."""
+    """One line per batch as the job runs: files and MB done of what was waiting, rows, time; and
+    how each table's share settled (a share the table refused is not in it)."""
 
     def __init__(self, files: int, data_bytes: int, started: float) -> None:
         self.files, self.data_bytes, self.started = files, data_bytes, started
         self.done_files = self.done_bytes = self.rows = 0
+        self.unpublished: dict[tuple[int, str], tuple[str, str]] = {}
+        self.manifests: set[str] = set()  # names of the manifests this run's batches committed
 
-    def __call__(self, record: CommitRecord) -> None:
+    def __call__(self, record: CommitRecord, settlements: Sequence[Settlement] = ()) -> None:
         s = record.stats
         self.done_files += s.files
         self.done_bytes += s.input_bytes
         self.rows += s.records_out
+        self.manifests.update(uri.rsplit("/", 1)[-1] for uri in record.manifests)
+        for settled in settlements:
+            if settled.settled != "published":
+                self.unpublished[(record.batch_id, settled.table)] = (settled.settled, settled.reason or "")
         total_files = max(self.files, self.done_files)
-        total_mb = max(self.data_bytes, self.done_bytes) / 1e6
+        total = max(self.data_bytes, self.done_bytes)
         print(
-            f"batch {record.batch_id}: {self.done_files:,} of {total_files:,} files, "
-            f"{self.done_bytes / 1e6:,.1f} of {total_mb:,.1f} MB, {self.rows:,} rows, "
+            f"batch {record.batch_id}: {self.done_files:,} of {counted(total_files, 'file')}, "
+            f"{size(self.done_bytes)} of {size(total)}, {counted(self.rows, 'row')}, "
             f"{time.monotonic() - self.started:.1f} s",
             flush=True,
         )
@@ -223,7 +287,7 @@ def table_states(settings: JobSettings, layout: LocalLayout) -> list[TableState]
                 rows=_rows(files),
                 files=len(files),
                 bytes=sum(f.stat().st_size for f in files),
-                duplicates=_duplicates(files),
+                **_duplicates(files),
             )
         )
     return out
@@ -235,24 +299,32 @@ def _rows(files: list[Path]) -> int:
     return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
 
 
-def _duplicates(files: list[Path]) -> int:
+def _duplicates(files: list[Path]) -> dict[str, int]:
+    """(source version, line) pairs found twice, and the rows of earlier versions of a changed
+    source that the table still holds (kept beside the latest version's)."""
     if not files:
-        return 0
+        return {"duplicates": 0, "earlier_rows": 0}
     import duckdb
 
     listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
     con = duckdb.connect()
     # paths quoted: no user text is interpolated
-    sql = f"SELECT count(*) - count(DISTINCT (_source_uri, _line)) FROM read_parquet([{listed}], union_by_name = true)"  # noqa: S608
-    ((found,),) = con.execute(sql).fetchall()
-    return int(found)
+    sql = (
+        "SELECT count(*), count(DISTINCT (_source_uri, _source_etag, _line)), count(DISTINCT (_source_uri, _line)) "  # noqa: S608
+        f"FROM read_parquet([{listed}], union_by_name = true)"
+    )
+    ((rows, versions, lines),) = con.execute(sql).fetchall()
+    return {"duplicates": int(rows - versions), "earlier_rows": int(versions - lines)}
 
 
 def _feed_line(feed: FeedResult, source: DataSource, here: Path) -> str:
     where = shown(source.path, here)
     ignored = f"; {len(feed.ignored):,} ignored (not .json/.ndjson/.jsonl)" if feed.ignored else ""
     replayed = " (and the interrupted feed of the last run)" if feed.replayed else ""
-    return f"fed {_count(feed.files, 'new file')} ({feed.bytes / 1e6:,.1f} MB) from {where}{ignored}{replayed}"
+    what = counted(feed.files - feed.changed, "new file")
+    if feed.changed:
+        what += f" and {counted(feed.changed, 'changed file')}"
+    return f"fed {what} ({size(feed.bytes)}) from {where}{ignored}{replayed}"
 
 
 @cli
@@ -265,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     here = Path.cwd()
     layout = LocalLayout(args.workdir.resolve())
+    fresh = not layout.state.exists()
     try:
         layout.create()
     except FileExistsError as exc:
@@ -273,14 +346,25 @@ def main(argv: list[str] | None = None) -> int:
         raise ConfigError(
             f"WORKDIR={args.workdir} cannot be used: {exc.strerror or exc}; give a folder you can write"
         ) from exc
-    with runs.exclusive(layout):
-        return _main(args, layout, started=started, here=here)
+    try:
+        with runs.exclusive(layout):
+            return _main(args, layout, started=started, here=here, fresh=fresh)
+    except KeyboardInterrupt:
+        # Ctrl-C before the job ran (Spark starting, the feed hashing): a batch is never cut by it
+        # (the job stops between batches), and a feed cut short is replayed by the next run
+        print("stopped (Ctrl-C) before the job ran: nothing was loaded; make run starts again", file=sys.stderr)
+        return INTERRUPTED
 
 
-def _main(args: argparse.Namespace, layout: LocalLayout, *, started: float, here: Path) -> int:
+def _main(args: argparse.Namespace, layout: LocalLayout, *, started: float, here: Path, fresh: bool) -> int:
     source = choose(layout, args.data)
     if source.sample and not source.path.exists():
-        print(f"generating a sample of {args.sample_files} NDJSON files in {shown(source.path, here)}")
+        # said whole: a new WORKDIR without DATA may be a typo of one that holds the user's table
+        new = f"WORKDIR={args.workdir} is new and DATA= is not given: " if fresh else ""
+        print(
+            f"{new}generating a sample of {args.sample_files} NDJSON files in {shown(source.path, here)} "
+            "(your own files: make run DATA=<folder> WORKDIR=<new dir>)"
+        )
         generate(source.path, files=args.sample_files, records_per_file=args.sample_records)
     try:
         layout.link_landing(source.path)
@@ -292,8 +376,21 @@ def _main(args: argparse.Namespace, layout: LocalLayout, *, started: float, here
         manifest_bucket=MANIFEST_BUCKET, manifest_prefix=MANIFEST_PREFIX, max_manifest_files=args.max_manifest_files
     )
     routes = routes_file(layout, args.routes)
-    settings = job_settings(layout, args, routes)
-    load_routes(settings)  # a bad routing file, schema or partitioning stops here, before anything is fed
+    try:
+        settings = job_settings(layout, args, routes)
+        # a bad routing file, schema or partitioning stops here, before anything is fed; and so does a
+        # declared type the table's column cannot take (the job would refuse it at start-up)
+        _check_tables(settings, layout)
+    except ConfigError as exc:
+        # files named as the user gave them, not as URIs or the copy WORKDIR keeps
+        text = str(exc)
+        if routes is not None and args.routes is not None:
+            text = text.replace(local_uri(routes), str(args.routes))
+        if args.schema is not None:
+            text = text.replace(local_uri(args.schema), str(args.schema))
+            if "declared types do not fit" in text:
+                text += "; SCHEMA=default goes back to string columns"
+        raise ConfigError(text) from exc
     (layout.state / "table.json").write_text(json.dumps(table_settings), encoding="utf-8")  # valid: kept
     settings_print = runs.fingerprint(
         settings.model_dump_json(),
@@ -341,31 +438,60 @@ def _run_job(
     from glue_processor.local.session import local_session
     from glue_processor.main import run_query
 
+    # a Ctrl-C is taken between batches, and before the job runs it stops it from starting: PySpark's
+    # own handler (cancel every job, then raise in whatever py4j call runs) leaves tracebacks and a
+    # half-closed gateway. Installed again once Spark is up, as Spark's start installs its own.
+    early = threading.Event()
+
+    def take_signals() -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: early.set())
+
+    take_signals()
     spark = local_session(cores=args.cores, quiet=True)
+    take_signals()
     try:
         feed = fed.result()
         print(_feed_line(feed, source, here))
         waiting = runs.waiting(layout)
-        files = _files_waiting(layout, waiting.manifests)
+        # a manifest the last run drained stays listed (the file source keeps its own log): not waiting
+        drained_before = set(runs.read(layout).get("drained", []))
+        left = [m for m in waiting.manifests if m not in drained_before]
+        left_bytes = sum(manifest_data_bytes(m) or 0 for m in left)
+        files = _files_waiting(layout, left)
         print(
             f"running the streaming job on local Spark ({args.cores if args.cores != '*' else 'all'} cores): "
-            f"{_count(len(waiting.manifests), 'manifest')}, {_count(files, 'file')}, "
-            f"{waiting.data_bytes / 1e6:,.1f} MB",
+            f"{counted(len(left), 'manifest')}, {counted(files, 'file')}, {size(left_bytes)}",
             flush=True,
         )
+        if early.is_set():
+            print("stopped (Ctrl-C) before the job ran: nothing was loaded; make run starts again", file=sys.stderr)
+            return INTERRUPTED
         runs.mark_run(layout, finished=False)
-        jobs = run_query(spark, settings, on_batch=Progress(files, waiting.data_bytes, started))
+        progress = Progress(files, left_bytes, started)
+        jobs = run_query(spark, settings, on_batch=progress, early_stop=early)
         # available-now drained every manifest listed before it started, unless a signal stopped it
-        # between batches or another run fenced it out: then the next run must look again
-        drained = bool(jobs) and not any(j.fenced or j.interrupted for j in jobs)
+        # between batches or another run fenced it out: then the next run must look again (unless
+        # this run's batches took every manifest that was waiting)
+        stopped = not jobs or any(j.fenced or j.interrupted for j in jobs)
+        drained = not stopped or set(left) <= progress.manifests
         runs.mark_run(layout, finished=True, drained=waiting.manifests if drained else (), fingerprint=settings_print)
+        committed = [record for job in jobs for record in job.committed]
+        interrupted = early.is_set() or any(j.interrupted for j in jobs)  # Ctrl-C, not a fence
+        if not drained and not committed and interrupted:
+            print(
+                f"stopped before the first batch: nothing was loaded; make run WORKDIR={args.workdir} loads the "
+                f"{counted(files, 'waiting file')}",
+                file=sys.stderr,
+            )
+            return INTERRUPTED
         if not drained:
             print("stopped before every waiting manifest was loaded: make run loads the rest", flush=True)
-        committed = [record for job in jobs for record in job.committed]
         known = {name: tuple(sorted(jobs[-1].memory.keys_of(name))) for name in jobs[-1].routes.tables} if jobs else {}
         report = RunReport(
             records=committed,
             fed_files=feed.files,
+            changed_files=feed.changed,
             ignored=feed.ignored,
             tables=table_states(settings, layout),
             quarantined=quarantine_records(committed),
@@ -373,15 +499,34 @@ def _run_job(
             data=source.path,
             seconds=time.monotonic() - started,
             known_keys=known,
+            shown_keys=_shown_keys(layout, known),
+            unpublished=progress.unpublished,
         )
         print(render(report, here=here), flush=True)
     finally:
         spark.stop()
+    refused = report.not_published()
+    if refused:
+        print(
+            f"error: {counted(refused, 'file')} loaded but not published: the table refused their rows (above). "
+            f"Fix the cause, then make reconcile WORKDIR={args.workdir} REQUEUE=1 and make run WORKDIR={args.workdir}",
+            file=sys.stderr,
+        )
+        return NOT_PUBLISHED
     return 0
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'s' * (n != 1)}"
+def _shown_keys(layout: LocalLayout, known: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """The keys each table had when an earlier run's summary last spoke of its columns (a renamed
+    column is said once, in the run that brings it, not in every run after)."""
+    kept = layout.state / "columns.json"
+    try:
+        before = {k: tuple(v) for k, v in json.loads(kept.read_text(encoding="utf-8")).items()}
+    except (OSError, ValueError, AttributeError):
+        before = {}
+    if known:
+        kept.write_text(json.dumps(known), encoding="utf-8")
+    return before
 
 
 def _files_waiting(layout: LocalLayout, names: list[str]) -> int:

@@ -34,6 +34,7 @@ from lambdas.manifest_builder.settings import BuilderSettings
 @dataclass
 class FeedResult:
     files: int = 0
+    changed: int = 0  # of ``files``: keys fed before, whose file changed since (a new version)
     bytes: int = 0
     invocations: int = 0
     manifests: list[str] = field(default_factory=list)
@@ -89,9 +90,9 @@ class Feeder:
                 if not name.startswith(".") and (every or self.settings.accepts(key)):
                     yield key, path
 
-    def new_files(self) -> list[tuple[str, os.stat_result]]:
+    def new_files(self, fed: dict[str, tuple[int, int]] | None = None) -> list[tuple[str, os.stat_result]]:
         """Files under the landing bucket that are new or changed since fed (taken or not)."""
-        fed = self.fed()
+        fed = self.fed() if fed is None else fed
         found = []
         for key, path in self.landing_files(every=True):
             st = path.stat()
@@ -109,7 +110,10 @@ class Feeder:
         if self.wal.exists():
             result.replayed = True
             self._apply(json.loads(self.wal.read_text(encoding="utf-8")), result)
-        self._feed([(key, st) for key, st in self.new_files()], result)
+        before = self.fed()
+        found = self.new_files(before)
+        result.changed = sum(1 for key, _ in found if key in before and self.settings.accepts(key))
+        self._feed(found, result)
         return result
 
     def feed_keys(self, keys: list[str]) -> FeedResult:

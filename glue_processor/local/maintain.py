@@ -14,8 +14,9 @@ from datetime import timedelta
 from pathlib import Path
 
 from contracts.exceptions import ConfigError
-from glue_processor.local.errors import cli
+from glue_processor.local.errors import Parser, cli
 from glue_processor.local.layout import LocalLayout
+from glue_processor.local.text import counted
 from glue_processor.table.catalog import open_catalog
 from glue_processor.table.compact import maintain
 
@@ -25,7 +26,7 @@ maintain_doc = __doc__
 @cli
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
-    p = argparse.ArgumentParser(prog="compact", description=maintain_doc, formatter_class=argparse.RawTextHelpFormatter)
+    p = Parser(prog="compact", description=maintain_doc, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--workdir", type=Path, default=Path(".work"))
     p.add_argument("--target-mb", type=int, default=128)
     p.add_argument("--orphan-age-hours", type=float, default=24.0)
@@ -51,14 +52,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         name = ".".join(ident)
         done = (
-            f"compacted {report.rewritten} small files in {report.partitions} partitions into {report.written} "
-            f"(table files {report.files_before} -> {report.files_after}, snapshot {report.snapshot_id})"
+            f"compacted {counted(report.rewritten, 'small file')} in {counted(report.partitions, 'partition')} "
+            f"into {report.written} (table files {report.files_before} -> {report.files_after}, "
+            f"snapshot {report.snapshot_id})"
             if report.rewritten
             else f"nothing to compact: {report.why_not}"
         )
         print(
-            f"{name}: {done}; expired {report.expired_snapshots} snapshots; "
-            f"deleted {report.orphans_deleted} orphan files"
+            f"{name}: {done}; expired {counted(report.expired_snapshots, 'snapshot')}; "
+            f"deleted {counted(report.orphans_deleted, 'orphan file')}"
         )
     return 0
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import defaultdict
@@ -13,7 +12,7 @@ from typing import Any
 from contracts.exceptions import ConfigError
 from contracts.metrics import BY_NAME, TABLE_DIMENSION
 from glue_processor.local import runs
-from glue_processor.local.errors import cli
+from glue_processor.local.errors import Parser, cli
 from glue_processor.local.layout import LocalLayout
 from glue_processor.local.text import aligned
 
@@ -69,7 +68,7 @@ def _fmt(value: float) -> str:
 @cli
 def main(argv: list[str] | None = None) -> int:
     """``make metrics``: the datums of the last run (``--all``: of every run) of a WORKDIR."""
-    p = argparse.ArgumentParser(prog="metrics", description=main.__doc__)
+    p = Parser(prog="metrics", description=main.__doc__)
     p.add_argument("--workdir", type=Path, default=Path(".work"))
     p.add_argument("--all", action="store_true", help="every run's datums, not only the last run's")
     args = p.parse_args(argv)
@@ -79,7 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     started = runs.read(layout).get("started_at")
     since = None if args.all or not started else datetime.fromisoformat(started)
     datums = read_datums(layout.metrics, since=since)
-    print(f"{len(datums)} datums {'of every run' if since is None else 'of the last run'} in {layout.metrics}:")
+    print(
+        f"{len(datums):,} datums {'of every run' if since is None else 'of the last run'} in {layout.metrics}, "
+        "a row per metric (n: its datums; sum, min, max and last of their values):"
+    )
     print(render_metrics(datums))
     return 0
 

@@ -14,7 +14,6 @@ The views read the Parquet files with no option that adds a column, so a field o
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import csv
 import json
@@ -32,7 +31,7 @@ from pyiceberg.table import Table
 
 from contracts.exceptions import ConfigError
 from contracts.layout import ATHENA_DATABASE
-from glue_processor.local.errors import cli
+from glue_processor.local.errors import Parser, cli
 from glue_processor.local.layout import LocalLayout
 from glue_processor.local.text import aligned
 from glue_processor.table.catalog import open_catalog
@@ -246,7 +245,8 @@ def run(workdir: Path, sql: str, fmt: str) -> int:
             f"run make run WORKDIR={workdir} first, or pass the WORKDIR you ran it with"
         )
     con = connect(layout.output)
-    iceberg = (layout.output / "_catalog" / "catalog.db").exists()
+    # an Iceberg table has a spec per partition; a hive-parquet one (beside an Iceberg load history) none
+    iceberg = "spec_id" in {row[0] for row in con.execute("DESCRIBE meta.partitions").fetchall()}
     try:
         statements = con.extract_statements(sql or (DEFAULT_SQL if iceberg else HIVE_SQL))
     except duckdb.Error as exc:
@@ -261,6 +261,12 @@ def run(workdir: Path, sql: str, fmt: str) -> int:
 def _print(con: duckdb.DuckDBPyConnection, statement: Any, fmt: str) -> None:
     try:
         relation = con.sql(statement.query)
+    except duckdb.CatalogException as exc:  # a table name this WORKDIR does not have: say which it has
+        views = sorted(
+            {row[0] for row in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+        )
+        shown = ", ".join(v for v in views if not v.startswith("_"))
+        raise ConfigError(f"SQL: {str(exc).splitlines()[0]} (this WORKDIR's views: {shown})") from exc
     except duckdb.Error as exc:
         raise ConfigError(f"SQL: {str(exc).splitlines()[0]}") from exc
     if relation is None:  # a statement without rows
@@ -282,7 +288,7 @@ def _print(con: duckdb.DuckDBPyConnection, statement: Any, fmt: str) -> None:
 
 @cli
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="query", description=__doc__)
+    p = Parser(prog="query", description=__doc__)
     p.add_argument("--workdir", type=Path, default=Path(".work"))
     p.add_argument("--sql", default="", help="the query (default: rows and files per partition)")
     p.add_argument("--format", choices=("table", "csv"), default="table")

@@ -6,7 +6,6 @@ active (its process is alive), finished, or died without finishing (reported as 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.layout import manifest_data_bytes
+from glue_processor.local.errors import Parser, cli
 from glue_processor.local.layout import LocalLayout
 from glue_processor.local.runs import Waiting, read, run_file, waiting
 from lambdas.control_plane.decision import JobView
@@ -99,8 +99,9 @@ def render(status: dict[str, Any], dry: dict[str, Any], waiting: Waiting | None 
     return "\n".join(lines)
 
 
+@cli
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="ingest-status", description=__doc__)
+    p = Parser(prog="ingest-status", description=__doc__)
     p.add_argument("--workdir", type=Path, default=Path(".work"))
     p.add_argument("--workers", type=int, default=2, help="workers the local job stands for (default 2)")
     args = p.parse_args(argv)

@@ -16,11 +16,12 @@ from typing import Any
 
 from contracts.ledger import CommitRecord, SourceRecord
 from glue_processor.read.names import column_names
-from glue_processor.read.outcome import REASON_ALL_BAD
+from glue_processor.read.outcome import REASON_ALL_BAD, REASON_UNROUTED
 
 MB = 1e6
 SHOWN = 8  # problem lines listed before "... and N more"
 LANDING = "s3://local-landing/"
+RESCUED_SQL = 'SQL="SELECT _source_uri, _line, _rescued FROM TABLE WHERE _rescued IS NOT NULL"'
 MORE_SQL = "SQL=\"SELECT key, status, reason FROM load_history WHERE status <> 'ingested' OR reason IS NOT NULL\""
 
 
@@ -30,7 +31,8 @@ class TableState:
     rows: int
     files: int
     bytes: int
-    duplicates: int | None = None  # (source, line) pairs seen twice; None: not checked
+    duplicates: int | None = None  # (source version, line) pairs seen twice; None: not checked
+    earlier_rows: int = 0  # rows of earlier versions of changed sources, kept beside the latest's
 
 
 @dataclass
@@ -41,11 +43,28 @@ class RunReport:
     fed_files: int
     ignored: Sequence[str]  # keys of files the pipeline does not take (by name)
     tables: Sequence[TableState]
+    changed_files: int = 0  # of fed_files: new versions of files fed before
     quarantined: Sequence[dict[str, Any]] = ()  # this run's quarantine records (the first few)
     workdir: Path = Path(".work")
     data: Path = Path(".")
     seconds: float = 0.0
     known_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)  # table -> its keys after the run
+    shown_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)  # table -> keys an earlier summary saw
+    # (batch id, table) -> (how its share settled, why) for each share not published: "abandoned"
+    # (the table refused it; its files are not in the table) or "deferred" (set aside, published later)
+    unpublished: dict[tuple[int, str], tuple[str, str]] = field(default_factory=dict)
+
+    def outcome(self, record: CommitRecord, source: SourceRecord) -> str:
+        """What happened to one object version of this run: :func:`outcome`, unless its table's
+        share was not published."""
+        held = self.unpublished.get((record.batch_id, source.table or ""))
+        if held is not None and source.status in ("ingested", "empty"):
+            return "not published" if held[0] == "abandoned" else "waiting to publish"
+        return outcome(source)
+
+    def not_published(self) -> int:
+        """Files of this run whose rows the table refused (their share abandoned)."""
+        return sum(1 for r in self.records for s in r.sources if self.outcome(r, s) == "not published")
 
 
 def outcome(source: SourceRecord) -> str:
@@ -68,11 +87,11 @@ def outcome(source: SourceRecord) -> str:
 def render(report: RunReport, *, here: Path | None = None) -> str:
     here = here or Path.cwd()
     rel = _relative(here)
-    sources = [s for r in report.records for s in r.sources]
-    kinds = Counter(outcome(s) for s in sources)
+    sources = [(s, report.outcome(r, s)) for r in report.records for s in r.sources]
+    kinds = Counter(kind for _, kind in sources)
     kinds["ignored"] += len(report.ignored)
-    rows = sum(s.records for s in sources)
-    bad = sum(s.bad_records for s in sources)
+    rows = sum(s.records for s, kind in sources if kind not in ("not published", "waiting to publish"))
+    bad = sum(s.bad_records for s, _ in sources)
     out = [_headline(report, kinds, rows, bad)]
     problems = _problems(report, sources, rel)
     out += [f"  {what:<18} {where}{('  ' + why) if why else ''}" for what, where, why in problems[:SHOWN]]
@@ -82,10 +101,22 @@ def render(report: RunReport, *, here: Path | None = None) -> str:
         dup = ""
         if table.duplicates is not None:
             once = ", each (source, line) once"
-            dup = once if not table.duplicates else f", {table.duplicates} (source, line) pairs twice"
+            dup = once if not table.duplicates else f", {table.duplicates:,} (source, line) pairs twice"
+        if table.earlier_rows:
+            dup += (
+                f"; {table.earlier_rows:,} row{'s' * (table.earlier_rows != 1)} of earlier versions of changed "
+                "files kept beside the latest (_source_etag tells the versions apart)"
+            )
         out.append(
-            f"table {table.name}: {table.rows:,} rows in {table.files:,} Parquet file{'s' * (table.files != 1)} "
-            f"({table.bytes / MB:,.1f} MB){dup}"
+            f"table {table.name}: {table.rows:,} row{'s' * (table.rows != 1)} in {table.files:,} Parquet "
+            f"file{'s' * (table.files != 1)} ({size(table.bytes)}){dup}"
+        )
+    unrouted = sum(1 for s, _ in sources if s.reason == REASON_UNROUTED)
+    if unrouted and not kinds["loaded"] + kinds["loaded in part"]:
+        out.append(
+            f"hint: no route took any of the {unrouted:,} files: a route's prefix is matched against the key, the "
+            "path under DATA locally (no bucket or folder name before it); fix the routing file, then make reconcile "
+            f"WORKDIR={rel(report.workdir)} REQUEUE=1 and make run"
         )
     workdir = rel(report.workdir)
     out.append(
@@ -95,60 +126,132 @@ def render(report: RunReport, *, here: Path | None = None) -> str:
     return "\n".join(out)
 
 
+HEADLINE_ORDER = (
+    "loaded in part",
+    "empty",
+    "every line quarantined",
+    "not published",
+    "waiting to publish",
+    "missing",
+    "unreadable",
+    "quarantined whole",
+    "ignored",
+)
+
+
 def _headline(report: RunReport, kinds: Counter[str], rows: int, bad: int) -> str:
-    loaded = kinds["loaded"] + kinds["loaded in part"] + kinds["empty"]
-    parts = [f"{loaded:,} loaded ({rows:,} row{'s' * (rows != 1)})"]
-    order = ("loaded in part", "every line quarantined", "missing", "unreadable", "quarantined whole", "ignored")
-    parts += [f"{kinds[k]:,} {k}" for k in order if kinds[k]]
+    """Each file counted once: the parts add up to the files this run saw."""
+    parts = [f"{kinds['loaded']:,} loaded ({rows:,} row{'s' * (rows != 1)})"]
+    parts += [f"{kinds[k]:,} {k}" for k in HEADLINE_ORDER if kinds[k]]
     parts += [f"{kinds[k]:,} {k}" for k in ("already loaded", "superseded") if kinds[k]]
     if bad:
         parts.append(f"{bad:,} line{'s' * (bad != 1)} quarantined")
     batches = len(report.records)
+    new = report.fed_files - report.changed_files + len(report.ignored)
+    changed = f", {report.changed_files:,} changed" if report.changed_files else ""
     return (
-        f"your files: {report.fed_files + len(report.ignored):,} new; "
+        f"your files: {new:,} new{changed}; "
         + ", ".join(parts)
         + f" ({batches} batch{'es' * (batches != 1)}, {report.seconds:.1f} s)"
     )
 
 
 def _problems(
-    report: RunReport, sources: Sequence[SourceRecord], rel: Callable[[Path], str]
+    report: RunReport, sources: Sequence[tuple[SourceRecord, str]], rel: Callable[[Path], str]
 ) -> list[tuple[str, str, str]]:
-    """(what, where, why) of each thing the user should know: lines and files quarantined, files
-    loaded in part or not at all, files ignored, keys renamed."""
+    """(what, where, why) of each thing the user should know: files the table refused, lines and
+    files quarantined, files loaded in part or not at all, files ignored, values that did not
+    convert or partition, keys renamed."""
 
     def path_of(key: str) -> str:
         return rel(report.data / key)
 
     out: list[tuple[str, str, str]] = []
+    reasons = {key: why for key, (_, why) in report.unpublished.items()}
+    for record in report.records:
+        for s in record.sources:
+            if report.outcome(record, s) == "not published":
+                why = reasons.get((record.batch_id, s.table or ""), "")
+                out.append(("not published", path_of(s.key), why))
     for q in report.quarantined:
         uri = str(q.get("source_uri", ""))
         where = path_of(uri.removeprefix(LANDING)) if uri.startswith(LANDING) else uri
         if q.get("kind") == "line":
             out.append(("line quarantined", f"{where}:{q.get('line')}", str(q.get("reason", ""))))
-    for s in sources:
-        kind = outcome(s)
-        if kind in ("loaded", "already loaded", "empty"):
+    for s, kind in sources:
+        if kind in ("loaded", "already loaded", "not published"):
             continue
-        why = s.reason or ""
+        why = s.reason or ("no record in it: nothing to load" if kind == "empty" else "")
+        if s.reason == REASON_UNROUTED:  # the key the routes were matched against
+            why = f"key {s.key}: {why}"
         if kind == "loaded in part":
             why = f"{s.records:,} rows loaded, then: {why}"
         out.append((kind, path_of(s.key), why))
     out += [("ignored", path_of(k), "not .json, .ndjson or .jsonl (optionally .gz)") for k in report.ignored]
-    out += [(f"column {name}", f'key "{key}"', why) for key, name, why in renamed(report.known_keys)]
+    out += _values(report, rel(report.workdir))
+    fresh = {t: tuple(set(keys) - set(report.shown_keys.get(t, ()))) for t, keys in report.known_keys.items()}
+    out += [(f"column {name}", f'key "{key}"', why) for key, name, why in renamed(report.known_keys, only=fresh)]
     return out
 
 
-def renamed(known: dict[str, tuple[str, ...]]) -> list[tuple[str, str, str]]:
-    """Keys whose column is not named as they are: (key, column, why). Athena and Glue resolve names
-    without case, so of keys that differ only in case one keeps the name and the others get a suffix."""
+def _values(report: RunReport, workdir: str) -> list[tuple[str, str, str]]:
+    """Values that did not land where their key says: declared types that did not convert, rows in
+    the null partition, values past the column bound."""
+    total = Counter[str]()
+    for record in report.records:
+        total["rescued"] += record.stats.rescued_values
+        total["null"] += record.stats.null_partition_records
+        total["extra"] += record.stats.extra_values
     out = []
-    for keys in known.values():
+    if total["rescued"]:
+        out.append(
+            (
+                "values rescued",
+                f"{total['rescued']:,} value{'s' * (total['rescued'] != 1)}",
+                "did not convert to their declared type: kept as text in _rescued; "
+                + f"make query WORKDIR={workdir} "
+                + RESCUED_SQL.replace("TABLE", _view(report)),
+            )
+        )
+    if total["null"]:
+        out.append(
+            (
+                "null partition",
+                f"{total['null']:,} row{'s' * (total['null'] != 1)}",
+                "had no value for a partition column, or one that did not convert: they are in the null partition",
+            )
+        )
+    if total["extra"]:
+        out.append(
+            (
+                "values in _extra",
+                f"{total['extra']:,} value{'s' * (total['extra'] != 1)}",
+                "past the table's column bound, or with no column of their own: kept in _extra (a JSON object)",
+            )
+        )
+    return out
+
+
+def _view(report: RunReport) -> str:
+    """The view ``make query`` gives the table (its name), or a placeholder when there are several."""
+    names = [t.name.split(".", 1)[-1] for t in report.tables]
+    return names[0] if len(names) == 1 else "<table>"
+
+
+def renamed(
+    known: dict[str, tuple[str, ...]], *, only: dict[str, tuple[str, ...]] | None = None
+) -> list[tuple[str, str, str]]:
+    """Keys whose column is not named as they are: (key, column, why). Athena and Glue resolve names
+    without case, so of keys that differ only in case one keeps the name and the others get a suffix.
+    ``only``: of each table, just these keys (the ones a run brought)."""
+    out = []
+    for table, keys in known.items():
+        wanted = None if only is None else set(only.get(table, ()))
         by_lower: dict[str, list[str]] = {}
         for key in keys:
             by_lower.setdefault(key.lower(), []).append(key)
         for key, name in column_names(keys):
-            if key and key != name:
+            if key and key != name and (wanted is None or key in wanted):
                 twins = [k for k in by_lower.get(key.lower(), []) if k != key]
                 why = (
                     f'differs from "{twins[0]}" only in case (Athena and Glue cannot tell them apart): query {name}'
@@ -161,6 +264,13 @@ def renamed(known: dict[str, tuple[str, ...]]) -> list[tuple[str, str, str]]:
 
 def _relative(here: Path) -> Callable[[Path], str]:
     return lambda path: shown(path, here)
+
+
+def size(n: int) -> str:
+    """A byte count as a person reads it: kB below 0.1 MB (a small file is not "0.0 MB")."""
+    if n < 1000:
+        return f"{n} B"
+    return f"{n / 1e3:,.1f} kB" if n < 100_000 else f"{n / MB:,.1f} MB"
 
 
 def shown(path: Path, here: Path) -> str:

@@ -19,3 +19,8 @@ def aligned(headers: Sequence[Any], rows: Sequence[Sequence[Any]], *, left: int 
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and its noun, in the plural unless one: "1 file", "4 files", "19,200 rows"."""
+    return f"{n:,} {noun}{'s' * (n != 1)}"
