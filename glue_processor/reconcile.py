@@ -14,11 +14,15 @@ manifest builder locally (a version already ingested is dropped there as a dupli
         [--queue-url https://sqs...] [--requeue]
     python -m glue_processor.reconcile --landing s3://bucket/incoming/ --from ledger --output s3://out/data
 
-Exit codes: 0 every object that landed is accounted for (loaded, or left out on purpose: ignored by
-the routing file's ``unmatched: ignore``); 3 an object that should have been loaded never was, or an
-object version was loaded twice (the JSON report says which); 2 the command was given wrong (a
-setting, a WORKDIR with no run). ``make reconcile`` exits 2 whenever this does not exit 0 (make's
-own code for a failed recipe), naming this one's.
+An object the routing file ignored is left out on purpose, until the routing changes: one that the
+current routing (the WORKDIR's, or ``--routes`` on AWS) sends to a table counts as never ingested,
+and ``--requeue`` loads it.
+
+Exit codes: 0 every object that landed is accounted for (loaded, left out on purpose: ignored by
+the routing file's ``unmatched: ignore``, or requeued by this run); 3 an object that should have
+been loaded never was, or an object version was loaded twice (the JSON report says which); 2 the
+command was given wrong (a setting, a WORKDIR with no run). ``make reconcile`` exits 2 whenever
+this does not exit 0 (make's own code for a failed recipe), naming this one's.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import argparse
 import json
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +41,7 @@ from contracts.exceptions import ConfigError
 from contracts.layout import COMMITS_DIR, is_commit_record
 from contracts.ledger import CommitRecord
 from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
+from contracts.routing import parse_routing, read_routing
 from glue_processor.commit.ledger import abandoned_shares
 from glue_processor.local.errors import Parser, cli
 from glue_processor.local.layout import LANDING_BUCKET, MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout
@@ -115,8 +120,15 @@ class Report:
         }
 
 
-def reconcile(landed: Iterable[LandedObject], loads: Iterable[Load]) -> Report:
-    """Pure comparison of a landing listing with what was loaded."""
+NOW_ROUTED = "ignored: by an earlier routing file; the current one routes it to a table"
+
+
+def reconcile(
+    landed: Iterable[LandedObject], loads: Iterable[Load], *, routed: Callable[[str], bool] | None = None
+) -> Report:
+    """Pure comparison of a landing listing with what was loaded. ``routed``: whether the routing
+    the job runs with now sends a key to a table; an object an earlier routing ignored that it
+    takes is never ingested, so a requeue loads it."""
     batches: dict[Identity, list[int]] = defaultdict(list)
     tables: dict[Identity, str] = {}
     problems: dict[Identity, str] = {}
@@ -139,8 +151,11 @@ def reconcile(landed: Iterable[LandedObject], loads: Iterable[Load]) -> Report:
             report.ingested += 1
             if identity in tables:
                 report.tables[tables[identity]] = report.tables.get(tables[identity], 0) + 1
-        elif identity in left_out:
+        elif identity in left_out and (routed is None or not routed(obj.key)):
             report.ignored += 1
+        elif identity in left_out:
+            report.never_ingested.append(obj)
+            report.failed[f"s3://{obj.bucket}/{obj.key}"] = NOW_ROUTED
         else:
             report.never_ingested.append(obj)
             if identity in problems:
@@ -190,6 +205,16 @@ def local_loads(workdir: Path, source: str) -> Iterator[Load]:
     if source == "history":
         print("no load history (hive-parquet, or no batch yet): reading the ledger", file=sys.stderr)
     return loads_of(local_records(workdir))
+
+
+def local_routed(workdir: Path) -> Callable[[str], bool]:
+    """Whether the routing a local run uses now (the WORKDIR's routes.json; none: every key to one
+    table) sends a key to a table."""
+    kept = workdir / "routes.json"
+    if not kept.exists():
+        return lambda _key: True
+    routing = parse_routing(kept.read_bytes(), source=str(kept))
+    return lambda key: routing.table_of(key) is not None
 
 
 def local_requeue(workdir: Path, missing: list[LandedObject]) -> int:
@@ -282,11 +307,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--versions", action="store_true", help="compare every object version (versioned landing bucket)")
     p.add_argument("--queue-url", help="the landing SQS queue, for --requeue on AWS")
     p.add_argument("--requeue", action="store_true", help="send the never-ingested objects through again")
+    p.add_argument(
+        "--routes",
+        help="AWS: the routing file the job runs with now (its RoutesUri, s3://...): an object an earlier "
+        "routing ignored that this one takes counts as never ingested (locally: the WORKDIR's)",
+    )
     args = p.parse_args(argv)
     if args.workdir:
         if not (args.workdir / "state").is_dir():
             raise ConfigError(f"WORKDIR={args.workdir}: no local run here; run make run WORKDIR={args.workdir} first")
-        report = reconcile(local_landing(args.workdir), local_loads(args.workdir, args.source))
+        report = reconcile(
+            local_landing(args.workdir), local_loads(args.workdir, args.source), routed=local_routed(args.workdir)
+        )
         if args.requeue and report.never_ingested:
             report.requeued = local_requeue(args.workdir, report.never_ingested)
     elif args.landing and (args.output if args.source == "ledger" else args.database):
@@ -301,7 +333,11 @@ def main(argv: list[str] | None = None) -> int:
             from glue_processor.table.catalog import open_catalog
 
             loads = history_loads(open_catalog("glue").load_table((args.database, args.history_table)))
-        report = reconcile(landed, loads)
+        routed = None
+        if args.routes:
+            routing = read_routing(boto3.client("s3"), args.routes)
+            routed = lambda key: routing.table_of(key) is not None  # noqa: E731 - one line
+        report = reconcile(landed, loads, routed=routed)
         if args.requeue and report.never_ingested:
             if not args.queue_url:
                 p.error("--requeue on AWS needs --queue-url")
@@ -309,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         p.error("give --workdir, or --landing and --database (or --from ledger and --output)")
     print(json.dumps(report.as_json(), indent=1, ensure_ascii=False))
+    if report.requeued and args.workdir:
+        print(f"requeued {report.requeued}: make run WORKDIR={args.workdir} loads them", file=sys.stderr)
     print(
         f"landed {report.landed}, ingested {report.ingested}, ignored by the routing {report.ignored}, "
         f"never ingested {len(report.never_ingested)} "
@@ -316,7 +354,9 @@ def main(argv: list[str] | None = None) -> int:
         f"requeued {report.requeued}",
         file=sys.stderr,
     )
-    return ALL_ACCOUNTED if not report.never_ingested and not report.ingested_twice else NOT_LOADED
+    # what was requeued is on its way (the next run, or the job, loads it): nothing is left to do
+    settled = not report.never_ingested or report.requeued >= len(report.never_ingested)
+    return ALL_ACCOUNTED if settled and not report.ingested_twice else NOT_LOADED
 
 
 if __name__ == "__main__":

@@ -71,6 +71,18 @@ def test_reconcile_reports_missing_failed_and_twice() -> None:
     assert (report.landed, report.ingested) == (4, 2)
 
 
+def test_an_object_an_earlier_routing_ignored_is_never_ingested_once_the_routing_takes_it() -> None:
+    landed = [LandedObject("b", k, "e", 1) for k in ("orders/1.json", "misc/2.json")]
+    loads = loads_of([record(0, ("b", "orders/1.json", "e", "ignored"), ("b", "misc/2.json", "e", "ignored"))])
+    # Given the routing now takes orders/ (not misc/)
+    report = reconcile(landed, loads, routed=lambda key: key.startswith("orders/"))
+    # Then the orders object is never ingested (a requeue loads it); the other stays left out on purpose
+    assert [o.key for o in report.never_ingested] == ["orders/1.json"] and report.ignored == 1
+    assert report.failed["s3://b/orders/1.json"].startswith("ignored: by an earlier routing file")
+    # And without the current routing, both are accounted for, as before
+    assert reconcile(landed, loads_of([record(0, ("b", "orders/1.json", "e", "ignored"))])).ignored == 1
+
+
 def test_local_requeue_feeds_the_missing_through_the_manifest_builder(tmp_path: Path, capsys) -> None:
     layout = LocalLayout(tmp_path / "w")
     layout.create()
@@ -85,7 +97,10 @@ def test_local_requeue_feeds_the_missing_through_the_manifest_builder(tmp_path: 
         record(0, ("local-landing", "a.json", md5_of(data / "a.json"), "ingested")).model_dump_json()
     )
 
-    assert main(["--workdir", str(layout.workdir), "--requeue"]) == 3  # no load history: the ledger
+    assert main(["--workdir", str(layout.workdir)]) == 3  # never ingested (no load history: the ledger)
+    capsys.readouterr()
+    # requeued, every object is on its way: nothing is left to do but make run
+    assert main(["--workdir", str(layout.workdir), "--requeue"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["never_ingested"] == ["s3://local-landing/b c.json"] and out["requeued"] == 1
     (manifest,) = list(layout.manifests.glob("*.json"))

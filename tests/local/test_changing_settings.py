@@ -67,6 +67,31 @@ def test_the_table_format_is_remembered_and_a_second_format_refused(tmp_path: Pa
     assert "holds a hive-parquet table; TABLE_FORMAT=iceberg would start a second table" in line
 
 
+def test_files_a_wrong_routing_ignored_load_once_the_routing_takes_them(tmp_path: Path) -> None:
+    data, work = tmp_path / "data", tmp_path / "work"
+    write(data / "orders/1.json", [{"id": 1}])
+    write(data / "orders/2.json", [{"id": 2}])
+    routes = tmp_path / "routes.yaml"
+    # Given the README's prefixes copied as printed: locally the key has no incoming/ in front
+    table = "tables:\n  orders: {}\n"
+    routes.write_text(table + "routes:\n  - {prefix: incoming/orders/, table: orders}\nunmatched: ignore\n")
+    first = make("run", f"DATA={data}", f"WORKDIR={work}", f"ROUTES={routes}")
+    assert first.returncode == 0, first.stderr
+    # Then the summary shows the key each route was matched against, and what to do
+    assert "key orders/1.json: no route of the routing file leads its key to a table" in first.stdout
+    assert "hint: no route took any of the 2 files" in first.stdout
+    # When the routing is fixed, reconcile requeues what the new routing takes, and make run loads it
+    routes.write_text(table + "routes:\n  - {prefix: orders/, table: orders}\nunmatched: ignore\n")
+    assert make("run", f"WORKDIR={work}", f"ROUTES={routes}").returncode == 0
+    requeue = make("reconcile", f"WORKDIR={work}", "REQUEUE=1")
+    assert requeue.returncode == 0, requeue.stdout + requeue.stderr
+    assert json.loads(requeue.stdout)["requeued"] == 2 and "make run WORKDIR=" in requeue.stderr
+    loaded = make("run", f"WORKDIR={work}")
+    assert loaded.returncode == 0 and "2 loaded (2 rows)" in loaded.stdout, loaded.stdout
+    after = make("reconcile", f"WORKDIR={work}")
+    assert after.returncode == 0 and json.loads(after.stdout)["tables"] == {"ingest.orders": 2}, after.stdout
+
+
 def test_option_mistakes_are_one_line_naming_the_make_variable(tmp_path: Path) -> None:
     data = tmp_path / "data"
     write(data / "a.json", [{"id": 1}])
