@@ -45,6 +45,8 @@ export SQL
 SCHEMA ?=
 PARTITION_BY ?=
 ROUTES ?=
+ON_OVERWRITE ?=
+ON_DELETE ?=
 TABLE_FORMAT ?=
 FORMAT ?= table
 FUZZ_SECONDS ?= 300
@@ -76,8 +78,8 @@ $(STAMP): $(RUN_STAMP)
 	@test -x $(TOOLS)/bin/checkov || { $(PYTHON) -m venv $(TOOLS) && $(TOOLS)/bin/python -m pip install -q '$(CHECKOV)'; }
 	@touch $(STAMP)
 
-run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<dir>] [CORES=N, default all] [TABLE_FORMAT=hive-parquet] [SCHEMA=types.json] [PARTITION_BY='day(ts)'] [ROUTES=routes.yaml]
-	@$(BIN)/python -m glue_processor.local.cli --workdir "$(WORKDIR)" $(if $(TABLE_FORMAT),--table-format "$(TABLE_FORMAT)") $(if $(SCHEMA),--schema "$(SCHEMA)") $(if $(PARTITION_BY),--partition-by "$(PARTITION_BY)") $(if $(ROUTES),--routes "$(ROUTES)") $(if $(DATA),--data "$(DATA)") $(if $(CORES),--cores "$(CORES)")
+run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<dir>] [CORES=N, default all] [TABLE_FORMAT=hive-parquet] [SCHEMA=types.json] [PARTITION_BY='day(ts)'] [ROUTES=routes.yaml] [ON_OVERWRITE=replace|tail|append] [ON_DELETE=keep|retract]
+	@$(BIN)/python -m glue_processor.local.cli --workdir "$(WORKDIR)" $(if $(TABLE_FORMAT),--table-format "$(TABLE_FORMAT)") $(if $(SCHEMA),--schema "$(SCHEMA)") $(if $(PARTITION_BY),--partition-by "$(PARTITION_BY)") $(if $(ROUTES),--routes "$(ROUTES)") $(if $(DATA),--data "$(DATA)") $(if $(CORES),--cores "$(CORES)") $(if $(ON_OVERWRITE),--on-overwrite "$(ON_OVERWRITE)") $(if $(ON_DELETE),--on-delete "$(ON_DELETE)")
 
 metrics: setup ## the metrics of the last local run (make metrics [WORKDIR=...] [ALL=1: every run's])
 	@$(BIN)/python -m glue_processor.local.metrics_report --workdir "$(WORKDIR)" $(if $(ALL),--all)

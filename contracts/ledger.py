@@ -18,7 +18,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SourceStatus = Literal["ingested", "empty", "missing", "unreadable", "rejected", "duplicate", "superseded", "ignored"]
+# "deleted": a deletion of the key (an s3:ObjectRemoved event): nothing read; its table's rows of the
+# key retracted (on_delete: retract) or kept (keep), as its reason says
+SourceStatus = Literal[
+    "ingested", "empty", "missing", "unreadable", "rejected", "duplicate", "superseded", "ignored", "deleted"
+]
 
 
 class _Frozen(BaseModel):
@@ -46,6 +50,9 @@ class SourceRecord(_Frozen):
     reason: str | None = None
     version_id: str | None = None  # the S3 version read (versioned buckets)
     table: str | None = None  # the table its route names (None: no table, e.g. ignored or a bad entry)
+    # the S3 event's sequencer (the order of a key's versions: glue_processor/keys/state.py), for the
+    # key index of a table that mirrors its bucket; left out of a record when None (record_json)
+    sequencer: str | None = None
 
 
 class BatchStats(_Frozen):
@@ -61,6 +68,10 @@ class BatchStats(_Frozen):
     # objects read in part (their read stopped at a line, or a byte range could not be read): their
     # rows up to there loaded, the rest quarantined; a record leaves it out at 0 (record_json)
     partial_files: int = 0
+    # rows of replaced or retracted versions the batch removed, and the bytes of the files it
+    # rewrote to remove them (docs/mirror.md); a record leaves them out at 0 (record_json)
+    rows_removed: int = 0
+    rewrite_bytes: int = 0
     input_bytes: int = 0
     text_bytes: int = 0
     records_in: int = 0
@@ -85,7 +96,41 @@ class BatchStats(_Frozen):
 # Fields of BatchStats added after records were first written: a record leaves them out at 0 (its
 # model forbids fields it does not know), so a job rolled back to the version before them still reads
 # every record that has nothing to say in them.
-OMITTED_AT_ZERO = ("overflow_records", "partial_files")
+OMITTED_AT_ZERO = ("overflow_records", "partial_files", "rows_removed", "rewrite_bytes")
+# Fields of TableShare added later, left out of a record when empty, for the same reason.
+OMITTED_WHEN_EMPTY = ("replaced", "rewrites")
+
+
+class Rewrite(_Frozen):
+    """A data file of the table holding rows the batch removes, and the file of its other rows that
+    takes its place in the same commit (None: no row of it is left)."""
+
+    old: str
+    new: PublishedFile | None = None
+    rows_removed: int = Field(default=0, ge=0)
+    old_bytes: int = Field(default=0, ge=0)
+
+
+class Replaced(_Frozen):
+    """An object version whose rows the batch removes: replaced by a later version of its key, or
+    retracted (the key was deleted). Its rows go in the commit that adds the later version's."""
+
+    bucket: str
+    key: str
+    etag: str
+    version_id: str | None = None
+    status: Literal["replaced", "retracted"] = "replaced"
+    by_etag: str | None = None  # the version that replaces it
+    by_version_id: str | None = None
+    # where its rows are: the batches that wrote them, the partitions of their files (as the key
+    # index keeps them: glue_processor/keys/state.py; empty: any), and its first line that goes
+    batches: tuple[int, ...] = ()
+    partitions: tuple[str, ...] = ()
+    from_line: int = 1
+
+    @property
+    def source_uri(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
 
 
 class TableShare(_Frozen):
@@ -101,6 +146,11 @@ class TableShare(_Frozen):
     # the catalog would refuse the share's schema change (checked before the record): its objects
     # are quarantined, nothing of it is published
     refused: str | None = None
+    # a table that mirrors its bucket (docs/mirror.md): the versions whose rows go with this share,
+    # and the files rewritten without them. Left out of a record when empty (record_json), so a job
+    # rolled back to a build before them still reads every record that replaced nothing
+    replaced: tuple[Replaced, ...] = ()
+    rewrites: tuple[Rewrite, ...] = ()
 
 
 class CommitRecord(_Frozen):
@@ -170,4 +220,11 @@ def record_json(record: CommitRecord) -> bytes:
         for name in OMITTED_AT_ZERO:
             if stats.get(name) == 0:
                 del stats[name]
+    for share in data["tables"]:
+        for name in OMITTED_WHEN_EMPTY:
+            if not share.get(name):
+                share.pop(name, None)
+    for source in data["sources"]:
+        if source.get("sequencer") is None:
+            source.pop("sequencer", None)
     return json.dumps(data, indent=1, ensure_ascii=False).encode()

@@ -8,6 +8,7 @@ makes writing it idempotent: a retried Lambda invocation rewrites the same objec
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Literal
@@ -40,6 +41,14 @@ class ManifestEntry(BaseModel):
     # The S3 version the event names (versioned buckets); the job reads exactly this version, or,
     # without one, the object only while its eTag is still this one.
     version_id: str | None = Field(default=None, max_length=1024)
+    # "removed": the key was deleted (s3:ObjectRemoved; never a lifecycle expiration): nothing to read,
+    # and a table with on_delete retract removes its rows (docs/mirror.md). Left out of a manifest when
+    # "created" (to_json), so a job of a build before it reads every manifest of created objects.
+    event: Literal["created", "removed"] = "created"
+
+    @property
+    def removed(self) -> bool:
+        return self.event == "removed"
 
     @field_validator("event_time")
     @classmethod
@@ -105,8 +114,13 @@ class Manifest(BaseModel):
         return min(e.event_time for e in self.entries)
 
     def to_json(self) -> bytes:
-        """Canonical bytes: the same manifest always serialises to the same bytes."""
-        return self.model_dump_json().encode("utf-8")
+        """Canonical bytes: the same manifest always serialises to the same bytes (an entry's event
+        only when it is not "created")."""
+        data = self.model_dump(mode="json")
+        for entry in data["entries"]:
+            if entry.get("event") == "created":
+                del entry["event"]
+        return json.dumps(data, separators=(",", ":")).encode("utf-8")
 
     @classmethod
     def from_json(cls, payload: bytes | str, *, source: str = "<manifest>") -> Manifest:

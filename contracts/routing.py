@@ -49,7 +49,7 @@ IGNORE = "ignore"
 # The directories the job keeps its own records in, beside its tables' (<output>/<table>): the
 # commit ledger and staged attempts (contracts.layout), deferred publications, the dedupe index,
 # failed-attempt counts, the local catalog. A table of one of these names would share its files.
-RESERVED_TABLE_NAMES = frozenset({COMMITS_DIR, STAGING_DIR, "_deferred", "_dedupe", "_failures", "_catalog"})
+RESERVED_TABLE_NAMES = frozenset({COMMITS_DIR, STAGING_DIR, "_deferred", "_dedupe", "_failures", "_catalog", "_index"})
 
 
 def not_reserved(name: str) -> str:
@@ -74,6 +74,16 @@ class ColumnType(_Frozen):
     format: str = "iso8601"
 
 
+# What a table does when the bucket changes under it (docs/mirror.md): a new version of a key it
+# loaded replaces that version's rows in the same commit (replace), or, when it only adds lines to
+# the end, loads those lines alone (tail), or is loaded in full beside the old (append).
+OnOverwrite = Literal["replace", "tail", "append"]
+# A deleted key: its rows stay (keep) or go in the next batch (retract).
+OnDelete = Literal["keep", "retract"]
+# What becomes of a landing object once the commit that loaded it is published.
+AfterLoad = Literal["keep", "archive", "delete"]
+
+
 class TableSpec(_Frozen):
     """How one table is written (what is not set takes the job's own setting)."""
 
@@ -83,6 +93,11 @@ class TableSpec(_Frozen):
     partition_by: str = Field(default="", description="Iceberg partitioning, as --partition_by")
     target_file_mb: int | None = Field(default=None, ge=1, le=2048, description="Parquet file size target")
     max_columns: int | None = Field(default=None, ge=1, le=MAX_DATA_COLUMNS, description="column bound")
+    on_overwrite: OnOverwrite | None = Field(
+        default=None, description="a new version of a loaded key, as --on_overwrite"
+    )
+    on_delete: OnDelete | None = Field(default=None, description="a deleted key, as --on_delete")
+    after_load: AfterLoad | None = Field(default=None, description="a loaded landing object, as --after_load")
 
     def schema_document(self) -> bytes | None:
         """The declared columns as a --schema file (None: every column a string)."""

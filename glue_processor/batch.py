@@ -26,7 +26,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -45,8 +45,10 @@ from glue_processor.commit.publisher import Publisher
 from glue_processor.commit.record import Attempt, ShareResult, in_place, make_record, name_outputs
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.metrics.report import report
+from glue_processor.mirror import Mirror, ShareRemovals
 from glue_processor.plan.manifests import BatchPlan, SourceFile, plan_batch, poison_plan
 from glue_processor.plan.memory import Memory
+from glue_processor.plan.mirror import Replacement
 from glue_processor.plan.routes import TableConfig, load_routes
 from glue_processor.plan.tasks import Where, plan_tasks
 from glue_processor.read.outcome import Outcome, gather
@@ -101,6 +103,8 @@ class ManifestBatchJob:
         # where a committed share's files become visible: each table's sink, and the load history
         self.tables = Tables(settings, self.fs, self.routes)
         self.memory = Memory(settings, self.routes)
+        # the tables that mirror their buckets: each key's state (docs/mirror.md)
+        self.mirror = Mirror(settings, self.routes)
         # shares whose publication kept failing, tried again every batch, so one table never holds the
         # others. New ones are set aside with several tables only (one table's batches would only
         # pile up behind it and land out of order), and none when --max_deferred_publications is 0;
@@ -243,8 +247,9 @@ class ManifestBatchJob:
             logger.error("quarantining poison manifests", extra={"batch_id": batch_id, "manifests": len(manifests)})
             return self._run(poison_plan(manifests, reason), batch_id, committer)
         try:
-            plan = plan_batch(manifests, self.settings, ingested=self.memory.ingested, route=self.routes.table_of)
-            return self._run(plan, batch_id, committer)
+            window = self.mirror.window(self.memory.ingested)
+            plan = plan_batch(manifests, self.settings, ingested=window, route=self.routes.table_of)
+            return self._run(plan, batch_id, committer, replacing=self.mirror.plan(plan))
         except FencedOut:
             # another run committed this batch: not a failure of the batch, and this run must stop
             self.fenced = True
@@ -254,14 +259,24 @@ class ManifestBatchJob:
             failures.record(batch_id, failed["count"] + 1, exc)
             raise
 
-    def _run(self, plan: BatchPlan, batch_id: int, committer: BatchCommitter) -> CommitRecord:
+    def _run(
+        self,
+        plan: BatchPlan,
+        batch_id: int,
+        committer: BatchCommitter,
+        *,
+        replacing: Mapping[str, list[Replacement]] | None = None,
+    ) -> CommitRecord:
         started = time.monotonic()
         now = datetime.now(UTC)
         attempt = Attempt(self.query_id, batch_id, uuid.uuid4().hex[:12], now, self.tables.first.partition(now))
         staging = committer.staging_uri(self.settings.output_uri, batch_id, attempt.attempt)
         quarantine_staging = committer.staging_uri(self.settings.quarantine_uri, batch_id, attempt.attempt)
         driver = Outcome(plan)
-        shares = [self._share(name, files, attempt) for name, files in plan.by_table().items()]
+        by_table = plan.by_table()
+        for name in replacing or {}:  # a table whose share only retracts rows still commits
+            by_table.setdefault(name, [])
+        shares = [self._share(name, files, attempt) for name, files in by_table.items()]
         stages = Stages()
         if shares:
             with stages("read_parse_write"):  # plan the tasks, read
@@ -290,9 +305,22 @@ class ManifestBatchJob:
                 )
         for s in shares:
             check_rows(s)
-        results = [self._result(s, attempt) for s in shares]
+        removed = {}
+        if replacing:  # the files holding the rows of the versions replaced, without them
+            with stages("rewrite"):
+                removed = self.mirror.rewrite(
+                    self.tables,
+                    shares,
+                    replacing,
+                    name_of=lambda s, n: f"{s.out_dir}/rewrite-{attempt.stem}-{attempt.attempt}-{n:05d}.parquet",
+                    spark_map=self._spark_map,
+                    cores=self.spark.sparkContext.defaultParallelism,
+                )
+        results = [self._result(s, attempt, removed.get(s.config.name)) for s in shares]
         # a schema change a table would refuse: that share is quarantined here, before the record
         written = {f.uri: WrittenFile(f.footer, f.stats) for s in shares for f in s.outcome.data_files if f.footer}
+        for r in removed.values():
+            written.update(r.written)
         self._check(shares, results, driver, written)
         with stages("write_quarantine"):
             for s in shares:
@@ -357,7 +385,7 @@ class ManifestBatchJob:
                 held=self.memory.held_keys(s.config.name),
             )
 
-    def _result(self, share: Share, attempt: Attempt) -> ShareResult:
+    def _result(self, share: Share, attempt: Attempt, removed: ShareRemovals | None = None) -> ShareResult:
         data_files = (
             in_place(share.outcome.data_files)
             if share.sink.in_place
@@ -369,7 +397,11 @@ class ManifestBatchJob:
                 attempt=attempt.attempt,
             )
         )
-        return ShareResult(share.config.name, share.outcome, data_files)
+        if removed is None:
+            return ShareResult(share.config.name, share.outcome, data_files)
+        return ShareResult(
+            share.config.name, share.outcome, data_files, replaced=removed.replaced, rewrites=removed.rewrites
+        )
 
     def _check(
         self, shares: list[Share], results: list[ShareResult], driver: Outcome, written: dict[str, WrittenFile]
@@ -475,6 +507,7 @@ class ManifestBatchJob:
             metrics=self.metrics,
             sleep=self.sleep,
             memory=self.memory,
+            published=lambda record, table, snapshot: self.mirror.remember(self.tables, record, table, snapshot),
         )
 
     def _maybe_rotate(self, batch_id: int) -> None:

@@ -3,7 +3,8 @@
 ``INGEST_FAULT=<point>:<probability>[,<point>:<probability>...]`` arms them (``make reliability``
 does); unset, ``hit`` is a dictionary lookup that does nothing. Points: ``after-read``,
 ``after-stage`` (Parquet staged, not committed), ``after-commit-record`` (committed, not published),
-``mid-publish``, ``after-batch`` (published; Spark's checkpoint commit not yet written).
+``mid-publish``, ``before-key-index`` (published; the mirrored keys' states not yet written: see
+docs/mirror.md), ``after-batch`` (published; Spark's checkpoint commit not yet written).
 
 ``INGEST_PAUSE=<point>:<seconds>`` makes the first hit of a point sleep instead (a slow run, for
 races between two runs), touching ``INGEST_PAUSE_MARKER`` when it starts sleeping, if set.

@@ -51,8 +51,10 @@ if TYPE_CHECKING:
 
 Identity = tuple[str, str, str]
 DONE = {"ingested", "empty"}
-# left out on purpose: the routing file sends the key to no table (unmatched: ignore)
-ACCOUNTED = {"ignored"}
+# left out on purpose: the routing file sends the key to no table (unmatched: ignore); a later version
+# of the key was loaded (a table that mirrors its bucket: docs/mirror.md); its rows were replaced by a
+# later version's or retracted with the key (they were loaded first: counted as ingested too)
+ACCOUNTED = {"ignored", "superseded", "replaced", "retracted"}
 ALL_ACCOUNTED, NOT_LOADED = 0, 3
 
 
@@ -101,7 +103,8 @@ class Report:
     landed: int = 0
     ingested: int = 0
     tables: dict[str, int] = field(default_factory=dict)  # objects ingested per table (when known)
-    ignored: int = 0  # left out on purpose (ACCOUNTED)
+    ignored: int = 0  # left out on purpose: the routing ignores them
+    superseded: int = 0  # left out on purpose: a later version of the key was loaded
     never_ingested: list[LandedObject] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # s3 uri -> "status: reason"
     ingested_twice: dict[str, list[int]] = field(default_factory=dict)  # s3 uri@etag -> batch ids
@@ -113,6 +116,7 @@ class Report:
             "ingested": self.ingested,
             "tables": self.tables,
             "ignored": self.ignored,
+            "superseded": self.superseded,
             "never_ingested": [f"s3://{o.bucket}/{o.key}" for o in self.never_ingested],
             "failed": self.failed,
             "ingested_twice": self.ingested_twice,
@@ -132,11 +136,12 @@ def reconcile(
     batches: dict[Identity, list[int]] = defaultdict(list)
     tables: dict[Identity, str] = {}
     problems: dict[Identity, str] = {}
-    left_out: set[Identity] = set()
+    left_out: dict[Identity, str] = {}
     for load in loads:
         identity = (load.bucket, load.key, load.etag)
         if load.status in ACCOUNTED:
-            left_out.add(identity)
+            if load.status in ("ignored", "superseded"):
+                left_out.setdefault(identity, load.status)
         elif load.status in DONE:
             batches[identity].append(load.batch_id)
             if load.table:
@@ -151,6 +156,8 @@ def reconcile(
             report.ingested += 1
             if identity in tables:
                 report.tables[tables[identity]] = report.tables.get(tables[identity], 0) + 1
+        elif left_out.get(identity) == "superseded":
+            report.superseded += 1
         elif identity in left_out and (routed is None or not routed(obj.key)):
             report.ignored += 1
         elif identity in left_out:
@@ -349,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"requeued {report.requeued}: make run WORKDIR={args.workdir} loads them", file=sys.stderr)
     print(
         f"landed {report.landed}, ingested {report.ingested}, ignored by the routing {report.ignored}, "
+        f"superseded by a later version {report.superseded}, "
         f"never ingested {len(report.never_ingested)} "
         f"({len(report.failed)} with a recorded failure), ingested twice {len(report.ingested_twice)}, "
         f"requeued {report.requeued}",

@@ -16,7 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from contracts.column_names import MAX_DATA_COLUMNS
 from contracts.exceptions import ConfigError
 from contracts.metrics import DEFAULT_NAMESPACE
-from contracts.routing import TableName, not_reserved
+from contracts.routing import AfterLoad, OnDelete, OnOverwrite, TableName, not_reserved
 from contracts.validation import describe
 from glue_processor.defaults import DEFAULT_MAX_COLUMNS
 
@@ -85,6 +85,37 @@ class JobSettings(BaseModel):
         pattern=r"^[a-z0-9_]{0,255}$",
         description="Iceberg table (same database) of every object version a batch accepted, with its outcome, "
         "rows, batch and snapshot, appended with the batch ('' for none; iceberg only)",
+    )
+    on_overwrite: OnOverwrite | None = Field(
+        default=None,
+        description="a new version of a key the table loaded: replace (its rows in the commit that adds the new "
+        "ones), tail (only the lines it adds at the end, when it extends the one loaded; else replace) or append "
+        "(both versions in full); empty: replace (iceberg), append (hive-parquet, which can only append)",
+    )
+    on_delete: OnDelete = Field(
+        default="keep",
+        description="a deleted key (s3:ObjectRemoved): its rows stay (keep) or go in the next batch (retract; "
+        "lifecycle expirations never retract)",
+    )
+    after_load: AfterLoad = Field(
+        default="keep",
+        description="a landing object once the commit that loaded it is published: kept, moved under "
+        "--archive_prefix (archive) or deleted (delete); never one quarantined whole",
+    )
+    archive_prefix: str = Field(
+        default="archive/", pattern=r"^[^/].*/$", description="where after_load=archive moves objects (same bucket)"
+    )
+    key_index: str = Field(
+        default="",
+        pattern=r"^$|^sqlite:///.+|^dynamodb:[A-Za-z0-9_.-]{3,255}$",
+        description="where the job keeps each key's loaded version and where its rows are (replace, tail, retract): "
+        "dynamodb:<table> on AWS, sqlite:///<path> locally; empty: sqlite:///<output>/_index/keys.db",
+    )
+    max_rewrite_mb_per_batch: int = Field(
+        default=8192,
+        ge=1,
+        description="most data files (MiB) a batch rewrites to remove replaced or retracted rows; past it the "
+        "objects that would need more wait for the next batch (carried over in a manifest), nothing lost",
     )
     checkpoint_rotate_manifests: int = Field(
         default=0, ge=0, description="start a new checkpoint generation after this many manifests (0: never)"
@@ -223,6 +254,8 @@ class JobSettings(BaseModel):
             raise ValueError(
                 "partition_limit_per_batch must be at least max_partitions_per_batch (the bound that alarms first)"
             )
+        if self.table_format != "iceberg" and (self.on_overwrite not in (None, "append") or self.on_delete != "keep"):
+            raise ValueError("on_overwrite replace or tail, and on_delete retract, need table_format iceberg")
         if self.load_history_table and self.load_history_table == self.table_name:
             raise ValueError("load_history_table must differ from table_name")
         if "jsonl" in self.metrics_sinks and not self.metrics_jsonl_path:
@@ -253,6 +286,22 @@ class JobSettings(BaseModel):
         if not self.max_bytes_per_trigger:
             return self.max_files_per_trigger
         return max(1, min(self.max_files_per_trigger, self.max_bytes_per_trigger // self.max_manifest_bytes))
+
+    @property
+    def overwrite_mode(self) -> OnOverwrite:
+        """on_overwrite as it applies: replace on an Iceberg table unless set, append on hive-parquet."""
+        if self.on_overwrite is not None:
+            return self.on_overwrite
+        return "replace" if self.table_format == "iceberg" else "append"
+
+    @property
+    def key_index_uri(self) -> str:
+        """Where the keys' state is kept (see ``key_index``)."""
+        if self.key_index:
+            return self.key_index
+        if self.output_uri.startswith("file://"):
+            return f"sqlite:///{self.output_uri.removeprefix('file://')}/_index/keys.db"
+        raise ValueError("key_index: give dynamodb:<table> for an s3:// output (the stack does)")
 
     @property
     def catalog_uri(self) -> str:

@@ -13,6 +13,7 @@ from glue_processor.local.feeder import md5_of
 from glue_processor.local.layout import LocalLayout
 from glue_processor.reconcile import (
     LandedObject,
+    Load,
     loads_of,
     main,
     reconcile,
@@ -81,6 +82,24 @@ def test_an_object_an_earlier_routing_ignored_is_never_ingested_once_the_routing
     assert report.failed["s3://b/orders/1.json"].startswith("ignored: by an earlier routing file")
     # And without the current routing, both are accounted for, as before
     assert reconcile(landed, loads_of([record(0, ("b", "orders/1.json", "e", "ignored"))])).ignored == 1
+
+
+def test_versions_a_mirroring_table_superseded_replaced_or_retracted_are_accounted_for() -> None:
+    # Given a versioned listing and its load history: v1 loaded then replaced by v2, v0 arriving late
+    # (superseded), and a deleted key whose rows were retracted
+    landed = [LandedObject("b", "a.json", e, 1) for e in ("v0", "v1", "v2")] + [LandedObject("b", "gone.json", "g", 1)]
+    history = [
+        Load("b", "a.json", "v1", "ingested", None, 0),
+        Load("b", "gone.json", "g", "ingested", None, 0),
+        Load("b", "a.json", "v2", "ingested", None, 1),
+        Load("b", "a.json", "v1", "replaced", "replaced by eTag v2", 1),
+        Load("b", "a.json", "v0", "superseded", "an earlier version than the one loaded", 2),
+        Load("b", "gone.json", "g", "retracted", "its key was deleted", 2),
+        Load("b", "gone.json", "removed-0C", "deleted", "its rows are removed", 2),
+    ]
+    report = reconcile(landed, history)
+    # Then every version is accounted for: nothing never ingested, nothing twice
+    assert (report.ingested, report.superseded, report.never_ingested, report.ingested_twice) == (3, 1, [], {})
 
 
 def test_local_requeue_feeds_the_missing_through_the_manifest_builder(tmp_path: Path, capsys) -> None:

@@ -80,6 +80,7 @@ class Publisher:
         metrics: JobMetrics | None = None,
         sleep: Callable[[float], None] | None = None,
         memory: Remembers | None = None,
+        published: Callable[[CommitRecord, str, int | None], None] | None = None,
     ) -> None:
         self.fs, self.tables = fs, tables
         self.quarantine_uri, self.max_refusals, self.hold_s = quarantine_uri, max_refusals, hold_s
@@ -88,6 +89,8 @@ class Publisher:
         # learns a share's keys once the share is published (never those of one abandoned), and holds
         # those of a share set aside until it settles
         self.memory = memory
+        # told of each share published (the key index of a mirroring table: glue_processor/mirror.py)
+        self.published = published
 
     def publish(
         self,
@@ -139,6 +142,8 @@ class Publisher:
         for s in settlements:
             if s.settled == "published":
                 self._learn(record, s.table)
+                if self.published is not None:
+                    self.published(record, s.table, s.snapshot)
             if s.settled != "deferred":  # a share a restart held until its replay settled it
                 self._release(s.table, record.query_id, record.batch_id)
         set_aside = {s.table for s in settlements if s.settled == "deferred"}
@@ -213,6 +218,8 @@ class Publisher:
             shown = record.without({share.table: why or "abandoned"})
         else:
             self._learn(record, share.table)
+            if self.published is not None:
+                self.published(record, share.table, snapshot)
         # its rows join the history before the share leaves the list: a failure keeps it there
         if self.tables.history is not None and not self.tables.history.publish(shown, {name: snapshot}, part=name):
             self.deferred.failed(item)

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from contracts.ledger import BatchStats, CommitRecord, PublishedFile, TableShare
+from contracts.ledger import BatchStats, CommitRecord, PublishedFile, Replaced, Rewrite, TableShare
 from glue_processor.plan.manifests import BatchPlan, latency_seconds
 from glue_processor.read.outcome import Outcome
 from glue_processor.read.task import Staged
@@ -36,14 +36,24 @@ class ShareResult:
     outcome: Outcome
     data_files: list[PublishedFile]
     refused: str | None = None
+    # versions whose rows go with the share, and the files rewritten without them (docs/mirror.md)
+    replaced: tuple[Replaced, ...] = ()
+    rewrites: tuple[Rewrite, ...] = ()
 
     def share(self, input_bytes: int = 0) -> TableShare:
+        stats = share_stats(self.outcome, self.data_files, input_bytes)
+        removed = {
+            "rows_removed": sum(r.rows_removed for r in self.rewrites),
+            "rewrite_bytes": sum(r.old_bytes for r in self.rewrites if r.rows_removed),
+        }
         return TableShare(
             table=self.table,
             data_files=tuple(self.data_files),
             keys=self.outcome.final_keys,
-            stats=share_stats(self.outcome, self.data_files, input_bytes),
+            stats=stats.model_copy(update=removed),
             refused=self.refused,
+            replaced=self.replaced,
+            rewrites=self.rewrites,
         )
 
 
@@ -134,6 +144,8 @@ SUMMED = (
     "output_files",
     "output_bytes",
     "partitions",
+    "rows_removed",
+    "rewrite_bytes",
 )
 
 

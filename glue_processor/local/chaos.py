@@ -22,7 +22,15 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-POINTS = ("after-read", "after-stage", "after-commit-record", "before-table-commit", "mid-publish", "after-batch")
+POINTS = (
+    "after-read",
+    "after-stage",
+    "after-commit-record",
+    "before-table-commit",
+    "mid-publish",
+    "before-key-index",
+    "after-batch",
+)
 ROOT = Path(__file__).resolve().parents[2]
 
 

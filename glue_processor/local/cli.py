@@ -109,6 +109,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "kept in WORKDIR for the next runs",
     )
     p.add_argument(
+        "--on-overwrite",
+        choices=["replace", "tail", "append"],
+        help="a changed file: replace its rows (default), load only the lines it adds (tail), or keep both "
+        "versions (append); kept in WORKDIR for the next runs",
+    )
+    p.add_argument(
+        "--on-delete",
+        choices=["keep", "retract"],
+        help="a deleted file: its rows stay (keep, default) or go (retract); kept in WORKDIR for the next runs",
+    )
+    p.add_argument(
         "--checkpoint-rotate-manifests",
         type=int,
         default=20_000,
@@ -150,6 +161,8 @@ def job_settings(layout: LocalLayout, args: argparse.Namespace, routes: Path | N
             **({"schema": local_uri(_schema_file(args.schema))} if args.schema else {}),
             **({"partition_by": args.partition_by} if args.partition_by else {}),
             **({"routes": local_uri(routes)} if routes else {}),
+            **({"on_overwrite": args.on_overwrite} if args.on_overwrite else {}),
+            **({"on_delete": args.on_delete} if args.on_delete else {}),
             "metrics_sinks": "jsonl",
             "metrics_jsonl_path": str(layout.metrics),
         }
@@ -195,6 +208,13 @@ def _table_settings(args: argparse.Namespace, layout: LocalLayout) -> dict[str, 
     elif known.get("partition_by"):
         args.partition_by = known["partition_by"]
         used.append(f"PARTITION_BY='{args.partition_by}'")
+    for name in ("on_overwrite", "on_delete"):
+        given = getattr(args, name)
+        if given:
+            known[name] = given
+        elif known.get(name):
+            setattr(args, name, known[name])
+            used.append(f"{name.upper()}={known[name]}")
     if args.schema is not None and str(args.schema) == "default":
         args.schema = None
         known.pop("schema", None)
@@ -321,9 +341,11 @@ def _feed_line(feed: FeedResult, source: DataSource, here: Path) -> str:
     where = shown(source.path, here)
     ignored = f"; {len(feed.ignored):,} ignored (not .json/.ndjson/.jsonl)" if feed.ignored else ""
     replayed = " (and the interrupted feed of the last run)" if feed.replayed else ""
-    what = counted(feed.files - feed.changed, "new file")
+    what = counted(feed.files - feed.changed - feed.removed, "new file")
     if feed.changed:
-        what += f" and {counted(feed.changed, 'changed file')}"
+        what += f", {counted(feed.changed, 'changed file')}"
+    if feed.removed:
+        what += f", {counted(feed.removed, 'deletion')}"
     return f"fed {what} ({size(feed.bytes)}) from {where}{ignored}{replayed}"
 
 
@@ -492,6 +514,7 @@ def _run_job(
             records=committed,
             fed_files=feed.files,
             changed_files=feed.changed,
+            removed_files=feed.removed,
             ignored=feed.ignored,
             tables=table_states(settings, layout),
             quarantined=quarantine_records(committed),

@@ -35,6 +35,10 @@ MAKE_NAMES = {
     "--format": "FORMAT",
     "--sql": "SQL",
     "--inventory": "INVENTORY",
+    "--on-overwrite": "ON_OVERWRITE",
+    "--on_overwrite": "ON_OVERWRITE",
+    "--on-delete": "ON_DELETE",
+    "--on_delete": "ON_DELETE",
 }
 _FLAG = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, sorted(MAKE_NAMES, key=len, reverse=True))) + r")(?![\w-])")
 

@@ -24,10 +24,13 @@ class CreatedObject:
     event_time: datetime
     sequencer: str
     version_id: str | None = None
+    removed: bool = False  # ObjectRemoved:Delete: the key was deleted (no size, no eTag)
 
 
 def s3_notification(obj: CreatedObject) -> dict[str, Any]:
-    """The JSON S3 sends for ObjectCreated:Put; the key is form-encoded as S3 does it."""
+    """The JSON S3 sends for ObjectCreated:Put (or ObjectRemoved:Delete, which names no size or
+    eTag); the key is form-encoded as S3 does it."""
+    sized = {} if obj.removed else {"size": obj.size, "eTag": obj.etag}
     return {
         "Records": [
             {
@@ -36,7 +39,7 @@ def s3_notification(obj: CreatedObject) -> dict[str, Any]:
                 "awsRegion": REGION,
                 "eventTime": obj.event_time.strftime("%Y-%m-%dT%H:%M:%S.")
                 + f"{obj.event_time.microsecond // 1000:03d}Z",
-                "eventName": "ObjectCreated:Put",
+                "eventName": "ObjectRemoved:Delete" if obj.removed else "ObjectCreated:Put",
                 "userIdentity": {"principalId": "AWS:LOCALPRODUCER"},
                 "requestParameters": {"sourceIPAddress": "127.0.0.1"},
                 "responseElements": {"x-amz-request-id": obj.sequencer, "x-amz-id-2": obj.etag},
@@ -50,8 +53,7 @@ def s3_notification(obj: CreatedObject) -> dict[str, Any]:
                     },
                     "object": {
                         "key": quote_plus(obj.key, safe="/"),
-                        "size": obj.size,
-                        "eTag": obj.etag,
+                        **sized,
                         "sequencer": obj.sequencer,
                         **({"versionId": obj.version_id} if obj.version_id else {}),
                     },

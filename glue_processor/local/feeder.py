@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -35,6 +35,7 @@ from lambdas.manifest_builder.settings import BuilderSettings
 class FeedResult:
     files: int = 0
     changed: int = 0  # of ``files``: keys fed before, whose file changed since (a new version)
+    removed: int = 0  # of ``files``: keys fed before whose file is gone (their ObjectRemoved events)
     bytes: int = 0
     invocations: int = 0
     manifests: list[str] = field(default_factory=list)
@@ -71,11 +72,14 @@ class Feeder:
         """key -> (size, mtime_ns) of every file already fed."""
         if not self.ledger.exists():
             return {}
-        seen = {}
+        seen: dict[str, tuple[int, int]] = {}
         for line in self.ledger.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 item = json.loads(line)
-                seen[item["key"]] = (item["size"], item["mtime_ns"])
+                if item.get("removed"):
+                    seen.pop(item["key"], None)
+                else:
+                    seen[item["key"]] = (item["size"], item["mtime_ns"])
         return seen
 
     def landing_files(self, *, every: bool = False) -> Iterator[tuple[str, Path]]:
@@ -92,17 +96,24 @@ class Feeder:
 
     def new_files(self, fed: dict[str, tuple[int, int]] | None = None) -> list[tuple[str, os.stat_result]]:
         """Files under the landing bucket that are new or changed since fed (taken or not)."""
-        fed = self.fed() if fed is None else fed
-        found = []
+        return self._changes(self.fed() if fed is None else fed)[0]
+
+    def _changes(self, fed: dict[str, tuple[int, int]]) -> tuple[list[tuple[str, os.stat_result]], list[str]]:
+        """(files new or changed since fed, keys fed whose file is gone): one walk, a stat each."""
+        found, present = [], set()
         for key, path in self.landing_files(every=True):
             st = path.stat()
+            present.add(key)
             if fed.get(key) != (st.st_size, st.st_mtime_ns):
                 found.append((key, st))
-        return found
+        return found, sorted(k for k in fed if k not in present)
 
     def pending(self) -> bool:
-        """Anything to feed: an interrupted feed to replay, or a new or changed file (a stat each)."""
-        return self.wal.exists() or bool(self.new_files())
+        """Anything to feed: an interrupted feed to replay, a new or changed file, a deleted one."""
+        if self.wal.exists():
+            return True
+        found, gone = self._changes(self.fed())
+        return bool(found or gone)
 
     def feed(self) -> FeedResult:
         """Replay an interrupted feed, then feed every new or changed file."""
@@ -111,9 +122,9 @@ class Feeder:
             result.replayed = True
             self._apply(json.loads(self.wal.read_text(encoding="utf-8")), result)
         before = self.fed()
-        found = self.new_files(before)
+        found, gone = self._changes(before)
         result.changed = sum(1 for key, _ in found if key in before and self.settings.accepts(key))
-        self._feed(found, result)
+        self._feed(found, result, gone=gone)
         return result
 
     def feed_keys(self, keys: list[str]) -> FeedResult:
@@ -122,8 +133,9 @@ class Feeder:
         self._feed([(key, (self.layout.landing / key).stat()) for key in keys], result)
         return result
 
-    def _feed(self, files: list[tuple[str, os.stat_result]], result: FeedResult) -> None:
-        if not files:
+    def _feed(self, files: list[tuple[str, os.stat_result]], result: FeedResult, *, gone: Sequence[str] = ()) -> None:
+        """Send each file's ObjectCreated event, and each deleted one's ObjectRemoved (``gone``)."""
+        if not files and not gone:
             return
         now = datetime.now(UTC)
         pending: dict[str, list[dict[str, Any]]] = {"events": [], "ledger": []}
@@ -142,6 +154,12 @@ class Feeder:
             )
             pending["events"].append(s3_notification(obj))
             pending["ledger"].append({"key": key, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "etag": obj.etag})
+        for n, key in enumerate(gone, start=len(files)):
+            obj = CreatedObject(
+                LANDING_BUCKET, key, 0, "", now, f"{int(now.timestamp() * 1e6):016X}{n:08X}", removed=True
+            )
+            pending["events"].append(s3_notification(obj))
+            pending["ledger"].append({"key": key, "removed": True})
         tmp = self.wal.with_suffix(".tmp")
         tmp.write_text(json.dumps(pending), encoding="utf-8")
         os.replace(tmp, self.wal)
@@ -160,7 +178,13 @@ class Feeder:
             result.manifests.extend(built.manifests_written)
             result.files += built.objects
             result.bytes += built.bytes
-        result.ignored.extend(item["key"] for item in pending["ledger"] if not self.settings.accepts(item["key"]))
+        deletions = [item["key"] for item in pending["ledger"] if item.get("removed")]
+        result.removed += sum(1 for key in deletions if self.settings.accepts(key))
+        result.ignored.extend(
+            item["key"]
+            for item in pending["ledger"]
+            if not item.get("removed") and not self.settings.accepts(item["key"])
+        )
         _append_fed(self.ledger, pending["ledger"])
         self.wal.unlink(missing_ok=True)
 

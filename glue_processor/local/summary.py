@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.ledger import CommitRecord, SourceRecord
+from glue_processor.plan.mirror import RETRACTS
 from glue_processor.read.names import column_names
 from glue_processor.read.outcome import REASON_ALL_BAD, REASON_UNROUTED
 
@@ -44,6 +45,7 @@ class RunReport:
     ignored: Sequence[str]  # keys of files the pipeline does not take (by name)
     tables: Sequence[TableState]
     changed_files: int = 0  # of fed_files: new versions of files fed before
+    removed_files: int = 0  # of fed_files: deletions of files fed before
     quarantined: Sequence[dict[str, Any]] = ()  # this run's quarantine records (the first few)
     workdir: Path = Path(".work")
     data: Path = Path(".")
@@ -73,6 +75,8 @@ def outcome(source: SourceRecord) -> str:
         return "loaded in part"
     if source.status == "empty":
         return "every line quarantined" if source.bad_records else "empty"
+    if source.status == "deleted":
+        return "retracted" if source.reason == RETRACTS else "deleted"
     return {
         "ingested": "loaded",
         "missing": "missing",
@@ -136,6 +140,8 @@ HEADLINE_ORDER = (
     "unreadable",
     "quarantined whole",
     "ignored",
+    "retracted",
+    "deleted",
 )
 
 
@@ -147,8 +153,9 @@ def _headline(report: RunReport, kinds: Counter[str], rows: int, bad: int) -> st
     if bad:
         parts.append(f"{bad:,} line{'s' * (bad != 1)} quarantined")
     batches = len(report.records)
-    new = report.fed_files - report.changed_files + len(report.ignored)
+    new = report.fed_files - report.changed_files - report.removed_files + len(report.ignored)
     changed = f", {report.changed_files:,} changed" if report.changed_files else ""
+    changed += f", {report.removed_files:,} deleted" if report.removed_files else ""
     return (
         f"your files: {new:,} new{changed}; "
         + ", ".join(parts)
@@ -199,10 +206,22 @@ def _values(report: RunReport, workdir: str) -> list[tuple[str, str, str]]:
     the null partition, values past the column bound."""
     total = Counter[str]()
     for record in report.records:
+        for share in record.tables:
+            total["replaced"] += sum(1 for r in share.replaced if r.status == "replaced")
+            total["rows_removed"] += share.stats.rows_removed
         total["rescued"] += record.stats.rescued_values
         total["null"] += record.stats.null_partition_records
         total["extra"] += record.stats.extra_values
     out = []
+    if total["replaced"]:
+        out.append(
+            (
+                "versions replaced",
+                f"{total['replaced']:,} file{'s' * (total['replaced'] != 1)}",
+                f"changed since loaded: {total['rows_removed']:,} rows of their earlier versions removed in the commit "
+                "that added the new (on_overwrite: replace)",
+            )
+        )
     if total["rescued"]:
         out.append(
             (

@@ -50,6 +50,10 @@ class BatchPlan:
     rejections: list[Rejection] = field(default_factory=list)
     duplicates: list[tuple[SourceFile, str]] = field(default_factory=list)
     ignored: list[SourceFile] = field(default_factory=list)  # no route leads to a table: not read
+    # not read, against what a mirroring table holds of their keys: (object, status, reason)
+    skipped: list[tuple[SourceFile, str, str]] = field(default_factory=list)
+    # deletions of keys (removed entries): never read; a table with on_delete retract removes their rows
+    removals: list[SourceFile] = field(default_factory=list)
     bad_manifests: int = 0
 
     @property
@@ -106,6 +110,11 @@ def plan_batch(
             item = SourceFile(entry, manifest_uri, settings.source_uri_of(entry.bucket, entry.key), table or "")
             if table is None:
                 plan.ignored.append(item)
+                continue
+            if entry.removed:
+                if entry.identity not in seen:
+                    seen.add(entry.identity)
+                    plan.removals.append(item)
                 continue
             if entry.identity in seen:
                 plan.duplicates.append((item, "listed again in this batch"))

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from contracts.exceptions import ConfigError
-from contracts.routing import Routing, parse_routing
+from contracts.routing import AfterLoad, OnDelete, OnOverwrite, Routing, parse_routing
 from glue_processor.settings import MIB, JobSettings
 from glue_processor.table.declared import DeclaredSchema, parse_schema
 from glue_processor.table.partitioning import PartitionPlan, parse_partition_by
@@ -29,6 +29,15 @@ class TableConfig:
     partitions: PartitionPlan | None  # None: hive-parquet (dt= directories)
     target_file_bytes: int
     max_columns: int
+    on_overwrite: OnOverwrite = "append"
+    on_delete: OnDelete = "keep"
+    after_load: AfterLoad = "keep"
+
+    @property
+    def mirrors(self) -> bool:
+        """The table keeps each key's loaded version (docs/mirror.md): a later version or a delete
+        of the key changes its rows."""
+        return self.on_overwrite != "append" or self.on_delete == "retract"
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,9 @@ def load_routes(settings: JobSettings, read: Callable[[str], bytes] | None = Non
             else None,
             target_file_bytes=settings.target_file_bytes,
             max_columns=settings.max_columns,
+            on_overwrite=settings.overwrite_mode,
+            on_delete=settings.on_delete,
+            after_load=settings.after_load,
         )
         return Routes(Routing.single(settings.table_name), {config.name: config}, legacy=settings.table_name)
     if settings.schema_uri or settings.partition_by:
@@ -91,6 +103,9 @@ def resolve(settings: JobSettings, routing: Routing, *, source: str = "--routes"
             partitions=partitions,
             target_file_bytes=(spec.target_file_mb or settings.target_file_mb) * MIB,
             max_columns=spec.max_columns or settings.max_columns,
+            on_overwrite=spec.on_overwrite or settings.overwrite_mode,
+            on_delete=spec.on_delete or settings.on_delete,
+            after_load=spec.after_load or settings.after_load,
         )
     return Routes(routing, tables, legacy=settings.table_name)
 

@@ -57,6 +57,8 @@ class Outcome:
             self._record(dup.entry, dup.manifest_uri, "duplicate", reason=why, table=dup.table)
         for item in plan.ignored:
             self._record(item.entry, item.manifest_uri, "ignored", reason=REASON_UNROUTED)
+        for item, status, why in plan.skipped:
+            self._record(item.entry, item.manifest_uri, status, reason=why, table=item.table)
 
     def read(self, source: SourceFile, found: FileOutcome) -> None:
         """An object that was read and parsed (ingested, or empty). Its record says why when it is
@@ -118,6 +120,7 @@ class Outcome:
                 reason=extra.get("reason"),
                 version_id=entry.version_id,
                 table=extra.get("table", self.table),
+                sequencer=entry.sequencer,
             )
         )
 

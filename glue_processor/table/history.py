@@ -23,7 +23,7 @@ from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, 
 from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 
-from contracts.ledger import CommitRecord, SourceRecord
+from contracts.ledger import CommitRecord, Replaced, SourceRecord
 from glue_processor.table.catalog import TABLE_PROPERTIES
 from glue_processor.table.iceberg import (
     ATTEMPT,
@@ -98,6 +98,51 @@ def history_rows(
     )
 
 
+def replaced_rows(
+    record: CommitRecord,
+    tables: Collection[str],
+    *,
+    database: str,
+    legacy: str,
+    snapshots: Mapping[str, int | None],
+) -> pa.Table:
+    """Rows of the versions the shares of ``tables`` replaced or retracted (docs/mirror.md): status
+    ``replaced`` (or ``retracted``), the version that replaced it in ``reason``, the batch and the
+    snapshot that removed its rows."""
+    items = [(share.table or legacy, r) for share in record.tables for r in share.replaced]
+    items = [(t, r) for t, r in items if t in tables]
+
+    def why(r: Replaced) -> str:
+        if r.status == "retracted":
+            return "its key was deleted (on_delete: retract)"
+        by = f"version {r.by_version_id}" if r.by_version_id else f"eTag {r.by_etag}"
+        return f"replaced by {by} (on_overwrite); its rows were loaded by batch(es) {list(r.batches)}"
+
+    n = len(items)
+    return pa.table(
+        {
+            "table_name": [f"{database}.{t}" for t, _ in items],
+            "bucket": [r.bucket for _, r in items],
+            "key": [r.key for _, r in items],
+            "version_id": [r.version_id for _, r in items],
+            "etag": [r.etag for _, r in items],
+            "size": pa.array([None] * n, pa.int64()),
+            "status": [r.status for _, r in items],
+            "reason": [why(r) for _, r in items],
+            "rows_written": pa.array([0] * n, pa.int64()),
+            "lines_quarantined": pa.array([0] * n, pa.int64()),
+            "event_time": pa.array([None] * n, TIME),
+            "commit_time": [record.committed_at] * n,
+            "commit_date": [record.committed_at.astimezone(UTC).date()] * n,
+            "batch_id": [record.batch_id] * n,
+            "query_id": [record.query_id] * n,
+            "snapshot_id": [snapshots.get(t) for t, _ in items],
+            "manifest_uri": pa.array([None] * n, pa.string()),
+        },
+        schema=SCHEMA,
+    )
+
+
 def _table_of(record: CommitRecord, source: SourceRecord, legacy: str) -> str | None:
     if source.table is not None:
         return source.table or legacy
@@ -157,12 +202,17 @@ class LoadHistory:
         every row's content) and False returned."""
         if part:
             sources = [s for s in record.sources if _table_of(record, s, self.legacy) == part]
+            tables = {part}
         else:
             sources = [s for s in record.sources if _table_of(record, s, self.legacy) not in set_aside]
-        if not sources:
+            tables = {s.table or self.legacy for s in record.tables} - set(set_aside)
+        tables = {
+            t for t in tables if any(share.replaced for share in record.tables if (share.table or self.legacy) == t)
+        }
+        if not sources and not tables:
             return True
         try:
-            self._append(record, sources, snapshots, part)
+            self._append(record, sources, snapshots, part, tables)
         except Exception:
             logger.exception(
                 "could not append the batch to the load history; the ledger's commit record has its rows",
@@ -172,13 +222,21 @@ class LoadHistory:
         return True
 
     def _append(
-        self, record: CommitRecord, sources: Sequence[SourceRecord], snapshots: Mapping[str, int | None], part: str
+        self,
+        record: CommitRecord,
+        sources: Sequence[SourceRecord],
+        snapshots: Mapping[str, int | None],
+        part: str,
+        replaced: Collection[str] = (),
     ) -> None:
         table = self._table()
         table.refresh()
         if find_snapshot(table.metadata, record.query_id, record.batch_id, part=part) is not None:
             return
         rows = history_rows(record, sources, database=self.database, legacy=self.legacy, snapshots=snapshots)
+        if replaced:
+            old = replaced_rows(record, replaced, database=self.database, legacy=self.legacy, snapshots=snapshots)
+            rows = pa.concat_tables([rows, old])
         properties = {QUERY_ID: record.query_id, BATCH_ID: str(record.batch_id), ATTEMPT: record.attempt, PART: part}
         try:
             with guarded(table, record.query_id, record.batch_id, part).transaction() as tx:

@@ -8,10 +8,10 @@ was done before a crash and is skipped, so publishing again is safe.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from contracts.exceptions import StorageError
 from contracts.ledger import CommitRecord, PublishedFile, TableShare
@@ -64,6 +64,13 @@ class HiveSink:
 
     def discard_attempts(self, fs: HadoopFS, query_id: str, batch_id: int, *, keep: str | None) -> None:
         """Nothing: attempts write under the staging directory, which the committer removes."""
+
+    def files_holding(self, segments: Sequence[Any]) -> list[Any]:
+        """Never asked: a hive-parquet table only appends (its settings refuse replace and retract)."""
+        raise NotImplementedError("a hive-parquet table only appends")
+
+    def added_partitions(self, snapshot_id: int) -> tuple[str, ...]:
+        return ()
 
     def stats(self) -> dict[str, int]:
         return {}

@@ -20,7 +20,7 @@ between (another writer's columns), and a re-run after a crash reads the footers
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -33,6 +33,7 @@ from pyiceberg.exceptions import (
     ValidationError,
     ValidationException,
 )
+from pyiceberg.manifest import DataFile
 from pyiceberg.table import CommitTableResponse, Table, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH
@@ -45,9 +46,12 @@ from contracts.ledger import CommitRecord, TableShare
 from glue_processor import faults
 from glue_processor.commit.publication import PublishRefused, refuse_columns
 from glue_processor.hadoop_fs import HadoopFS
+from glue_processor.keys.state import Segment
 from glue_processor.table.datafiles import DataFiles, StatsPlan, WrittenFile
 from glue_processor.table.declared import DeclaredSchema
 from glue_processor.table.footer import metadata_of
+from glue_processor.table.locate import added_partitions, files_holding
+from glue_processor.table.replace import stage_replacing
 from glue_processor.table.schema import INGEST_DAY, data_columns, missing_columns, typed_columns
 
 logger = logging.getLogger(__name__)
@@ -213,6 +217,18 @@ class IcebergSink:
             if info.is_dir and info.name != keep:
                 fs.delete(info.uri)
 
+    def files_holding(self, segments: Sequence[Segment]) -> list[DataFile]:
+        """The table's current data files that may hold the rows of ``segments`` (docs/mirror.md)."""
+        table = self._table()
+        table.refresh()
+        return files_holding(table, segments)
+
+    def added_partitions(self, snapshot_id: int) -> tuple[str, ...]:
+        table = self._table()
+        if table.snapshot_by_id(snapshot_id) is None:
+            table.refresh()
+        return added_partitions(table, snapshot_id)
+
     def stats(self) -> dict[str, int]:
         """From the metadata in hand (no catalog call): snapshots kept, data files in the current one."""
         metadata = self._table().metadata
@@ -268,7 +284,7 @@ class IcebergSink:
         gone is the share's refusal, never a snapshot naming it) and the share's schema change
         again (a share committed while its table was out of reach was not): a refusal is the
         share's content."""
-        if not share.data_files:
+        if not share.data_files and not share.replaced:
             return None
         table = self._table()
         table.refresh()
@@ -300,17 +316,26 @@ class IcebergSink:
         self, table: Table, record: CommitRecord, share: TableShare, written_files: Mapping[str, WrittenFile]
     ) -> int:
         properties = {QUERY_ID: record.query_id, BATCH_ID: str(record.batch_id), ATTEMPT: record.attempt}
-        # the files' own column types (declared columns are typed): the first file's footer tells
-        first = share.data_files[0].final
-        written = _arrow_schema(table, first, written_files.get(first))
+        removed = None
         with guarded(table, record.query_id, record.batch_id).transaction() as tx:
-            new = _add_columns(tx, share.keys, written)
-            metadata = tx.table_metadata
-            entries = DataFiles(table.io, metadata)
+            new: list[str] = []
+            if share.data_files:
+                # the files' own column types (declared columns are typed): the first file's footer tells
+                first = share.data_files[0].final
+                new = _add_columns(tx, share.keys, _arrow_schema(table, first, written_files.get(first)))
+            entries = DataFiles(table.io, tx.table_metadata)
             files = [entries.entry(f.final, f.bytes, written_files.get(f.final)) for f in share.data_files]
-            with tx.update_snapshot(snapshot_properties=properties).fast_append() as append:
-                for entry in files:
-                    append.append_data_file(entry)
+            if share.replaced:  # the versions they replace: their rows go in this commit (docs/mirror.md)
+                redo = self.output_dir(
+                    record.committed_at, query_id=record.query_id, batch_id=record.batch_id, attempt=record.attempt
+                )
+                removed = stage_replacing(
+                    tx, table, share, written_files, properties=properties, redo_dir=f"{redo}/redo"
+                )
+            else:
+                with tx.update_snapshot(snapshot_properties=properties).fast_append() as append:
+                    for entry in files:
+                        append.append_data_file(entry)
             faults.hit("before-table-commit")
         table.refresh()
         snapshot = find_snapshot(table.metadata, record.query_id, record.batch_id)
@@ -331,6 +356,11 @@ class IcebergSink:
                 "files": len(files),
                 "new_columns": new,
                 "statistics_from_tasks": entries.from_tasks,
+                **(
+                    {"rows_removed": removed.rows, "files_rewritten": removed.files, "on_driver": removed.on_driver}
+                    if removed is not None
+                    else {}
+                ),
             },
         )
         return snapshot.snapshot_id

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -20,6 +20,9 @@ from glue_processor.settings import JobSettings
 from glue_processor.table.partitioning import parse_partition_by
 
 if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile
+
+    from glue_processor.keys.state import Segment
     from glue_processor.table.datafiles import StatsPlan, WrittenFile
     from glue_processor.table.declared import DeclaredSchema
     from glue_processor.table.history import LoadHistory
@@ -65,6 +68,14 @@ class Sink(Protocol):
 
     def stats(self) -> dict[str, int]:
         """The table's size as of the last publication (snapshots, data files), for the metrics."""
+        ...
+
+    def files_holding(self, segments: Sequence[Segment]) -> list[DataFile]:
+        """The table's data files that may hold the rows of ``segments`` (docs/mirror.md)."""
+        ...
+
+    def added_partitions(self, snapshot_id: int) -> tuple[str, ...]:
+        """The partitions of the files a snapshot of this table added (a key's segment keeps them)."""
         ...
 
 

@@ -1,4 +1,4 @@
-"""Reading S3 object-created events out of SQS message bodies (pure functions, no I/O).
+"""Reading S3 object-created (and object-removed) events out of SQS message bodies (pure functions).
 
 A body arrives in one of the shapes AWS delivers to SQS:
 
@@ -11,6 +11,13 @@ A body arrives in one of the shapes AWS delivers to SQS:
   Created``, ``detail.object.key`` not encoded (S3 User Guide, "EventBridge message structure").
 
 ``s3:TestEvent`` (S3's check when a notification is configured) is skipped however it is wrapped.
+
+A deletion (``ObjectRemoved:Delete``, ``ObjectRemoved:DeleteMarkerCreated``; EventBridge ``Object
+Deleted``) is listed too, as a removed entry: a table with ``on_delete: retract`` removes the key's
+rows (docs/mirror.md). The stack subscribes to them only when a table asks. An expiration by the
+bucket's lifecycle is never one: S3 reports it as ``LifecycleExpiration:*`` (not subscribed), and
+EventBridge as ``Object Deleted`` with ``reason: Lifecycle Expiration``, which is skipped (S3 User
+Guide, "Event notification types" and "EventBridge event message structure").
 """
 
 from __future__ import annotations
@@ -72,6 +79,7 @@ class _EBObject(_Lenient):
 class _EBDetail(_Lenient):
     bucket: S3BucketRef
     object: _EBObject
+    reason: str | None = None  # Object Deleted: DeleteObject, or Lifecycle Expiration
 
 
 class EventBridgeS3Event(_Lenient):
@@ -92,6 +100,7 @@ class CreatedObject:
     version_id: str | None
     sequencer: str | None
     event_time: datetime
+    removed: bool = False  # a deletion of the key (not an expiration by the bucket's lifecycle)
 
 
 def parse_body(body: str) -> list[CreatedObject]:
@@ -138,9 +147,10 @@ def _from_notification(raw: dict[str, Any]) -> list[CreatedObject]:
             version_id=r.s3.object.versionId,
             sequencer=r.s3.object.sequencer,
             event_time=r.eventTime,
+            removed=r.eventName.startswith("ObjectRemoved:"),
         )
         for r in notification.Records
-        if r.eventName.startswith("ObjectCreated:")
+        if r.eventName.startswith(("ObjectCreated:", "ObjectRemoved:"))
     ]
 
 
@@ -149,7 +159,10 @@ def _from_eventbridge(raw: dict[str, Any]) -> list[CreatedObject]:
         event = EventBridgeS3Event.model_validate(raw)
     except ValidationError as exc:
         raise NotificationError(f"malformed EventBridge S3 event: {exc.errors()[0]['msg']}") from exc
-    if event.detail_type != "Object Created":
+    removed = event.detail_type == "Object Deleted"
+    if not (event.detail_type == "Object Created" or removed):
+        return []
+    if removed and event.detail.reason == "Lifecycle Expiration":  # the user's retention, not a delete
         return []
     obj = event.detail.object
     return [
@@ -161,12 +174,30 @@ def _from_eventbridge(raw: dict[str, Any]) -> list[CreatedObject]:
             version_id=obj.version_id,
             sequencer=obj.sequencer,
             event_time=event.time,
+            removed=removed,
         )
     ]
 
 
 def to_entry(created: CreatedObject) -> ManifestEntry:
     """A manifest entry for one event."""
+    if created.removed:
+        # nothing to read: no size, no eTag (S3 reports none); its identity is the deletion's own
+        mark = created.sequencer or created.event_time.isoformat()
+        try:
+            return ManifestEntry(
+                bucket=created.bucket,
+                key=created.key,
+                size=0,
+                etag=f"removed-{mark}"[:128],
+                event_time=created.event_time,
+                sequencer=created.sequencer,
+                version_id=created.version_id if created.version_id not in (None, "null") else None,
+                event="removed",
+            )
+        except ValidationError as exc:
+            where = f"s3://{created.bucket[:255]}/{created.key[:1024]}"
+            raise NotificationError(f"object-removed event for {where} cannot be listed: {describe(exc)}") from exc
     if not created.etag:
         raise NotificationError(f"object-created event without eTag for s3://{created.bucket}/{created.key}")
     try:

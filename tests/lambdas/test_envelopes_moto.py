@@ -25,23 +25,26 @@ def _queue(sqs: Any, name: str) -> tuple[str, str]:
     return url, arn
 
 
-def _wire(delivery: str) -> tuple[str, str]:
-    """The landing bucket's events delivered to a queue the way ``delivery`` says."""
+def _wire(delivery: str, *, deletions: bool = False) -> tuple[str, str]:
+    """The landing bucket's events delivered to a queue the way ``delivery`` says (``deletions``:
+    its ObjectRemoved events too, as the stack subscribes them when a table retracts)."""
+    kinds = ["s3:ObjectCreated:*", *(["s3:ObjectRemoved:*"] if deletions else [])]
     s3, sqs = boto3.client("s3", region_name="us-east-1"), boto3.client("sqs", region_name="us-east-1")
     s3.create_bucket(Bucket=LANDING)
     s3.create_bucket(Bucket=MANIFESTS)
     url, arn = _queue(sqs, "landing-events")
     if delivery == "sqs":
-        config: dict[str, Any] = {"QueueConfigurations": [{"QueueArn": arn, "Events": ["s3:ObjectCreated:*"]}]}
+        config: dict[str, Any] = {"QueueConfigurations": [{"QueueArn": arn, "Events": kinds}]}
     elif delivery in ("sns", "sns-raw"):
         sns = boto3.client("sns", region_name="us-east-1")
         topic = sns.create_topic(Name="landing")["TopicArn"]
         raw = {"RawMessageDelivery": "true"} if delivery == "sns-raw" else {}
         sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes=raw)
-        config = {"TopicConfigurations": [{"TopicArn": topic, "Events": ["s3:ObjectCreated:*"]}]}
+        config = {"TopicConfigurations": [{"TopicArn": topic, "Events": kinds}]}
     else:
         events = boto3.client("events", region_name="us-east-1")
-        pattern = {"source": ["aws.s3"], "detail-type": ["Object Created"], "detail": {"bucket": {"name": [LANDING]}}}
+        types = ["Object Created", *(["Object Deleted"] if deletions else [])]
+        pattern = {"source": ["aws.s3"], "detail-type": types, "detail": {"bucket": {"name": [LANDING]}}}
         events.put_rule(Name="landing-objects", EventPattern=json.dumps(pattern))
         events.put_targets(Rule="landing-objects", Targets=[{"Id": "queue", "Arn": arn}])
         config = {"EventBridgeConfiguration": {}}
@@ -77,3 +80,25 @@ def test_every_delivery_path_becomes_a_manifest(delivery: str) -> None:
     (entry,) = manifest.entries
     head = s3.head_object(Bucket=LANDING, Key=KEY)
     assert (entry.bucket, entry.key, entry.etag, entry.size) == (LANDING, KEY, head["ETag"].strip('"'), 8)
+
+
+@pytest.mark.usefixtures("env")
+@pytest.mark.parametrize("delivery", ["sqs", "sns", "sns-raw", "eventbridge"])
+def test_a_deletion_is_listed_as_removed_whatever_the_delivery_path(delivery: str) -> None:
+    # Given the landing bucket's deletions delivered too (a table retracts them)
+    url, arn = _wire(delivery, deletions=True)
+    s3, sqs = boto3.client("s3", region_name="us-east-1"), boto3.client("sqs", region_name="us-east-1")
+    s3.put_object(Bucket=LANDING, Key=KEY, Body=b'{"a":1}\n')
+    s3.delete_object(Bucket=LANDING, Key=KEY)
+    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    # When the handler gets both events
+    response = handler.lambda_handler(lambda_sqs_event(messages, arn), FakeLambdaContext())
+    # Then the manifest lists the upload, then the deletion as a removed entry (nothing to read)
+    assert response == {"batchItemFailures": []}
+    listed = s3.list_objects_v2(Bucket=MANIFESTS)["Contents"]
+    entries = [
+        e
+        for o in listed
+        for e in Manifest.from_json(s3.get_object(Bucket=MANIFESTS, Key=o["Key"])["Body"].read()).entries
+    ]
+    assert sorted((e.key, e.event, e.size) for e in entries) == [(KEY, "created", 8), (KEY, "removed", 0)]

@@ -1,0 +1,260 @@
+"""A batch's part in keeping its tables the mirror of their buckets (docs/mirror.md).
+
+For the tables that mirror (``on_overwrite`` replace or tail, ``on_delete`` retract), the batch:
+
+1. plans against the key index (:mod:`glue_processor.keys`): one read for the batch's keys; what is
+   not to be read (a duplicate, an earlier version) is recorded as such, and each later version
+   names the rows it replaces (:mod:`glue_processor.plan.mirror`);
+2. rewrites, in Spark tasks, the files that hold those rows, without them
+   (:mod:`glue_processor.write.rewrite`), found through the table's own metadata
+   (:mod:`glue_processor.table.locate`); the share's record lists the versions and the rewrites;
+3. once a share is published (its rows in, the replaced ones out, in one commit:
+   :mod:`glue_processor.table.replace`), writes its keys' new states.
+
+The index's dedupe replaces the dedupe window for these tables: a key's state says which bytes of it
+are loaded, whenever they were.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from contracts.exceptions import ConfigError
+from contracts.ledger import CommitRecord, PublishedFile, Replaced, Rewrite
+from glue_processor import faults
+from glue_processor.keys.state import MAX_SEGMENTS, KeyState, Segment
+from glue_processor.keys.store import KeyIndex, open_index
+from glue_processor.plan.manifests import BatchPlan, IngestedLookup, SourceFile
+from glue_processor.plan.mirror import KEEPS, RETRACTS, Replacement, classify
+from glue_processor.plan.routes import Routes
+from glue_processor.plan.sizing import plan_groups
+from glue_processor.settings import JobSettings
+from glue_processor.table.datafiles import WrittenFile
+from glue_processor.table.replace import removals
+from glue_processor.table.sink import Tables
+from glue_processor.write.rewrite import RewriteSpec, rewrite_all
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ShareRemovals:
+    """What one table's share removes: the versions, the rewrites, the statistics of the new files."""
+
+    replaced: tuple[Replaced, ...] = ()
+    rewrites: tuple[Rewrite, ...] = ()
+    written: dict[str, WrittenFile] = field(default_factory=dict)
+
+
+class Mirror:
+    def __init__(self, settings: JobSettings, routes: Routes, *, index: KeyIndex | None = None) -> None:
+        self.settings, self.routes = settings, routes
+        self.tables = {name for name, c in routes.tables.items() if c.mirrors}
+        self.index: KeyIndex | None = None
+        if self.tables:
+            try:
+                self.index = index or open_index(settings.key_index_uri)
+            except ValueError as exc:
+                raise ConfigError(f"--key_index: {exc}") from exc
+
+    # -- plan ---------------------------------------------------------------------------------
+    def window(self, inner: IngestedLookup) -> IngestedLookup:
+        """The dedupe window, for the tables that do not mirror (for those that do, the index says)."""
+        return _Window(inner, self._mirrored_key) if self.tables else inner
+
+    def _mirrored_key(self, key: str) -> bool:
+        table = self.routes.table_of(key)
+        return table is not None and self.routes.name(table) in self.tables
+
+    def plan(self, plan: BatchPlan) -> dict[str, list[Replacement]]:
+        """Narrow ``plan`` to what is to be read; the versions each table's share replaces or retracts.
+        A deletion is never read: on a table that does not retract, it is recorded and changes nothing."""
+        by_table = plan.by_table()
+        removed: dict[str, list[SourceFile]] = {}
+        for f in plan.removals:
+            if self.index is not None and self.routes.name(f.table) in self.tables:
+                removed.setdefault(f.table, []).append(f)
+            else:
+                plan.skipped.append((f, "deleted", KEEPS))
+        plan.removals = []
+        if self.index is None:
+            return {}
+        mirrored = {t: files for t, files in by_table.items() if self.routes.name(t) in self.tables}
+        for t in removed:
+            mirrored.setdefault(t, [])
+        if not mirrored:
+            return {}
+        idents = [
+            (self.routes.name(t), f.entry.bucket, f.entry.key)
+            for t, files in mirrored.items()
+            for f in [*files, *removed.get(t, [])]
+        ]
+        states = self.index.get(idents)
+        read: set[int] = set()
+        replacing: dict[str, list[Replacement]] = {}
+        for t, files in mirrored.items():
+            config = self.routes.tables[self.routes.name(t)]
+            decided = classify(
+                self.routes.name(t),
+                files,
+                states,
+                removals=removed.get(t, []),
+                retract=config.on_delete == "retract",
+            )
+            read.update(id(f) for f in decided.load)
+            plan.skipped.extend(decided.skipped)
+            kept = [r for r in decided.replacing if r.retracts or config.on_overwrite != "append"]
+            if kept:
+                replacing[t] = kept
+        plan.files = [f for f in plan.files if f.table not in mirrored or id(f) in read]
+        return replacing
+
+    # -- write --------------------------------------------------------------------------------
+    def rewrite(
+        self,
+        tables: Tables,
+        shares: Sequence[Any],
+        replacing: Mapping[str, list[Replacement]],
+        *,
+        name_of: Callable[[Any, int], str],
+        spark_map: Callable[[Any, Sequence[Any]], list[Any]],
+        cores: int,
+    ) -> dict[str, ShareRemovals]:
+        """For each share that replaces versions: the files holding their rows, rewritten without them
+        (one Spark job for every table's files, at most a task per core)."""
+        out: dict[str, ShareRemovals] = {}
+        specs: list[tuple[str, RewriteSpec]] = []
+        for share in shares:
+            # a later version that was not loaded after all (gone, overwritten again, unreadable) replaces
+            # nothing: the rows it would replace stay until a version of the key is loaded
+            loaded = {(x.bucket, x.key, x.etag) for x in share.outcome.sources if x.status in ("ingested", "empty")}
+            reps = [
+                r
+                for r in replacing.get(share.config.name, [])
+                if r.retracts or (r.source.entry.bucket, r.source.entry.key, r.source.entry.etag) in loaded
+            ]
+            if not reps:
+                continue
+            replaced = tuple(_replaced(r) for r in reps)
+            out[share.config.name] = ShareRemovals(replaced=replaced)
+            gone = removals(replaced)
+            if not gone:
+                continue
+            located = share.sink.files_holding([s for r in reps for s in r.state.segments])
+            stats = share.sink.stats_plan(share.outcome.final_keys, share.config.declared)
+            for n, f in enumerate(sorted(located, key=lambda d: str(d.file_path))):
+                spec = RewriteSpec(f.file_path, f.file_size_in_bytes, gone, name_of(share, n), stats)
+                specs.append((share.config.name, spec))
+        if not specs:
+            return out
+        groups = plan_groups([s.old_bytes for _, s in specs], max(1, cores))
+        results = spark_map(rewrite_all, [[specs[i][1] for i in g] for g in groups])
+        for g, done in zip(groups, results, strict=True):
+            for i, result in zip(g, done, strict=True):
+                if not result.rows_removed:
+                    continue
+                table = specs[i][0]
+                removed = out[table]
+                new = result.new
+                published = PublishedFile(staged=new.uri, final=new.uri, bytes=new.bytes) if new else None
+                removed.rewrites += (
+                    Rewrite(
+                        old=result.old, new=published, rows_removed=result.rows_removed, old_bytes=result.old_bytes
+                    ),
+                )
+                if new is not None and new.footer:
+                    removed.written[new.uri] = WrittenFile(new.footer, new.stats)
+        return out
+
+    # -- after the commit ---------------------------------------------------------------------
+    def remember(self, tables: Tables, record: CommitRecord, table: str, snapshot: int | None) -> None:
+        """The new states of the keys a published share loaded (idempotent: a replay writes the same)."""
+        name = self.routes.name(table)
+        if self.index is None or name not in self.tables:
+            return
+        share = record.share(table)
+        if share is None:
+            return
+        faults.hit("before-key-index")  # published, its keys' states not yet written
+        sources = record.loaded_by(share)
+        retracted = [
+            s for s in record.sources if s.status == "deleted" and s.table == share.table and s.reason == RETRACTS
+        ]
+        self.index.put(
+            KeyState(
+                table=name,
+                bucket=s.bucket,
+                key=s.key,
+                version_id=s.version_id,
+                etag=s.etag,
+                sequencer=s.sequencer,
+                event_time=s.event_time,
+                retracted=True,
+            )
+            for s in retracted
+        )
+        if not sources:
+            return
+        partitions = tables.sink(table).added_partitions(snapshot) if snapshot is not None else ()
+        segment = Segment(query_id=record.query_id, batch_id=record.batch_id, partitions=partitions)
+        config = self.routes.tables.get(name)
+        keep_old = config is not None and config.on_overwrite == "append"  # both versions' rows stay
+        before = self.index.get([(name, s.bucket, s.key) for s in sources]) if keep_old else {}
+        states = []
+        for s in sources:
+            old = before.get((name, s.bucket, s.key))
+            earlier = old.segments if old is not None and not old.retracted else ()
+            # a replay of this batch finds its own segment already there: written once
+            mine = any((x.query_id, x.batch_id) == (segment.query_id, segment.batch_id) for x in earlier)
+            segments = earlier if mine else (*earlier, segment)
+            states.append(
+                KeyState(
+                    table=name,
+                    bucket=s.bucket,
+                    key=s.key,
+                    version_id=s.version_id,
+                    etag=s.etag,
+                    sequencer=s.sequencer,
+                    event_time=s.event_time,
+                    segments=_bounded(segments),
+                    lines=s.records + s.bad_records,
+                )
+            )
+        self.index.put(states)
+
+
+def _replaced(r: Replacement) -> Replaced:
+    state, entry = r.state, r.source.entry
+    segments = state.segments
+    known = all(s.partitions for s in segments)
+    return Replaced(
+        bucket=state.bucket,
+        key=state.key,
+        etag=state.etag,
+        version_id=state.version_id,
+        status="retracted" if r.retracts else "replaced",
+        by_etag=None if r.retracts else entry.etag,
+        by_version_id=None if r.retracts else entry.version_id,
+        batches=tuple(sorted({s.batch_id for s in segments})),
+        partitions=tuple(sorted({p for s in segments for p in s.partitions})) if known else (),
+    )
+
+
+def _bounded(segments: tuple[Segment, ...]) -> tuple[Segment, ...]:
+    """At most MAX_SEGMENTS (the oldest dropped: an append table's rows of the dropped batches stay,
+    a later delete does not find them; stated in docs/mirror.md)."""
+    return segments[-MAX_SEGMENTS:]
+
+
+class _Window:
+    """The dedupe window, blind to the keys of mirroring tables."""
+
+    def __init__(self, inner: IngestedLookup, mirrored: Callable[[str], bool]) -> None:
+        self.inner, self.mirrored = inner, mirrored
+
+    def lookup(self, identities: Sequence[Sequence[str]]) -> list[int | None]:
+        found = self.inner.lookup(identities)
+        return [None if self.mirrored(i[1]) else b for i, b in zip(identities, found, strict=True)]
