@@ -75,12 +75,15 @@ def apply_object_filter(template: dict[str, Any]) -> None:
     taken = ObjectFilter("incoming/", DEFAULT_SUFFIXES)  # the prefix value is the stack's parameter
     resources = template["Resources"]
     queue = {"Fn::GetAtt": ["LandingQueue", "Arn"]}
-    configs = []
+    configs: list[dict[str, Any]] = []
     for rendered in taken.s3_filter_rules():
         rules = [
             {"Name": "prefix", "Value": {"Ref": "LandingPrefix"}} if r["Name"] == "prefix" else r for r in rendered
         ]
         configs.append({"Event": "s3:ObjectCreated:*", "Queue": queue, "Filter": {"S3Key": {"Rules": rules}}})
+        # deletions (never lifecycle expirations: s3:LifecycleExpiration:*) when a table retracts them
+        removed: dict[str, Any] = {"Event": "s3:ObjectRemoved:*", "Queue": queue, "Filter": {"S3Key": {"Rules": rules}}}
+        configs.append({"Fn::If": ["SubscribeDeletions", removed, {"Ref": "AWS::NoValue"}]})
     resources["LandingBucket"]["Properties"]["NotificationConfiguration"] = {
         "Fn::If": [
             "UseEventBridge",

@@ -42,6 +42,7 @@ class Clients:
     events: Any
     kms: Any
     cloudwatch: Any
+    dynamodb: Any = None
 
     @classmethod
     def of(cls, s: Any) -> Clients:
@@ -53,6 +54,7 @@ class Clients:
             events=s.client("events"),
             kms=s.client("kms"),
             cloudwatch=s.client("cloudwatch"),
+            dynamodb=s.client("dynamodb"),
         )
 
 
@@ -149,7 +151,7 @@ def deploy(
         key = f"routes/{content_digest(routing)}.json"
         print(f"  upload {routes} (validated, as JSON) -> s3://{bucket}/{key}")
         clients.s3.put_object(Bucket=bucket, Key=key, Body=routing, ContentType="application/json")
-        params = {**params, "RoutesUri": f"s3://{bucket}/{key}"}
+        params = {**params, "RoutesUri": f"s3://{bucket}/{key}", "RoutesRetract": retracts(routing)}
     given = {
         **params,
         "ProjectName": stack,
@@ -177,6 +179,15 @@ def deploy(
         output_bucket=output,
     )
     return 1 if outcome == "not applied" and mode == "ask" else 0
+
+
+def retracts(routing: bytes) -> str:
+    """RoutesRetract: "true" when a table of the routing file retracts deleted keys (the stack then
+    subscribes to the landing bucket's deletions)."""
+    from contracts.routing import parse_routing
+
+    tables = parse_routing(routing).tables.values()
+    return "true" if any(t.on_delete == "retract" for t in tables) else "false"
 
 
 def routes_artifact(path: Path, params: dict[str, str]) -> bytes:
@@ -226,6 +237,9 @@ def apply(
             for found in (
                 teardown.catalog_left_behind(clients.glue, values.get("DatabaseName", "")),
                 kept.bucket_left_behind(clients.s3, output_bucket) if output_bucket else None,
+                kept.index_left_behind(clients.dynamodb, kept.index_table_name(stack))
+                if clients.dynamodb is not None
+                else None,
             )
             if found
         ]
@@ -378,10 +392,17 @@ def destroy_stack(
         if not drop_data:
             raise StackNotFound(f"stack {stack} does not exist in this account and region; nothing to delete")
         database, table = _catalog_names(params, {})
-        left = kept.left_by_a_destroyed_stack(clients.s3, output_bucket, database, [table, teardown.LOAD_HISTORY])
+        left = kept.left_by_a_destroyed_stack(
+            clients.s3,
+            output_bucket,
+            database,
+            [table, teardown.LOAD_HISTORY],
+            dynamodb=clients.dynamodb,
+            index=kept.index_table_name(stack),
+        )
         _confirm_deletion(left.describe(), yes=yes, ask=ask)
-        kept.drop(clients.s3, clients.glue, clients.kms, left)
-        print(f"removed what stack {stack} kept: the table's files, catalog and key")
+        kept.drop(clients.s3, clients.glue, clients.kms, left, dynamodb=clients.dynamodb)
+        print(f"removed what stack {stack} kept: the table's files, catalog, key index and key")
         return 0
     previous = cfn_stack.previous_values(existing)
     database, table = _catalog_names(params, previous)
@@ -416,12 +437,15 @@ def destroy_stack(
         teardown.empty_buckets(clients.s3, remaining)
         cfn_stack.delete(clients.cfn, stack)
     if drop_data:
-        kept.drop(clients.s3, clients.glue, clients.kms, keep)
-        print(f"stack {stack} deleted, and the table's files, catalog and key; the deployment bucket is kept")
+        kept.drop(clients.s3, clients.glue, clients.kms, keep, dynamodb=clients.dynamodb)
+        print(
+            f"stack {stack} deleted, and the table's files, catalog, key index and key; the deployment bucket is kept"
+        )
         return 0
     print(f"stack {stack} deleted; the deployment bucket is kept")
     gigabytes, complete = kept.size_gb(clients.s3, clients.cloudwatch, keep.bucket) if keep.bucket else (0.0, True)
-    print(kept.report(keep, gigabytes, complete=complete, stack=stack))
+    index_gigabytes = kept.index_gb(clients.dynamodb, keep.index) if keep.index and clients.dynamodb else 0.0
+    print(kept.report(keep, gigabytes, complete=complete, stack=stack, index_gigabytes=index_gigabytes))
     return 0
 
 

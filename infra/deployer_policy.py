@@ -74,6 +74,8 @@ TOOL_CALLS: dict[tuple[str, str], tuple[str, ...]] = {
     ("kms", "DescribeKey"): ("kms:DescribeKey",),
     ("kms", "ScheduleKeyDeletion"): ("kms:ScheduleKeyDeletion",),
     ("cloudwatch", "GetMetricStatistics"): ("cloudwatch:GetMetricStatistics",),
+    ("dynamodb", "DescribeTable"): ("dynamodb:DescribeTable",),
+    ("dynamodb", "DeleteTable"): ("dynamodb:DeleteTable",),
 }
 
 

@@ -32,6 +32,10 @@ CW_PUT_METRIC_DATA_REQUEST = 0.01 / 1000  # Amazon CloudWatch pricing, PutMetric
 CW_ALARM_MONTH = 0.10  # Amazon CloudWatch pricing, standard-resolution alarm metric
 CW_DASHBOARD_MONTH = 3.00  # Amazon CloudWatch pricing, dashboard (beyond the first 3)
 KMS_KEY_MONTH = 1.00  # AWS KMS pricing, customer managed key
+DYNAMODB_WRITE = 0.625 / 1_000_000  # Amazon DynamoDB pricing, on-demand, per write request unit (1 KB)
+DYNAMODB_READ = 0.125 / 1_000_000  # Amazon DynamoDB pricing, on-demand, per read request unit (4 KB)
+DYNAMODB_GB_MONTH = 0.25  # Amazon DynamoDB pricing, Standard table class, storage per GB-month
+KEY_STATE_BYTES = 300  # a key's item in the key index (glue_processor/keys/state.py): under 1 KB
 
 # -- the seed's load, and what the pipeline does per unit of it --------------------------------
 FILES_PER_HOUR = 200_000
@@ -113,7 +117,34 @@ def estimate(values: Mapping[str, str], *, alarms: int, tables: int = 1) -> list
             f"{series} custom metric series, {alarms} alarms, 1 dashboard, PutMetricData per batch",
         ),
         same("KMS key", KMS_KEY_MONTH, "one customer managed key (requests: bucket keys, negligible)"),
+        *_key_index(values),
     ]
+
+
+def mirrors(values: Mapping[str, str]) -> bool:
+    """Whether the job keeps its key index (docs/mirror.md): an Iceberg table that replaces, tails or retracts."""
+    iceberg = values.get("TableFormat", "iceberg") == "iceberg"
+    return iceberg and (values.get("OnOverwrite", "replace") != "append" or values.get("OnDelete") == "retract")
+
+
+def _key_index(values: Mapping[str, str]) -> list[Line]:
+    if not mirrors(values):
+        return []
+    per_month = FILES_PER_HOUR * HOURS_PER_MONTH
+    cost = per_month * (DYNAMODB_WRITE + DYNAMODB_READ)
+    return [
+        Line(
+            "DynamoDB key index (on-demand requests)",
+            cost,
+            cost,
+            f"a strongly consistent read and a write of under 1 KB per file ({per_month / 1e6:,.0f} million each)",
+        )
+    ]
+
+
+def index_gb_per_month() -> float:
+    """What a month of new keys adds to the key index (one item per key)."""
+    return FILES_PER_HOUR * HOURS_PER_MONTH * KEY_STATE_BYTES / 1e9
 
 
 def storage_per_month(gigabytes: float) -> float:
@@ -140,6 +171,12 @@ def render(lines: list[Line], values: Mapping[str, str]) -> str:
         f"  not included, storage: each month of landing objects kept ({stored / 1024:,.0f} TB) adds "
         f"{_usd(storage_per_month(stored))}/month, of the table's files "
         f"{_usd(storage_per_month(stored * OUTPUT_RATIO))}/month"
+        + (
+            f", of the key index {_usd(index_gb_per_month() * DYNAMODB_GB_MONTH)}/month"
+            f" ({index_gb_per_month():,.0f} GB)"
+            if mirrors(values)
+            else ""
+        )
     )
     return "\n".join(out)
 

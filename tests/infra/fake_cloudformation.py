@@ -36,7 +36,14 @@ from botocore.exceptions import ClientError, WaiterError
 from infra.plan import conditions
 
 ACCOUNT = "123456789012"
-MODELED = {"AWS::S3::Bucket", "AWS::KMS::Key", "AWS::Glue::Database", "AWS::Glue::Table", "AWS::Events::Rule"}
+MODELED = {
+    "AWS::S3::Bucket",
+    "AWS::KMS::Key",
+    "AWS::Glue::Database",
+    "AWS::Glue::Table",
+    "AWS::Events::Rule",
+    "AWS::DynamoDB::Table",
+}
 
 
 def error(code: str, message: str, operation: str) -> ClientError:
@@ -67,8 +74,9 @@ class Stack:
 class FakeCloudFormation:
     """The subset of the CloudFormation client ``infra`` calls, with a stack lifecycle behind it."""
 
-    def __init__(self, *, s3: Any, kms: Any, glue: Any, events: Any, region: str) -> None:
+    def __init__(self, *, s3: Any, kms: Any, glue: Any, events: Any, region: str, dynamodb: Any = None) -> None:
         self.s3, self.kms, self.glue, self.events_client, self.region = s3, kms, glue, events, region
+        self.dynamodb = dynamodb
         self.stacks: dict[str, Stack] = {}
         self.calls: list[str] = []
         self.fail_at: str | None = None  # the logical id whose create fails
@@ -296,6 +304,15 @@ class FakeCloudFormation:
         elif res.kind == "AWS::Events::Rule":
             res.physical = f"{stack.name}-{res.logical}"[:64]
             self.events_client.put_rule(Name=res.physical, ScheduleExpression="rate(2 minutes)")
+        elif res.kind == "AWS::DynamoDB::Table" and self.dynamodb is not None:
+            # a table of that name already there (kept by an earlier stack): ResourceInUseException, as DynamoDB
+            self.dynamodb.create_table(
+                TableName=props["TableName"],
+                AttributeDefinitions=props["AttributeDefinitions"],
+                KeySchema=props["KeySchema"],
+                BillingMode=props["BillingMode"],
+            )
+            res.physical = props["TableName"]
         else:  # not modeled: it exists only here
             res.physical = str(uuid.uuid4()) if res.kind == "AWS::Lambda::EventSourceMapping" else res.logical
         self._event(stack, res, "CREATE_COMPLETE", "")
@@ -316,6 +333,8 @@ class FakeCloudFormation:
             self.glue.delete_table(DatabaseName=res.arn, Name=res.physical)
         elif res.kind == "AWS::Events::Rule":
             self.events_client.delete_rule(Name=res.physical)
+        elif res.kind == "AWS::DynamoDB::Table" and self.dynamodb is not None:
+            self.dynamodb.delete_table(TableName=res.physical)
 
     @staticmethod
     def _table_input(props: dict[str, Any]) -> dict[str, Any]:

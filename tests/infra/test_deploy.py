@@ -89,6 +89,7 @@ class World:
             "events": boto3.client("events", region_name=REGION),
             "kms": boto3.client("kms", region_name=REGION),
             "cloudwatch": boto3.client("cloudwatch", region_name=REGION),
+            "dynamodb": boto3.client("dynamodb", region_name=REGION),
         }
         for client in self.clients.values():
             client.meta.events.register("provide-client-params.*.*", self._record)

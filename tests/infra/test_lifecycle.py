@@ -29,7 +29,7 @@ ARTIFACTS = f"{STACK}-artifacts-{ACCOUNT}-{REGION}"
 LOGS = f"{STACK}-access-logs-{ACCOUNT}-{REGION}"
 LANDING = f"{STACK}-landing-{ACCOUNT}-{REGION}"
 DATABASE, TABLE = "ndjson_ingest", "events"
-SERVICES = ("sts", "s3", "lambda", "glue", "events", "kms", "cloudwatch")
+SERVICES = ("sts", "s3", "lambda", "glue", "events", "kms", "cloudwatch", "dynamodb")
 
 
 @functools.cache
@@ -49,12 +49,15 @@ class Life:
             client.meta.events.register("provide-client-params.*.*", functools.partial(self._record, name))
         # moto has no GetAccountSettings: the account's numbers are answered here
         self.clients["lambda"].meta.events.register("before-call.lambda.GetAccountSettings", _account_settings)
-        own: dict[str, Any] = {n: boto3.client(n, region_name=REGION) for n in ("s3", "kms", "glue", "events")}
+        own: dict[str, Any] = {
+            n: boto3.client(n, region_name=REGION) for n in ("s3", "kms", "glue", "events", "dynamodb")
+        }
         self.cfn = FakeCloudFormation(**own, region=REGION)
         self.clients["cloudformation"] = self.cfn
         self.s3: Any = own["s3"]
         self.glue: Any = own["glue"]
         self.kms: Any = own["kms"]
+        self.dynamodb: Any = own["dynamodb"]
         self.artifacts = {}
         for name in ("lambdas", "job_script", "job_package"):
             path = tmp / f"{name}.zip"
@@ -281,14 +284,19 @@ def test_destroy_keeps_the_tables_files_catalog_and_key_together_and_says_what_t
     assert life.key_state(key) == "Enabled"
     assert f"s3://{OUTPUT}: 0.00 GB, $0.00/month" in out and f"KMS key {key}: $1.00/month" in out
     assert f"make destroy STACK={STACK} DROP_DATA=1 removes them" in out
+    # (and the key index, which knows each key's loaded version: a table kept without it would take a
+    # later version of a key as new, its earlier rows left beside)
+    assert life.dynamodb.describe_table(TableName=f"{STACK}-key-index")["Table"]["TableStatus"] == "ACTIVE"
+    assert f"DynamoDB table {STACK}-key-index: 0.00 GB, $0.00/month" in out
     # And a new stack over what was kept is refused, saying how to remove it
     assert run("deploy", "--yes") == 2
     assert "DROP_DATA=1" in capsys.readouterr().err
     # When make destroy DROP_DATA=1 YES=1 runs after the stack is gone
     assert run("destroy", "--drop-data", "--yes") == 0
-    # Then the three went together: catalog, files and bucket, key (scheduled)
+    # Then they went together: catalog, key index, files and bucket, key (scheduled)
     assert OUTPUT not in life.buckets() and life.glue.get_databases()["DatabaseList"] == []
     assert life.key_state(key) == "PendingDeletion"
+    assert life.dynamodb.list_tables()["TableNames"] == []
 
 
 def test_destroy_drop_data_removes_the_stack_and_what_it_would_keep(life: Life) -> None:
@@ -299,6 +307,7 @@ def test_destroy_drop_data_removes_the_stack_and_what_it_would_keep(life: Life) 
     assert STACK not in life.cfn.stacks
     assert not {OUTPUT, ARTIFACTS, LOGS, LANDING} & life.buckets()
     assert life.glue.get_databases()["DatabaseList"] == [] and life.key_state(key) == "PendingDeletion"
+    assert life.dynamodb.list_tables()["TableNames"] == []
 
 
 # -- the deployer's permissions -----------------------------------------------------------------

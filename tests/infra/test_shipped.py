@@ -168,6 +168,7 @@ def _glue_argv(tmp: Path, zip_path: Path) -> list[str]:
         "--manifest_archive_uri": (tmp / "archive").as_uri(),
         "--allowed_buckets": "landing",
         "--extra-py-files": str(zip_path),
+        "--key_index": f"sqlite:///{tmp / 'key-index.db'}",  # the stack's DynamoDB table, locally
     }
     argv = ["--JOB_ID", "j_0123", "--JOB_RUN_ID", "jr_0123", "--job-bookmark-option", "job-bookmark-disable"]
     for key, value in JOB_ARGS.items():

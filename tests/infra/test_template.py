@@ -32,7 +32,16 @@ def of_type(kind: str) -> dict[str, dict[str, Any]]:
 
 
 def test_bucket_notifications_go_to_the_queue_with_prefix_and_suffix_filters() -> None:
-    configs = R["LandingBucket"]["Properties"]["NotificationConfiguration"]["Fn::If"][2]["QueueConfigurations"]
+    listed = R["LandingBucket"]["Properties"]["NotificationConfiguration"]["Fn::If"][2]["QueueConfigurations"]
+    configs = [c for c in listed if "Fn::If" not in c]
+    # deletions are subscribed only when a table retracts them, with the same filters; never lifecycle
+    # expirations (s3:LifecycleExpiration:*: S3 User Guide, "Event notification types")
+    removed = [c["Fn::If"] for c in listed if "Fn::If" in c]
+    assert {(cond, no["Ref"]) for cond, _, no in removed} == {("SubscribeDeletions", "AWS::NoValue")}
+    assert [r["Filter"] for _, r, _ in removed] == [c["Filter"] for c in configs]
+    assert {c["Event"] for c in configs} == {"s3:ObjectCreated:*"} and {r["Event"] for _, r, _ in removed} == {
+        "s3:ObjectRemoved:*"
+    }
     assert {c["Queue"]["Fn::GetAtt"][0] for c in configs} == {"LandingQueue"}
     suffixes = set()
     for c in configs:
