@@ -19,9 +19,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # "deleted": a deletion of the key (an s3:ObjectRemoved event): nothing read; its table's rows of the
-# key retracted (on_delete: retract) or kept (keep), as its reason says
+# key retracted (on_delete: retract) or kept (keep), as its reason says. "carried": left to a later
+# batch, listed in a manifest the batch wrote (past --max_rewrite_mb_per_batch: docs/mirror.md)
 SourceStatus = Literal[
-    "ingested", "empty", "missing", "unreadable", "rejected", "duplicate", "superseded", "ignored", "deleted"
+    "ingested",
+    "empty",
+    "missing",
+    "unreadable",
+    "rejected",
+    "duplicate",
+    "superseded",
+    "ignored",
+    "deleted",
+    "carried",
 ]
 
 
@@ -33,6 +43,17 @@ class PublishedFile(_Frozen):
     staged: str
     final: str
     bytes: int = Field(ge=0)
+
+
+class TextPrint(_Frozen):
+    """What a table with ``on_overwrite: tail`` keeps of an object version's text, to tell a later
+    version that only appends to it: its bytes through its last line end, their SHA-256, the line
+    ends among them, and whether a torn last line (no line end) follows (docs/mirror.md)."""
+
+    end: int = Field(ge=0)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    lines: int = Field(ge=0)
+    torn: bool = False
 
 
 class SourceRecord(_Frozen):
@@ -53,6 +74,10 @@ class SourceRecord(_Frozen):
     # the S3 event's sequencer (the order of a key's versions: glue_processor/keys/state.py), for the
     # key index of a table that mirrors its bucket; left out of a record when None (record_json)
     sequencer: str | None = None
+    # on_overwrite tail: the version's text print, and the first line this batch read of it (past 1:
+    # it extends the version loaded before, whose rows stay); left out when None and 1
+    text: TextPrint | None = None
+    from_line: int = Field(default=1, ge=1)
 
 
 class BatchStats(_Frozen):
@@ -225,6 +250,7 @@ def record_json(record: CommitRecord) -> bytes:
             if not share.get(name):
                 share.pop(name, None)
     for source in data["sources"]:
-        if source.get("sequencer") is None:
-            source.pop("sequencer", None)
+        for name, default in (("sequencer", None), ("text", None), ("from_line", 1)):
+            if source.get(name) == default:
+                source.pop(name, None)
     return json.dumps(data, indent=1, ensure_ascii=False).encode()

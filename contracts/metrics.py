@@ -112,6 +112,20 @@ PARTITION_OVERFLOW_RECORDS = _m(
     "rows of partitions past --partition_limit_per_batch, moved to the null partition with their partition values "
     "in _extra (nothing lost; alarms)",
 )
+ROWS_REPLACED = _m(
+    "RowsReplaced",
+    "Count",
+    J,
+    "rows of earlier versions of changed objects (on_overwrite replace) and of deleted ones (on_delete retract) the "
+    "batch's commits removed (docs/mirror.md)",
+)
+BYTES_REWRITTEN = _m(
+    "BytesRewritten",
+    "Bytes",
+    J,
+    "bytes of the data files the batch rewrote to remove those rows: what replacing costs (bounded per batch by "
+    "--max_rewrite_mb_per_batch)",
+)
 # -- the table, per committed batch ----------------------------------------------------------
 TABLE_COMMIT_DURATION = _m(
     "TableCommitDuration",

@@ -36,6 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from contracts.exceptions import FencedOut, RowsLost
 from contracts.ledger import CommitRecord
+from contracts.manifest import Manifest
 from glue_processor import faults, workers
 from glue_processor.commit.deferred import Deferred, SetAside
 from glue_processor.commit.failures import Failures
@@ -249,7 +250,8 @@ class ManifestBatchJob:
         try:
             window = self.mirror.window(self.memory.ingested)
             plan = plan_batch(manifests, self.settings, ingested=window, route=self.routes.table_of)
-            return self._run(plan, batch_id, committer, replacing=self.mirror.plan(plan))
+            replacing = self.mirror.plan(plan, self.tables, spark_map=self._spark_map)
+            return self._run(plan, batch_id, committer, replacing=replacing)
         except FencedOut:
             # another run committed this batch: not a failure of the batch, and this run must stop
             self.fenced = True
@@ -326,6 +328,8 @@ class ManifestBatchJob:
             for s in shares:
                 driver.rejections.extend(s.outcome.rejections)
             write_rejections(self.fs, driver, quarantine_staging, batch_id)
+        if plan.carried:  # what this batch leaves to a later one: a manifest of its own, before the commit
+            self.fs.write_bytes(*carry_manifest(self.settings.manifest_uri, plan.carried, attempt))
         faults.hit("after-stage")
         for s in shares:
             self.memory.gzip_expansion.observe(output_bytes=s.outcome.gzip_text_bytes, input_bytes=s.outcome.gzip_bytes)
@@ -521,6 +525,19 @@ class ManifestBatchJob:
         if not items:
             return []
         return list(self.spark.sparkContext.parallelize(list(items), len(items)).map(workers.task(fn)).collect())
+
+
+def carry_manifest(manifest_uri: str, carried: Sequence[SourceFile], attempt: Attempt) -> tuple[str, bytes]:
+    """(uri, bytes) of the manifest listing what a batch carries over. Named for the batch and its
+    content, never a name the stream has seen (a carried set can equal another manifest's entries),
+    so it is listed once, and a retry carrying the same writes the same. A retry that carries less
+    leaves an earlier one listing objects it loaded: the key index makes them duplicates then. The
+    data bytes end its name (contracts.layout.manifest_data_bytes)."""
+    manifest = Manifest.of({f.entry.identity: f.entry for f in carried}.values())
+    stamp = manifest.earliest_event_time.strftime("%Y%m%dT%H%M%SZ")
+    batch = f"{attempt.query_id[:8]}-{attempt.batch_id}"
+    name = f"{stamp}-carried-{batch}-{manifest.manifest_id[:16]}-{manifest.total_bytes}b.json"
+    return f"{manifest_uri.rstrip('/')}/{name}", manifest.to_json()
 
 
 def check_rows(share: Share) -> None:

@@ -17,6 +17,7 @@ are loaded, whenever they were.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ from glue_processor.plan.manifests import BatchPlan, IngestedLookup, SourceFile
 from glue_processor.plan.mirror import KEEPS, RETRACTS, Replacement, classify
 from glue_processor.plan.routes import Routes
 from glue_processor.plan.sizing import plan_groups
+from glue_processor.plan.tasks import SparkMap
+from glue_processor.read.fingerprint import PrintTask, text_print
 from glue_processor.settings import JobSettings
 from glue_processor.table.datafiles import WrittenFile
 from glue_processor.table.replace import removals
@@ -54,6 +57,9 @@ class Mirror:
         self.settings, self.routes = settings, routes
         self.tables = {name for name, c in routes.tables.items() if c.mirrors}
         self.index: KeyIndex | None = None
+        # the files that hold each admitted replacement's rows (table, bucket, key) -> path -> bytes,
+        # as the plan found them
+        self._located: dict[tuple[str, str, str], dict[str, int]] = {}
         if self.tables:
             try:
                 self.index = index or open_index(settings.key_index_uri)
@@ -69,9 +75,16 @@ class Mirror:
         table = self.routes.table_of(key)
         return table is not None and self.routes.name(table) in self.tables
 
-    def plan(self, plan: BatchPlan) -> dict[str, list[Replacement]]:
+    def plan(
+        self, plan: BatchPlan, tables: Tables | None = None, *, spark_map: SparkMap | None = None
+    ) -> dict[str, list[Replacement]]:
         """Narrow ``plan`` to what is to be read; the versions each table's share replaces or retracts.
-        A deletion is never read: on a table that does not retract, it is recorded and changes nothing."""
+        A deletion is never read: on a table that does not retract, it is recorded and changes nothing.
+        With ``tables``, the files to rewrite are found now, and what would take the batch past
+        ``--max_rewrite_mb_per_batch`` is carried over (:meth:`_bound`). With ``spark_map``, the
+        objects of tail tables get their text prints, and a version that extends the one loaded is
+        read from where that one ended (:meth:`_tails`)."""
+        self._located = {}
         by_table = plan.by_table()
         removed: dict[str, list[SourceFile]] = {}
         for f in plan.removals:
@@ -110,7 +123,112 @@ class Mirror:
             if kept:
                 replacing[t] = kept
         plan.files = [f for f in plan.files if f.table not in mirrored or id(f) in read]
+        if tables is not None and replacing:
+            replacing = self._bound(plan, replacing, tables)
+        if spark_map is not None:
+            replacing = self._tails(plan, replacing, spark_map)
         return replacing
+
+    def _tails(
+        self, plan: BatchPlan, replacing: dict[str, list[Replacement]], spark_map: SparkMap
+    ) -> dict[str, list[Replacement]]:
+        """Each object of a tail table gets its text print (one Spark task each, on every core). A
+        later version whose first bytes are the loaded version's through its last line end (hashed,
+        compared) is read from there on, its lines numbered on; the loaded version's rows stay, but
+        for a torn last line's, which the extended line replaces. Any other is replaced whole."""
+        tails = {t for t in {f.table for f in plan.files} if self._on_overwrite(t) == "tail"}
+        if not tails:
+            return replacing
+        states = {
+            (r.source.entry.bucket, r.source.entry.key, r.source.entry.etag): r
+            for t in tails
+            for r in replacing.get(t, [])
+            if not r.retracts
+        }
+        tasks: list[PrintTask] = []
+        files: list[SourceFile] = []
+        for f in plan.files:
+            if f.table not in tails:
+                continue
+            r = states.get(f.entry.identity)
+            state = r.state if r is not None else None
+            check = state is not None and _extendable(state, f.entry.size)
+            tasks.append(
+                PrintTask(
+                    item=len(files),
+                    read_uri=f.read_uri,
+                    etag=f.entry.etag,
+                    event_time=f.entry.event_time,
+                    version_id=f.entry.version_id,
+                    check_bytes=state.text_bytes if check and state is not None else 0,
+                    check_sha256=state.prefix_sha256 if check and state is not None else "",
+                )
+            )
+            files.append(f)
+        printed = {p.item: p for p in spark_map(text_print, tasks)}
+        swapped: dict[int, SourceFile] = {}
+        extended: dict[int, KeyState] = {}
+        for n, f in enumerate(files):
+            found = printed.get(n)
+            if found is None or found.text is None:
+                continue
+            r = states.get(f.entry.identity)
+            if found.extends and r is not None:
+                swapped[id(f)] = dataclasses.replace(
+                    f, text=found.text, tail_from=r.state.text_bytes, tail_line=r.state.lines + 1
+                )
+                extended[id(f)] = r.state
+            else:
+                swapped[id(f)] = dataclasses.replace(f, text=found.text)
+        plan.files = [swapped.get(id(f), f) for f in plan.files]
+        out: dict[str, list[Replacement]] = {}
+        for t, reps in replacing.items():
+            for r in reps:
+                new = swapped.get(id(r.source), r.source)
+                state = extended.get(id(r.source))
+                if state is None:
+                    out.setdefault(t, []).append(dataclasses.replace(r, source=new))
+                elif state.torn:  # the torn last line is read again, whole: a row it left goes
+                    out.setdefault(t, []).append(dataclasses.replace(r, source=new, from_line=state.lines + 1))
+        return out
+
+    def _on_overwrite(self, table: str) -> str | None:
+        config = self.routes.tables.get(self.routes.name(table))
+        return None if config is None else config.on_overwrite
+
+    def _bound(
+        self, plan: BatchPlan, replacing: dict[str, list[Replacement]], tables: Tables
+    ) -> dict[str, list[Replacement]]:
+        """The replacements whose files fit ``--max_rewrite_mb_per_batch`` together, in batch order
+        (the first always: a batch always makes progress). The others are carried over: their
+        objects are not read (a deletion not applied) and go to the next batch in a manifest of their
+        own (:attr:`BatchPlan.carried`), so nothing is lost and no version's rows are half replaced."""
+        bound = self.settings.max_rewrite_mb_per_batch * 1024 * 1024
+        chosen: dict[str, int] = {}  # file path -> bytes, over every table's admitted replacements
+        admitted: dict[str, list[Replacement]] = {}
+        carried: set[int] = set()
+        for t, reps in replacing.items():
+            sink = tables.sink(t)
+            for r in reps:
+                files = {str(f.file_path): int(f.file_size_in_bytes) for f in sink.files_holding(r.state.segments)}
+                more = sum(size for path, size in files.items() if path not in chosen)
+                if chosen and sum(chosen.values()) + more > bound:
+                    carried.add(id(r.source))
+                    continue
+                chosen.update(files)
+                self._located[(t, r.state.bucket, r.state.key)] = files
+                admitted.setdefault(t, []).append(r)
+        if carried:
+            why = (
+                f"carried to a later batch: this batch's rewrites reached --max_rewrite_mb_per_batch "
+                f"({self.settings.max_rewrite_mb_per_batch} MiB)"
+            )
+            plan.files = [f for f in plan.files if id(f) not in carried]
+            plan.skipped = [x for x in plan.skipped if id(x[0]) not in carried]
+            plan.carried += [r.source for reps in replacing.values() for r in reps if id(r.source) in carried]
+            plan.carried_reason = why
+            logger.warning("objects carried to a later batch past the rewrite bound", extra={"objects": len(carried)})
+        return admitted
 
     # -- write --------------------------------------------------------------------------------
     def rewrite(
@@ -143,10 +261,10 @@ class Mirror:
             gone = removals(replaced)
             if not gone:
                 continue
-            located = share.sink.files_holding([s for r in reps for s in r.state.segments])
+            located = self._files_of(share, reps)
             stats = share.sink.stats_plan(share.outcome.final_keys, share.config.declared)
-            for n, f in enumerate(sorted(located, key=lambda d: str(d.file_path))):
-                spec = RewriteSpec(f.file_path, f.file_size_in_bytes, gone, name_of(share, n), stats)
+            for n, (path, size) in enumerate(sorted(located.items())):
+                spec = RewriteSpec(path, size, gone, name_of(share, n), stats)
                 specs.append((share.config.name, spec))
         if not specs:
             return out
@@ -168,6 +286,15 @@ class Mirror:
                 if new is not None and new.footer:
                     removed.written[new.uri] = WrittenFile(new.footer, new.stats)
         return out
+
+    def _files_of(self, share: Any, reps: Sequence[Replacement]) -> dict[str, int]:
+        """(path -> bytes) of the data files holding the rows of ``reps``: as the plan found them, else
+        found now (a replay, or a plan made without the tables)."""
+        keys = [(share.config.name, r.state.bucket, r.state.key) for r in reps]
+        if all(k in self._located for k in keys):
+            return {path: size for k in keys for path, size in self._located[k].items()}
+        found = share.sink.files_holding([s for r in reps for s in r.state.segments])
+        return {str(f.file_path): int(f.file_size_in_bytes) for f in found}
 
     # -- after the commit ---------------------------------------------------------------------
     def remember(self, tables: Tables, record: CommitRecord, table: str, snapshot: int | None) -> None:
@@ -200,16 +327,20 @@ class Mirror:
             return
         partitions = tables.sink(table).added_partitions(snapshot) if snapshot is not None else ()
         segment = Segment(query_id=record.query_id, batch_id=record.batch_id, partitions=partitions)
+        # (a tail's segment starts at its first line: its rows are the lines it added)
         config = self.routes.tables.get(name)
         keep_old = config is not None and config.on_overwrite == "append"  # both versions' rows stay
-        before = self.index.get([(name, s.bucket, s.key) for s in sources]) if keep_old else {}
+        # a tail's rows join the loaded version's: both stay
+        kept = [s for s in sources if keep_old or s.from_line > 1]
+        before = self.index.get([(name, s.bucket, s.key) for s in kept]) if kept else {}
         states = []
         for s in sources:
-            old = before.get((name, s.bucket, s.key))
+            old = before.get((name, s.bucket, s.key)) if keep_old or s.from_line > 1 else None
             earlier = old.segments if old is not None and not old.retracted else ()
             # a replay of this batch finds its own segment already there: written once
             mine = any((x.query_id, x.batch_id) == (segment.query_id, segment.batch_id) for x in earlier)
-            segments = earlier if mine else (*earlier, segment)
+            own = segment if s.from_line == 1 else segment.model_copy(update={"from_line": s.from_line})
+            segments = earlier if mine else (*earlier, own)
             states.append(
                 KeyState(
                     table=name,
@@ -220,7 +351,10 @@ class Mirror:
                     sequencer=s.sequencer,
                     event_time=s.event_time,
                     segments=_bounded(segments),
-                    lines=s.records + s.bad_records,
+                    lines=s.text.lines if s.text is not None else s.records + s.bad_records,
+                    text_bytes=s.text.end if s.text is not None else 0,
+                    prefix_sha256=s.text.sha256 if s.text is not None else "",
+                    torn=s.text.torn if s.text is not None else False,
                 )
             )
         self.index.put(states)
@@ -240,6 +374,20 @@ def _replaced(r: Replacement) -> Replaced:
         by_version_id=None if r.retracts else entry.version_id,
         batches=tuple(sorted({s.batch_id for s in segments})),
         partitions=tuple(sorted({p for s in segments for p in s.partitions})) if known else (),
+        from_line=r.from_line,
+    )
+
+
+def _extendable(state: KeyState, size: int) -> bool:
+    """Whether a later version of ``size`` bytes may extend the loaded version: that one's text print
+    is kept, the new one is at least as long, and the key's rows are in fewer segments than the
+    bound (past it the version is read whole, its rows gathered into one segment again)."""
+    return (
+        not state.retracted
+        and state.text_bytes > 0
+        and bool(state.prefix_sha256)
+        and size >= state.text_bytes
+        and len(state.segments) < MAX_SEGMENTS
     )
 
 

@@ -119,6 +119,10 @@ def dashboard_body() -> dict[str, Any]:
             ],
         ),
         (
+            "Mirror: rows of changed or deleted objects removed, bytes of data files rewritten to remove them",
+            [series(M.ROWS_REPLACED, "Sum"), series(M.BYTES_REWRITTEN, "Sum", yAxis="right")],
+        ),
+        (
             "Table: commit duration (ms), snapshots and data files",
             [
                 series(M.TABLE_COMMIT_DURATION, "Maximum"),

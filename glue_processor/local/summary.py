@@ -77,6 +77,10 @@ def outcome(source: SourceRecord) -> str:
         return "every line quarantined" if source.bad_records else "empty"
     if source.status == "deleted":
         return "retracted" if source.reason == RETRACTS else "deleted"
+    if source.status == "carried":
+        return "carried over"
+    if source.status == "ingested" and source.from_line > 1 and not source.reason:
+        return "extended"
     return {
         "ingested": "loaded",
         "missing": "missing",
@@ -131,6 +135,7 @@ def render(report: RunReport, *, here: Path | None = None) -> str:
 
 
 HEADLINE_ORDER = (
+    "extended",
     "loaded in part",
     "empty",
     "every line quarantined",
@@ -142,6 +147,7 @@ HEADLINE_ORDER = (
     "ignored",
     "retracted",
     "deleted",
+    "carried over",
 )
 
 
@@ -191,6 +197,10 @@ def _problems(
         why = s.reason or ("no record in it: nothing to load" if kind == "empty" else "")
         if s.reason == REASON_UNROUTED:  # the key the routes were matched against
             why = f"key {s.key}: {why}"
+        if kind == "extended":
+            why = f"only its lines from {s.from_line} on were read: it extends the version loaded (on_overwrite: tail)"
+        if kind == "carried over":
+            why += f"; make run WORKDIR={rel(report.workdir)} loads it"
         if kind == "loaded in part":
             why = f"{s.records:,} rows loaded, then: {why}"
         out.append((kind, path_of(s.key), why))

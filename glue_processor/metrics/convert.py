@@ -105,6 +105,8 @@ def record_datums(
         datum(M.NULL_PARTITION_RECORDS, s.null_partition_records, dimensions, when),
         datum(M.PARTITION_OVERFLOW_RECORDS, s.overflow_records, dimensions, when),
         datum(M.EXTRA_VALUES, s.extra_values, dimensions, when),
+        datum(M.ROWS_REPLACED, s.rows_removed, dimensions, when),
+        datum(M.BYTES_REWRITTEN, s.rewrite_bytes, dimensions, when),
     ]
     processing = sum(s.stage_s.get(stage, 0.0) for stage in PARALLEL_STAGES)
     if processing > 0:

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from contracts.exceptions import ManifestError
 from contracts.layout import source_uri
+from contracts.ledger import TextPrint
 from contracts.manifest import Manifest, ManifestEntry
 from glue_processor.settings import JobSettings
 
@@ -25,6 +26,11 @@ class SourceFile:
     manifest_uri: str
     read_uri: str
     table: str = ""  # the table its route names
+    # on_overwrite tail (docs/mirror.md): the version's text print, and where its read starts when it
+    # extends the version loaded (the byte past that one's last line end, and that line's number)
+    text: TextPrint | None = None
+    tail_from: int = 0
+    tail_line: int = 1
 
     @property
     def source_uri(self) -> str:
@@ -54,6 +60,9 @@ class BatchPlan:
     skipped: list[tuple[SourceFile, str, str]] = field(default_factory=list)
     # deletions of keys (removed entries): never read; a table with on_delete retract removes their rows
     removals: list[SourceFile] = field(default_factory=list)
+    # objects (and deletions) left to a later batch, in a manifest of their own, and why
+    carried: list[SourceFile] = field(default_factory=list)
+    carried_reason: str = ""
     bad_manifests: int = 0
 
     @property

@@ -39,6 +39,7 @@ class Replacement:
 
     source: SourceFile
     state: KeyState
+    from_line: int = 1  # past 1: only the rows from this line on go (a tail over a torn last line)
 
     @property
     def retracts(self) -> bool:

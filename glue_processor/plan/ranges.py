@@ -89,8 +89,9 @@ def number_ranges(
     spoiled: dict[int, tuple[FileTask, RangeLines]] = {}
     ranges = sorted((i for i in items if i.ranged), key=lambda i: (i.item, i.start))
     for obj, group in groupby(ranges, key=lambda i: i.item):
-        line = 1
-        for item in group:
+        items_of = list(group)
+        line = items_of[0].first_line  # 1, or where a tail goes on (the first range's, as planned)
+        for item in items_of:
             first[obj, item.start] = line
             if item.end is None:  # the last range
                 break

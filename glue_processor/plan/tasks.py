@@ -55,12 +55,13 @@ def plan_tasks(
     """The parse tasks of ``files`` (one table's: ``config``), and the objects that will not be read
     (a range of theirs could not be counted: nothing of them is loaded, rather than some of their
     lines)."""
-    estimates = [f.entry.size * (gzip_expansion if gzipped(f) else 1.0) for f in files]
+    # a version that extends the one loaded (on_overwrite tail) is read from where that one ended
+    estimates = [(f.entry.size - f.tail_from) * (gzip_expansion if gzipped(f) else 1.0) for f in files]
     # a gzip object is one stream; one over max_object_mb is read whole, so the cap still applies
     cap = settings.max_object_mb * MIB
     pieces = plan_pieces(estimates, [not gzipped(f) and f.entry.size <= cap for f in files], cores=cores)
     items, unread = number_ranges([file_task(files[p.item], p) for p in pieces], spark_map)
-    estimate = {(p.item, p.start): p.estimate for p in pieces}
+    estimate = {(p.item, p.start + files[p.item].tail_from): p.estimate for p in pieces}
     weights = [estimate[i.item, i.start] for i in items]
     part = max(1, config.target_file_bytes // PART_FRACTION)
     limits = Limits(max_line_bytes=settings.max_line_mb * MIB, max_object_bytes=settings.max_object_mb * MIB)
@@ -102,6 +103,8 @@ def file_task(source: SourceFile, piece: Piece) -> FileTask:
         manifest_uri=source.manifest_uri,
         version_id=source.entry.version_id,
         item=piece.item,
-        start=piece.start,
-        end=piece.end,
+        # a tail's pieces are of the bytes past the version loaded, numbered on from its last line
+        start=piece.start + source.tail_from,
+        end=None if piece.end is None else piece.end + source.tail_from,
+        first_line=source.tail_line,
     )

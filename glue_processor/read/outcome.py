@@ -59,6 +59,8 @@ class Outcome:
             self._record(item.entry, item.manifest_uri, "ignored", reason=REASON_UNROUTED)
         for item, status, why in plan.skipped:
             self._record(item.entry, item.manifest_uri, status, reason=why, table=item.table)
+        for item in plan.carried:
+            self._record(item.entry, item.manifest_uri, "carried", reason=plan.carried_reason, table=item.table)
 
     def read(self, source: SourceFile, found: FileOutcome) -> None:
         """An object that was read and parsed (ingested, or empty). Its record says why when it is
@@ -75,7 +77,16 @@ class Outcome:
             self.partial.add(_identity(source))
         if reason is None and found.bad and not found.good:
             reason = f"{REASON_ALL_BAD} ({found.bad})"
-        self._record(source.entry, source.manifest_uri, found.status, records=found.good, bad=found.bad, reason=reason)
+        self._record(
+            source.entry,
+            source.manifest_uri,
+            found.status,
+            records=found.good,
+            bad=found.bad,
+            reason=reason,
+            text=source.text,
+            from_line=source.tail_line if source.tail_from else 1,
+        )
 
     def add(self, source: SourceFile, status: Any, *, reason: str | None = None) -> None:
         self._record(source.entry, source.manifest_uri, status, reason=reason)
@@ -121,6 +132,8 @@ class Outcome:
                 version_id=entry.version_id,
                 table=extra.get("table", self.table),
                 sequencer=entry.sequencer,
+                text=extra.get("text"),
+                from_line=extra.get("from_line", 1),
             )
         )
 

@@ -116,6 +116,11 @@ def replaced_rows(
         if r.status == "retracted":
             return "its key was deleted (on_delete: retract)"
         by = f"version {r.by_version_id}" if r.by_version_id else f"eTag {r.by_etag}"
+        if r.from_line > 1:  # a tail whose version loaded before ended in a torn line
+            return (
+                f"extended by {by} (on_overwrite: tail): its torn last line {r.from_line} is read again whole "
+                f"from it (a row that line left is removed; its quarantine record stays), its lines before stay"
+            )
         return f"replaced by {by} (on_overwrite); its rows were loaded by batch(es) {list(r.batches)}"
 
     n = len(items)

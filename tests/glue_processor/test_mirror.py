@@ -166,3 +166,100 @@ def test_a_deletion_on_a_table_that_keeps_changes_nothing(spark: Any, tmp_path: 
         ("deleted", "deleted from the bucket: its rows stay (on_delete: keep)")
     ]
     assert [r["n"] for r in table_rows(env)] == ["1"]
+
+
+def test_replacements_past_the_rewrite_bound_are_carried_to_a_later_batch(spark: Any, tmp_path: Path) -> None:
+    import random
+
+    env = Env(tmp_path, max_rewrite_mb_per_batch="1")
+    job = env.job(spark)
+    rng = random.Random(44)
+
+    def big(tag: str) -> bytes:  # ~1.2 MB of Parquet: a key's rows alone fill the 1 MiB bound
+        return lines(*({"n": tag, "pad": rng.randbytes(100).hex()} for _ in range(12_000)))
+
+    # Given two keys, each loaded by a batch of its own (each in its own data file)
+    job.run([env.manifest("m0", [entry(env, "a.json", big("a1"), at=0, sequencer="01")])], 0)
+    job.run([env.manifest("m1", [entry(env, "b.json", big("b1"), at=0, sequencer="02")])], 1)
+    # When one batch brings a later version of both
+    a2 = entry(env, "a.json", lines({"n": "a2"}), at=60, sequencer="03")
+    b2 = entry(env, "b.json", lines({"n": "b2"}), at=60, sequencer="04")
+    record = job.run([env.manifest("m2", [a2, b2])], 2)
+    # Then the first is replaced and the second carried over: not read, its old rows still whole
+    assert {(s.key, s.status) for s in record.sources} == {("a.json", "ingested"), ("b.json", "carried")}
+    assert sorted({r["n"] for r in table_rows(env)}) == ["a2", "b1"]
+    assert record.stats.rewrite_bytes > 1024 * 1024
+    # And a manifest of its own lists it for a later batch, which replaces it: nothing lost
+    (carried,) = [p for p in (env.root / "manifests").iterdir() if "-carried-" in p.name]
+    job.run([(carried.as_uri(), carried.read_text())], 3)
+    assert sorted({r["n"] for r in table_rows(env)}) == ["a2", "b2"]
+
+
+def test_tail_loads_only_the_lines_a_version_appends(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path, on_overwrite="tail")
+    job = env.job(spark)
+    v1 = entry(env, "log.json", lines({"n": 1}, {"n": 2}, {"n": 3}), at=0, sequencer="01")
+    job.run([env.manifest("m0", [v1])], 0)
+    # When lines are appended to it
+    v2 = entry(env, "log.json", lines({"n": 1}, {"n": 2}, {"n": 3}, {"n": 4}, {"n": 5}), at=60, sequencer="02")
+    record = job.run([env.manifest("m1", [v2])], 1)
+    # Then only lines 4 and 5 are read (numbered on), nothing is rewritten, each line is in the table once
+    (source,) = record.sources
+    assert (source.status, source.from_line, source.records) == ("ingested", 4, 2)
+    assert record.stats.rewrite_bytes == 0 and not record.tables[0].replaced
+    assert sorted((r["_line"], r["n"], r["_source_etag"]) for r in table_rows(env)) == [
+        (1, "1", v1.etag),
+        (2, "2", v1.etag),
+        (3, "3", v1.etag),
+        (4, "4", v2.etag),
+        (5, "5", v2.etag),
+    ]
+    # And a version that changes a line it had (not an extension) is replaced whole
+    v3 = entry(
+        env, "log.json", lines({"n": 0}, {"n": 2}, {"n": 3}, {"n": 4}, {"n": 5}, {"n": 6}), at=120, sequencer="03"
+    )
+    third = job.run([env.manifest("m2", [v3])], 2)
+    assert third.sources[0].from_line == 1 and third.tables[0].stats.rows_removed == 5
+    assert sorted((r["_line"], r["n"]) for r in table_rows(env)) == [
+        (i + 1, str(n)) for i, n in enumerate([0, 2, 3, 4, 5, 6])
+    ]
+
+
+def test_tail_over_a_torn_last_line_reads_that_line_again_whole(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path, on_overwrite="tail")
+    job = env.job(spark)
+    # Given a version whose last line has no line end yet: valid JSON (a row) in one key, cut JSON
+    # (a quarantined line) in the other
+    job.run(
+        [
+            env.manifest(
+                "m0",
+                [
+                    entry(env, "a.json", b'{"n":1}\n{"n":2}', at=0, sequencer="01"),
+                    entry(env, "b.json", b'{"n":1}\n{"n":', at=0, sequencer="02"),
+                ],
+            )
+        ],
+        0,
+    )
+    assert sorted((r["_source_uri"][-6:], r["_line"]) for r in table_rows(env)) == [
+        ("a.json", 1),
+        ("a.json", 2),
+        ("b.json", 1),
+    ]
+    # When both are extended: the torn line completed, one more after it
+    a2 = entry(env, "a.json", b'{"n":1}\n{"n":2}\n{"n":3}\n', at=60, sequencer="03")
+    b2 = entry(env, "b.json", b'{"n":1}\n{"n":2}\n{"n":3}\n', at=60, sequencer="04")
+    record = job.run([env.manifest("m1", [a2, b2])], 1)
+    # Then each is read from its torn line on; the row the torn line left is replaced, nothing doubled
+    assert {(s.key, s.from_line) for s in record.sources} == {("a.json", 2), ("b.json", 2)}
+    assert sorted((r["_source_uri"][-6:], r["_line"], r["n"]) for r in table_rows(env)) == [
+        ("a.json", 1, "1"),
+        ("a.json", 2, "2"),
+        ("a.json", 3, "3"),
+        ("b.json", 1, "1"),
+        ("b.json", 2, "2"),
+        ("b.json", 3, "3"),
+    ]
+    torn = [h["reason"] for h in history(env) if h["status"] == "replaced"]
+    assert len(torn) == 2 and all("torn last line 2 is read again whole" in why for why in torn)

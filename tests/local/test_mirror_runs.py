@@ -125,3 +125,16 @@ def test_a_kill_inside_a_batch_that_replaces_leaves_the_table_as_if_it_ran_once(
     assert again.returncode == 0, again.stderr[-3000:]
     # Then the table is the bucket: the new version's rows once, nothing of the old or the deleted
     assert rows(work) == [("a.ndjson", 1, "10"), ("a.ndjson", 2, "20")]
+
+
+def test_tail_loads_only_what_a_log_file_appends(tmp_path: Path) -> None:
+    data, work = tmp_path / "data", tmp_path / "work"
+    write(data / "app.log.ndjson", 1, 2, 3)
+    assert run(work, "--data", str(data), "--on-overwrite", "tail").returncode == 0
+    write(data / "app.log.ndjson", 1, 2, 3, 4, 5)
+    out = run(work)
+    assert out.returncode == 0 and "your files: 0 new, 1 changed; 0 loaded (2 rows), 1 extended" in out.stdout, (
+        out.stdout
+    )
+    assert "only its lines from 4 on were read" in out.stdout
+    assert rows(work) == [("app.log.ndjson", i, str(i)) for i in range(1, 6)]
