@@ -38,6 +38,7 @@ from contracts.exceptions import FencedOut, RowsLost
 from contracts.ledger import CommitRecord
 from contracts.manifest import Manifest
 from glue_processor import faults, workers
+from glue_processor.commit import after_load
 from glue_processor.commit.deferred import Deferred, SetAside
 from glue_processor.commit.failures import Failures
 from glue_processor.commit.ledger import BatchCommitter
@@ -106,6 +107,7 @@ class ManifestBatchJob:
         self.memory = Memory(settings, self.routes)
         # the tables that mirror their buckets: each key's state (docs/mirror.md)
         self.mirror = Mirror(settings, self.routes)
+        self._s3: Any = None  # the landing bucket's client, for after_load (made on first use)
         # shares whose publication kept failing, tried again every batch, so one table never holds the
         # others. New ones are set aside with several tables only (one table's batches would only
         # pile up behind it and land out of order), and none when --max_deferred_publications is 0;
@@ -511,8 +513,32 @@ class ManifestBatchJob:
             metrics=self.metrics,
             sleep=self.sleep,
             memory=self.memory,
-            published=lambda record, table, snapshot: self.mirror.remember(self.tables, record, table, snapshot),
+            published=self._published,
         )
+
+    def _published(self, record: CommitRecord, table: str, snapshot: int | None) -> None:
+        """A share is in its table: its keys' states, then what after_load does to what it loaded."""
+        self.mirror.remember(self.tables, record, table, snapshot)
+        config = self.tables.config(table)
+        share = record.share(table)
+        if config.after_load == "keep" or share is None:
+            return
+        after_load.apply(
+            record.loaded_by(share),
+            self.settings.source_uri_of,
+            mode=config.after_load,
+            archive_prefix=self.settings.archive_prefix,
+            s3=self._landing_s3(),
+        )
+
+    def _landing_s3(self) -> Any:
+        if not self.settings.source_uri_template.startswith("s3://"):
+            return None
+        if self._s3 is None:
+            import boto3
+
+            self._s3 = boto3.client("s3")
+        return self._s3
 
     def _maybe_rotate(self, batch_id: int) -> None:
         if self.rotate_after is not None and batch_id + 1 >= self.rotate_after and not self.rotate_requested:

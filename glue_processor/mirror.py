@@ -26,6 +26,7 @@ from typing import Any
 from contracts.exceptions import ConfigError
 from contracts.ledger import CommitRecord, PublishedFile, Replaced, Rewrite
 from glue_processor import faults
+from glue_processor.commit.after_load import whole
 from glue_processor.keys.state import MAX_SEGMENTS, KeyState, Segment
 from glue_processor.keys.store import KeyIndex, open_index
 from glue_processor.plan.manifests import BatchPlan, IngestedLookup, SourceFile
@@ -85,6 +86,7 @@ class Mirror:
         objects of tail tables get their text prints, and a version that extends the one loaded is
         read from where that one ended (:meth:`_tails`)."""
         self._located = {}
+        self._archived(plan)
         by_table = plan.by_table()
         removed: dict[str, list[SourceFile]] = {}
         for f in plan.removals:
@@ -128,6 +130,19 @@ class Mirror:
         if spark_map is not None:
             replacing = self._tails(plan, replacing, spark_map)
         return replacing
+
+    def _archived(self, plan: BatchPlan) -> None:
+        """What after_load archived is never loaded again (a landing prefix that holds the archive
+        prefix would send it back: a loop): recorded as ignored."""
+        prefix = self.settings.archive_prefix
+        archiving = {n for n, c in self.routes.tables.items() if c.after_load == "archive"}
+        if not archiving:
+            return
+        back = [f for f in plan.files if self.routes.name(f.table) in archiving and f.entry.key.startswith(prefix)]
+        if back:
+            gone = {id(f) for f in back}
+            plan.files = [f for f in plan.files if id(f) not in gone]
+            plan.skipped += [(f, "ignored", f"under --archive_prefix {prefix}: archived by after_load") for f in back]
 
     def _tails(
         self, plan: BatchPlan, replacing: dict[str, list[Replacement]], spark_map: SparkMap
@@ -355,6 +370,7 @@ class Mirror:
                     text_bytes=s.text.end if s.text is not None else 0,
                     prefix_sha256=s.text.sha256 if s.text is not None else "",
                     torn=s.text.torn if s.text is not None else False,
+                    archived=config is not None and config.after_load != "keep" and whole(s),
                 )
             )
         self.index.put(states)

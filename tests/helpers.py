@@ -80,3 +80,16 @@ def merge_plans(monkeypatch: Any) -> list[Any]:
 
     monkeypatch.setattr(stage, "plan_merge", recorded)
     return plans
+
+
+def policy_statements(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """A policy document's statements, a conditional one (``Fn::If`` [condition, statement,
+    AWS::NoValue]) as it is when its condition holds: every statement the role may ever have."""
+    out = []
+    for st in document["Statement"]:
+        if "Fn::If" in st:
+            _, then, _otherwise = st["Fn::If"]
+            out.append(then)
+        else:
+            out.append(st)
+    return out

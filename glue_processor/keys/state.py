@@ -49,6 +49,8 @@ class KeyState(_Frozen):
     prefix_sha256: str = ""  # of those bytes: an extension is verified against it, never assumed
     torn: bool = False  # its text ended without a line end: line ``lines`` is past ``text_bytes``
     retracted: bool = Field(default=False, description="a tombstone: deleted at this sequencer, no rows")
+    # after_load moved or deleted it once loaded: the deletion event that causes is not a retraction
+    archived: bool = False
 
     @property
     def ident(self) -> tuple[str, str, str]:

@@ -112,6 +112,8 @@ def _deletion(plan: MirrorPlan, f: SourceFile, state: KeyState | None) -> None:
     e = f.entry
     if state is None or state.retracted:
         plan.skipped.append((f, "deleted", "deleted from the bucket: no version of it is in the table"))
+    elif state.archived:
+        plan.skipped.append((f, "deleted", "moved or deleted by after_load once loaded: its rows stay"))
     elif later(e.sequencer, e.event_time, state.sequencer, state.event_time):
         plan.skipped.append((f, "deleted", RETRACTS))
         plan.replacing.append(Replacement(f, state))

@@ -263,3 +263,24 @@ def test_tail_over_a_torn_last_line_reads_that_line_again_whole(spark: Any, tmp_
     ]
     torn = [h["reason"] for h in history(env) if h["status"] == "replaced"]
     assert len(torn) == 2 and all("torn last line 2 is read again whole" in why for why in torn)
+
+
+def test_after_load_archives_what_it_loaded_whole_once_published(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path, after_load="archive", on_delete="retract")
+    job = env.job(spark)
+    landing = env.root / "buckets" / BUCKET
+    good = entry(env, "in/a.json", lines({"n": 1}), at=0, sequencer="01")
+    bad = entry(env, "in/b.json.gz", b"not gzip", at=0, sequencer="02")  # quarantined whole: stays
+    job.run([env.manifest("m0", [good, bad])], 0)
+    # Then the object loaded whole is under the archive prefix, the other where it was
+    assert not (landing / "in/a.json").exists() and (landing / "archive/in/a.json").read_bytes() == lines({"n": 1})
+    assert (landing / "in/b.json.gz").exists()
+    # And the deletion this causes (a retracting table) keeps the rows: it is not a retraction
+    record = job.run([env.manifest("m1", [removal("in/a.json", at=60, sequencer="03")])], 1)
+    assert [(s.status, s.reason) for s in record.sources] == [
+        ("deleted", "moved or deleted by after_load once loaded: its rows stay")
+    ]
+    assert [r["n"] for r in table_rows(env)] == ["1"]
+    # And a replay of the first batch's publication finds nothing left to move
+    job.run([env.manifest("m0", [good, bad])], 0)
+    assert (landing / "archive/in/a.json").exists() and not (landing / "archive/archive").exists()

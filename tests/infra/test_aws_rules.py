@@ -16,6 +16,7 @@ from glue_processor.settings import JobSettings
 from infra.build import render
 from infra.runtime import STREAMING_WORKER_TYPES, glue_runtimes
 from infra.wheelhouse import read_lock
+from tests.helpers import policy_statements
 
 T = render()
 R: dict[str, Any] = T["Resources"]
@@ -28,7 +29,7 @@ def of_type(kind: str) -> dict[str, dict[str, Any]]:
 
 def role_statements(role_ref: Any) -> list[dict[str, Any]]:
     role = R[role_ref["Fn::GetAtt"][0]]
-    return [st for pol in role["Properties"]["Policies"] for st in pol["PolicyDocument"]["Statement"]]
+    return [st for pol in role["Properties"]["Policies"] for st in policy_statements(pol["PolicyDocument"])]
 
 
 def actions(st: dict[str, Any]) -> list[str]:

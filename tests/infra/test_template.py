@@ -17,6 +17,8 @@ from infra.observability import DIMENSION_VALUES
 
 ROOT = Path(__file__).resolve().parents[2]
 T = render()
+from tests.helpers import policy_statements  # noqa: E402
+
 R = T["Resources"]
 # Actions that support no resource-level permissions; they may use "*" (with a condition where one exists).
 UNSCOPED_OK = {
@@ -98,7 +100,7 @@ def test_buckets_block_public_access_encrypt_and_require_tls() -> None:
 def test_every_iam_statement_is_scoped() -> None:
     for role_name, role in of_type("AWS::IAM::Role").items():
         for policy in role["Properties"]["Policies"]:
-            for st in policy["PolicyDocument"]["Statement"]:
+            for st in policy_statements(policy["PolicyDocument"]):
                 actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
                 assert all("*" not in a for a in actions), (role_name, st["Sid"])
                 if st["Resource"] == "*":
@@ -270,7 +272,7 @@ def test_a_routing_file_reaches_the_job_and_the_control_plane_and_widens_only_th
 
     def statement(role: str, sid: str) -> dict[str, Any]:
         (policy,) = R[role]["Properties"]["Policies"]
-        return next(s for s in policy["PolicyDocument"]["Statement"] if s["Sid"] == sid)
+        return next(s for s in policy_statements(policy["PolicyDocument"]) if s["Sid"] == sid)
 
     # the job may create and commit to every table of its database only with a routing file
     tables = statement("GlueJobRole", "CommitToTheTable")["Resource"]
@@ -305,3 +307,20 @@ def test_rows_moved_past_the_partition_limit_are_alarmed() -> None:
     ]
     assert (props["Statistic"], props["Threshold"], props["ComparisonOperator"]) == ("Sum", 0, "GreaterThanThreshold")
     assert props["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+
+
+def test_the_job_may_delete_landing_objects_only_when_after_load_asks() -> None:
+    # after_load archive/delete (docs/mirror.md) needs the landing bucket's DeleteObject(Version) and,
+    # for the archive, PutObject; with the default (keep) the job never gets them
+    (policy,) = R["GlueJobRole"]["Properties"]["Policies"]
+    conditional = [st["Fn::If"] for st in policy["PolicyDocument"]["Statement"] if "Fn::If" in st]
+    (cleans,) = [(c, st) for c, st, _ in conditional if st["Sid"] == "CleanLanding"]
+    assert cleans[0] == "CleansLanding"
+    assert T["Conditions"]["CleansLanding"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "AfterLoad"}, "keep"]}]}
+    assert T["Parameters"]["AfterLoad"]["Default"] == "keep"
+    assert cleans[1]["Resource"] == {"Fn::Sub": "${LandingBucket.Arn}/*"}
+    assert {"s3:DeleteObject", "s3:DeleteObjectVersion", "s3:PutObject"} <= set(cleans[1]["Action"])
+    # and every delete an unconditional statement grants on the landing bucket: none
+    others = [st for st in policy["PolicyDocument"]["Statement"] if "Fn::If" not in st]
+    landing = [st for st in others if "LandingBucket" in json.dumps(st["Resource"])]
+    assert not any(a.startswith("s3:Delete") for st in landing for a in st["Action"])
