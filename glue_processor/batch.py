@@ -523,13 +523,15 @@ class ManifestBatchJob:
         share = record.share(table)
         if config.after_load == "keep" or share is None:
             return
-        after_load.apply(
+        failed = after_load.apply(
             record.loaded_by(share),
             self.settings.source_uri_of,
             mode=config.after_load,
             archive_prefix=self.settings.archive_prefix,
             s3=self._landing_s3(),
         )
+        # still where they were: a later deletion of them is the user's (a retraction, if asked)
+        self.mirror.unarchive(table, failed)
 
     def _landing_s3(self) -> Any:
         if not self.settings.source_uri_template.startswith("s3://"):

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contracts.exceptions import ConfigError
-from contracts.ledger import CommitRecord, PublishedFile, Replaced, Rewrite
+from contracts.ledger import CommitRecord, PublishedFile, Replaced, Rewrite, SourceRecord
 from glue_processor import faults
 from glue_processor.commit.after_load import whole
 from glue_processor.keys.state import MAX_SEGMENTS, KeyState, Segment
-from glue_processor.keys.store import KeyIndex, open_index
+from glue_processor.keys.store import Ident, KeyIndex, open_index
 from glue_processor.plan.manifests import BatchPlan, IngestedLookup, SourceFile
 from glue_processor.plan.mirror import KEEPS, RETRACTS, Replacement, classify
 from glue_processor.plan.routes import Routes
@@ -58,6 +58,7 @@ class Mirror:
         self.settings, self.routes = settings, routes
         self.tables = {name for name, c in routes.tables.items() if c.mirrors}
         self.index: KeyIndex | None = None
+        self._inner: IngestedLookup | None = None  # the dedupe window (see window())
         # the files that hold each admitted replacement's rows (table, bucket, key) -> path -> bytes,
         # as the plan found them
         self._located: dict[tuple[str, str, str], dict[str, int]] = {}
@@ -69,7 +70,9 @@ class Mirror:
 
     # -- plan ---------------------------------------------------------------------------------
     def window(self, inner: IngestedLookup) -> IngestedLookup:
-        """The dedupe window, for the tables that do not mirror (for those that do, the index says)."""
+        """The dedupe window, for the tables that do not mirror (for those that do, the index says,
+        and the window only for a key the index does not know: see :meth:`plan`)."""
+        self._inner = inner
         return _Window(inner, self._mirrored_key) if self.tables else inner
 
     def _mirrored_key(self, key: str) -> bool:
@@ -108,6 +111,7 @@ class Mirror:
             for f in [*files, *removed.get(t, [])]
         ]
         states = self.index.get(idents)
+        self._known_to_window(plan, mirrored, states)
         read: set[int] = set()
         replacing: dict[str, list[Replacement]] = {}
         for t, files in mirrored.items():
@@ -211,6 +215,31 @@ class Mirror:
         config = self.routes.tables.get(self.routes.name(table))
         return None if config is None else config.on_overwrite
 
+    def _known_to_window(
+        self, plan: BatchPlan, mirrored: dict[str, list[SourceFile]], states: Mapping[Ident, KeyState]
+    ) -> None:
+        """An object version the key index does not know, but the dedupe window does, is a duplicate:
+        a redelivered event of a version loaded before its table had an index (a table loaded by an
+        earlier build), within the window, as it always was."""
+        if self._inner is None:
+            return
+        unknown = [
+            f
+            for t, files in mirrored.items()
+            for f in files
+            if (self.routes.name(t), f.entry.bucket, f.entry.key) not in states
+        ]
+        if not unknown:
+            return
+        found = self._inner.lookup([f.entry.identity for f in unknown])
+        dup = {id(f): b for f, b in zip(unknown, found, strict=True) if b is not None}
+        if not dup:
+            return
+        for t, files in mirrored.items():
+            mirrored[t] = [f for f in files if id(f) not in dup]
+        plan.files = [f for f in plan.files if id(f) not in dup]
+        plan.skipped += [(f, "duplicate", f"already ingested by batch {dup[id(f)]}") for f in unknown if id(f) in dup]
+
     def _bound(
         self, plan: BatchPlan, replacing: dict[str, list[Replacement]], tables: Tables
     ) -> dict[str, list[Replacement]]:
@@ -223,9 +252,10 @@ class Mirror:
         admitted: dict[str, list[Replacement]] = {}
         carried: set[int] = set()
         for t, reps in replacing.items():
-            sink = tables.sink(t)
+            # one scan of the table for every replacement of the batch, not one a key
+            located = tables.sink(t).files_of_each({id(r): r.state.segments for r in reps})
             for r in reps:
-                files = {str(f.file_path): int(f.file_size_in_bytes) for f in sink.files_holding(r.state.segments)}
+                files = located[id(r)]
                 more = sum(size for path, size in files.items() if path not in chosen)
                 if chosen and sum(chosen.values()) + more > bound:
                     carried.add(id(r.source))
@@ -312,6 +342,15 @@ class Mirror:
         return {str(f.file_path): int(f.file_size_in_bytes) for f in found}
 
     # -- after the commit ---------------------------------------------------------------------
+    def unarchive(self, table: str, sources: Sequence[SourceRecord]) -> None:
+        """Keys after_load could not move: not archived after all (a later deletion of one is the
+        user's own)."""
+        name = self.routes.name(table)
+        if self.index is None or name not in self.tables or not sources:
+            return
+        states = self.index.get([(name, s.bucket, s.key) for s in sources])
+        self.index.put(_unarchived(states, sources))
+
     def remember(self, tables: Tables, record: CommitRecord, table: str, snapshot: int | None) -> None:
         """The new states of the keys a published share loaded (idempotent: a replay writes the same)."""
         name = self.routes.name(table)
@@ -370,10 +409,22 @@ class Mirror:
                     text_bytes=s.text.end if s.text is not None else 0,
                     prefix_sha256=s.text.sha256 if s.text is not None else "",
                     torn=s.text.torn if s.text is not None else False,
-                    archived=config is not None and config.after_load != "keep" and whole(s),
+                    archived=config is not None
+                    and config.after_load != "keep"
+                    and whole(s)
+                    and not s.key.startswith(self.settings.archive_prefix),
                 )
             )
         self.index.put(states)
+
+
+def _unarchived(states: Mapping[Ident, KeyState], sources: Sequence[SourceRecord]) -> list[KeyState]:
+    by_ident = {(s.bucket, s.key): s.etag for s in sources}
+    return [
+        st.model_copy(update={"archived": False})
+        for (_, bucket, key), st in states.items()
+        if st.archived and by_ident.get((bucket, key)) == st.etag
+    ]
 
 
 def _replaced(r: Replacement) -> Replaced:

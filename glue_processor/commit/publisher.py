@@ -166,6 +166,11 @@ class Publisher:
             # nothing to set aside into, or a sink whose files are staged (the batch's clean-up
             # would remove them): the stream waits, as with one table
             return None
+        if self.tables.config(share.table).mirrors:
+            # a table that mirrors its bucket plans each batch against its key index, written when a
+            # share is published: a later batch planned past a share set aside would take that
+            # share's keys as new (docs/mirror.md). Its stream waits, as with one table.
+            return None
         return 0.0 if share.table in failing else self.hold_s
 
     def retry_deferred(self, committer_of: Callable[[str], BatchCommitter]) -> None:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,6 +30,14 @@ Ident = tuple[str, str, str]  # (table, bucket, key)
 READ_BATCH = 100  # BatchGetItem: at most 100 items (DynamoDB API Reference, BatchGetItem)
 WRITE_BATCH = 25  # BatchWriteItem: at most 25 put or delete requests (API Reference, BatchWriteItem)
 THREADS = 8
+# Unprocessed keys and items come back in a 200 response: the client's retries do not cover them.
+# Both API references ask for an exponential back-off before asking again (BatchGetItem,
+# BatchWriteItem: "we strongly recommend that you use an exponential backoff algorithm").
+ATTEMPTS = 12  # 0.05 s doubling to 10 s: ~40 s in all before the batch fails (and is retried)
+
+
+def backoff(attempt: int) -> float:
+    return float(min(10.0, 0.05 * 2 ** (attempt - 1)))
 
 
 class KeyIndex(Protocol):
@@ -97,8 +106,8 @@ class SqliteKeyIndex:
 class DynamoKeyIndex:
     """Items ``{"pk": {"S": ...}, "state": {"S": <KeyState JSON>}}`` of ``table``."""
 
-    def __init__(self, client: Any, table: str) -> None:
-        self.client, self.table = client, table
+    def __init__(self, client: Any, table: str, *, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.client, self.table, self.sleep = client, table, sleep
 
     def get(self, idents: Sequence[Ident]) -> dict[Ident, KeyState]:
         wanted = {_pk(i): i for i in idents}
@@ -116,7 +125,9 @@ class DynamoKeyIndex:
 
         request: dict[str, Any] = {self.table: {"Keys": [{"pk": {"S": pk}} for pk in pks], "ConsistentRead": True}}
         found: list[dict[str, Any]] = []
-        for _ in range(20):  # unprocessed keys (throttling) are asked again, with the client's back-off
+        for attempt in range(ATTEMPTS):  # unprocessed keys (throttling) are asked again, after a back-off
+            if attempt:
+                self.sleep(backoff(attempt))
             try:
                 response = self.client.batch_get_item(RequestItems=request)
             except (ClientError, BotoCoreError) as exc:
@@ -125,7 +136,7 @@ class DynamoKeyIndex:
             request = response.get("UnprocessedKeys") or {}
             if not request:
                 return found
-        raise StorageError(f"reading the key index {self.table}: keys still unprocessed after 20 requests")
+        raise StorageError(f"reading the key index {self.table}: keys still unprocessed after {ATTEMPTS} requests")
 
     def put(self, states: Iterable[KeyState]) -> None:
         # one request per key, the last state given: BatchWriteItem refuses a key twice in a call
@@ -146,7 +157,9 @@ class DynamoKeyIndex:
         from botocore.exceptions import BotoCoreError, ClientError
 
         request: dict[str, Any] = {self.table: chunk}
-        for _ in range(20):
+        for attempt in range(ATTEMPTS):
+            if attempt:
+                self.sleep(backoff(attempt))
             try:
                 response = self.client.batch_write_item(RequestItems=request)
             except (ClientError, BotoCoreError) as exc:
@@ -154,4 +167,4 @@ class DynamoKeyIndex:
             request = response.get("UnprocessedItems") or {}
             if not request:
                 return
-        raise StorageError(f"writing the key index {self.table}: items still unprocessed after 20 requests")
+        raise StorageError(f"writing the key index {self.table}: items still unprocessed after {ATTEMPTS} requests")

@@ -112,6 +112,10 @@ def _deletion(plan: MirrorPlan, f: SourceFile, state: KeyState | None) -> None:
     e = f.entry
     if state is None or state.retracted:
         plan.skipped.append((f, "deleted", "deleted from the bucket: no version of it is in the table"))
+    elif e.version_id is not None and state.version_id is not None and e.version_id != state.version_id:
+        # a version removed for good that is not the one loaded (a noncurrent one): the key is still there
+        why = f"version {e.version_id} was deleted, not the one loaded ({state.version_id}): its rows stay"
+        plan.skipped.append((f, "deleted", why))
     elif state.archived:
         plan.skipped.append((f, "deleted", "moved or deleted by after_load once loaded: its rows stay"))
     elif later(e.sequencer, e.event_time, state.sequencer, state.event_time):

@@ -69,6 +69,9 @@ class HiveSink:
         """Never asked: a hive-parquet table only appends (its settings refuse replace and retract)."""
         raise NotImplementedError("a hive-parquet table only appends")
 
+    def files_of_each(self, segments_of: Any) -> dict[Any, dict[str, int]]:
+        raise NotImplementedError("a hive-parquet table only appends")
+
     def added_partitions(self, snapshot_id: int) -> tuple[str, ...]:
         return ()
 

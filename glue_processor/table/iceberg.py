@@ -50,7 +50,7 @@ from glue_processor.keys.state import Segment
 from glue_processor.table.datafiles import DataFiles, StatsPlan, WrittenFile
 from glue_processor.table.declared import DeclaredSchema
 from glue_processor.table.footer import metadata_of
-from glue_processor.table.locate import added_partitions, files_holding
+from glue_processor.table.locate import added_partitions, files_holding, files_of_each
 from glue_processor.table.replace import stage_replacing
 from glue_processor.table.schema import INGEST_DAY, data_columns, missing_columns, typed_columns
 
@@ -222,6 +222,12 @@ class IcebergSink:
         table = self._table()
         table.refresh()
         return files_holding(table, segments)
+
+    def files_of_each(self, segments_of: Mapping[Any, Sequence[Segment]]) -> dict[Any, dict[str, int]]:
+        """For each key, the files (path -> bytes) that may hold its rows: one scan for them all."""
+        table = self._table()
+        table.refresh()
+        return files_of_each(table, segments_of)
 
     def added_partitions(self, snapshot_id: int) -> tuple[str, ...]:
         table = self._table()

@@ -12,18 +12,22 @@ every batch it took).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeVar
 
+from pyiceberg.conversions import from_bytes
 from pyiceberg.expressions import (
     EqualTo,
     In,
 )
 from pyiceberg.manifest import DataFile, ManifestEntryStatus
 from pyiceberg.table import Table
+from pyiceberg.types import LongType
 
 from glue_processor.keys.state import Segment, partition_json
 
 BATCH_COLUMN = "_batch_id"
+K = TypeVar("K")
 # a share's partitions kept per segment at most; past it, none (every partition is looked at)
 MAX_PARTITIONS = 64
 
@@ -49,6 +53,31 @@ def files_holding(table: Table, segments: Iterable[Segment]) -> list[DataFile]:
         if anywhere or _partition_of(f) in wanted:
             out.append(f)
     return out
+
+
+def files_of_each(table: Table, segments_of: Mapping[K, Sequence[Segment]]) -> dict[K, dict[str, int]]:
+    """For each key of ``segments_of``, the files (path -> bytes) that may hold its rows: one scan
+    for them all (:func:`files_holding` over every segment), then each file given to the keys whose
+    segments it may hold (a batch within its ``_batch_id`` bounds, in one of their partitions)."""
+    every = [s for segs in segments_of.values() for s in segs]
+    found = files_holding(table, every)
+    field_id = table.schema().find_field(BATCH_COLUMN).field_id
+    out: dict[K, dict[str, int]] = {k: {} for k in segments_of}
+    for f in found:
+        low, high = _bounds(f, field_id)
+        where = _partition_of(f)
+        for k, segs in segments_of.items():
+            if any(low <= s.batch_id <= high and (not s.partitions or where in s.partitions) for s in segs):
+                out[k][str(f.file_path)] = int(f.file_size_in_bytes)
+    return out
+
+
+def _bounds(f: DataFile, field_id: int) -> tuple[float, float]:
+    """A file's ``_batch_id`` bounds (unknown: every batch)."""
+    lower, upper = (f.lower_bounds or {}).get(field_id), (f.upper_bounds or {}).get(field_id)
+    low = from_bytes(LongType(), lower) if lower is not None else float("-inf")
+    high = from_bytes(LongType(), upper) if upper is not None else float("inf")
+    return float(low), float(high)
 
 
 def _partition_of(f: DataFile) -> str:

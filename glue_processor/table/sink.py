@@ -74,6 +74,10 @@ class Sink(Protocol):
         """The table's data files that may hold the rows of ``segments`` (docs/mirror.md)."""
         ...
 
+    def files_of_each(self, segments_of: Mapping[Any, Sequence[Segment]]) -> dict[Any, dict[str, int]]:
+        """For each key, the data files (path -> bytes) that may hold its rows, found in one scan."""
+        ...
+
     def added_partitions(self, snapshot_id: int) -> tuple[str, ...]:
         """The partitions of the files a snapshot of this table added (a key's segment keeps them)."""
         ...

@@ -13,11 +13,13 @@ A body arrives in one of the shapes AWS delivers to SQS:
 ``s3:TestEvent`` (S3's check when a notification is configured) is skipped however it is wrapped.
 
 A deletion (``ObjectRemoved:Delete``, ``ObjectRemoved:DeleteMarkerCreated``; EventBridge ``Object
-Deleted``) is listed too, as a removed entry: a table with ``on_delete: retract`` removes the key's
-rows (docs/mirror.md). The stack subscribes to them only when a table asks. An expiration by the
-bucket's lifecycle is never one: S3 reports it as ``LifecycleExpiration:*`` (not subscribed), and
-EventBridge as ``Object Deleted`` with ``reason: Lifecycle Expiration``, which is skipped (S3 User
-Guide, "Event notification types" and "EventBridge event message structure").
+Deleted``) is listed too, as a removed entry, with the version it removed for good (``Delete`` on a
+versioned bucket, EventBridge's ``Permanently Deleted``) or none (a delete marker hides the key): a
+table with ``on_delete: retract`` removes the key's rows (docs/mirror.md). The stack subscribes to
+them only when a table asks. An expiration by the bucket's lifecycle is never one: S3 reports it as
+``LifecycleExpiration:*`` (not subscribed), and EventBridge as ``Object Deleted`` with ``reason:
+Lifecycle Expiration``, which is skipped (S3 User Guide, "Event notification types" and "EventBridge
+event message structure").
 """
 
 from __future__ import annotations
@@ -80,6 +82,8 @@ class _EBDetail(_Lenient):
     bucket: S3BucketRef
     object: _EBObject
     reason: str | None = None  # Object Deleted: DeleteObject, or Lifecycle Expiration
+    # Object Deleted: "Delete Marker Created" (the key hidden) or "Permanently Deleted" (one version)
+    deletion_type: str | None = Field(default=None, alias="deletion-type")
 
 
 class EventBridgeS3Event(_Lenient):
@@ -144,7 +148,9 @@ def _from_notification(raw: dict[str, Any]) -> list[CreatedObject]:
             key=unquote_plus(r.s3.object.key),  # notifications form-encode keys ('+' is a space)
             size=r.s3.object.size,
             etag=r.s3.object.eTag,
-            version_id=r.s3.object.versionId,
+            # a delete marker's version id is the marker's own: the deletion is of the key, not of
+            # a version; ObjectRemoved:Delete names the version it removed for good
+            version_id=None if r.eventName == "ObjectRemoved:DeleteMarkerCreated" else r.s3.object.versionId,
             sequencer=r.s3.object.sequencer,
             event_time=r.eventTime,
             removed=r.eventName.startswith("ObjectRemoved:"),
@@ -171,7 +177,7 @@ def _from_eventbridge(raw: dict[str, Any]) -> list[CreatedObject]:
             key=obj.key,  # EventBridge events carry the key as it is
             size=obj.size,
             etag=obj.etag,
-            version_id=obj.version_id,
+            version_id=None if event.detail.deletion_type == "Delete Marker Created" else obj.version_id,
             sequencer=obj.sequencer,
             event_time=event.time,
             removed=removed,

@@ -284,3 +284,39 @@ def test_after_load_archives_what_it_loaded_whole_once_published(spark: Any, tmp
     # And a replay of the first batch's publication finds nothing left to move
     job.run([env.manifest("m0", [good, bad])], 0)
     assert (landing / "archive/in/a.json").exists() and not (landing / "archive/archive").exists()
+
+
+def test_a_redelivered_event_from_before_the_key_index_is_still_a_duplicate(spark: Any, tmp_path: Path) -> None:
+    # Given a table loaded by an earlier build (append: no key index), then run with the default (replace)
+    before = Env(tmp_path, on_overwrite="append")
+    v1 = entry(before, "a.json", lines({"n": 1}), at=0, sequencer="0A")
+    before.job(spark).run([before.manifest("m0", [v1])], 0)
+    after = Env(tmp_path)
+    # When SQS delivers the same event again (at least once), the index knowing nothing of the key
+    record = after.job(spark).run([after.manifest("m1", [v1])], 1)
+    # Then the dedupe window answers for it: a duplicate, loaded once
+    assert [(s.status, s.reason) for s in record.sources] == [("duplicate", "already ingested by batch 0")]
+    assert [r["n"] for r in table_rows(after)] == ["1"]
+
+
+def test_a_batch_that_replaces_many_keys_scans_the_table_once(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyiceberg.table import Table
+
+    env = Env(tmp_path)
+    job = env.job(spark)
+    first = [entry(env, f"k{i}.json", lines({"n": i}), at=0, sequencer="01") for i in range(20)]
+    job.run([env.manifest("m0", first)], 0)
+    scans = []
+    real = Table.scan
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        scans.append(kwargs.get("row_filter"))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Table, "scan", counted)
+    later = [entry(env, f"k{i}.json", lines({"n": i + 100}), at=60, sequencer="02") for i in range(20)]
+    record = job.run([env.manifest("m1", later)], 1)
+    # Then the 20 replacements cost one scan to plan (and one at the commit), not one a key
+    assert len(record.tables[0].replaced) == 20 and len(scans) <= 2, scans

@@ -67,3 +67,24 @@ def test_eventbridge_deletes_are_removed_entries_and_its_lifecycle_expirations_a
     (found,) = parse_body(_eventbridge("DeleteObject"))
     assert to_entry(found).event == "removed"
     assert parse_body(_eventbridge("Lifecycle Expiration")) == []
+
+
+def test_a_delete_marker_is_a_deletion_of_the_key_and_a_permanent_delete_names_its_version() -> None:
+    # S3 User Guide, "Event notification types": DeleteMarkerCreated hides the key (the version id in
+    # the event is the marker's own); Delete with a version id removes that version for good
+    marker = json.loads(_notification("ObjectRemoved:DeleteMarkerCreated"))
+    marker["Records"][0]["s3"]["object"]["versionId"] = "marker-version"
+    (hidden,) = parse_body(json.dumps(marker))
+    assert to_entry(hidden).version_id is None
+    permanent = json.loads(_notification("ObjectRemoved:Delete"))
+    permanent["Records"][0]["s3"]["object"]["versionId"] = "v1"
+    (gone,) = parse_body(json.dumps(permanent))
+    assert to_entry(gone).version_id == "v1"
+    # EventBridge says the same in detail.deletion-type (S3 User Guide, "EventBridge event message structure")
+    event = json.loads(_eventbridge("DeleteObject"))
+    event["detail"]["object"]["version-id"] = "v1"
+    (eb_gone,) = parse_body(json.dumps(event))
+    assert to_entry(eb_gone).version_id == "v1"
+    event["detail"]["deletion-type"] = "Delete Marker Created"
+    (eb_hidden,) = parse_body(json.dumps(event))
+    assert to_entry(eb_hidden).version_id is None

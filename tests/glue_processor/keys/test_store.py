@@ -72,3 +72,22 @@ def test_versions_are_ordered_by_sequencer_as_s3_says_then_by_time() -> None:
     # shorter left-padded with zeros; an entry without one (a local file, a backfill) by its time
     assert later("0A5", T0, "0C", T0) and not later("0C", T0, "0A5", T0)
     assert later(None, T0.replace(hour=1), "0C", T0)
+
+
+def test_unprocessed_items_are_asked_again_after_an_exponential_back_off() -> None:
+    # Unprocessed items come back in a 200 response (no client retry covers them); the API reference
+    # asks for an exponential back-off before asking again (DynamoDB API Reference, BatchWriteItem)
+    from glue_processor.keys.store import DynamoKeyIndex
+
+    class Throttled:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def batch_write_item(self, RequestItems: dict[str, Any]) -> dict[str, Any]:
+            self.calls += 1
+            return {"UnprocessedItems": RequestItems} if self.calls < 3 else {}
+
+    slept: list[float] = []
+    client = Throttled()
+    DynamoKeyIndex(client, "t", sleep=slept.append).put([_state(1)])
+    assert client.calls == 3 and slept == [0.05, 0.1]
