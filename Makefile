@@ -52,7 +52,7 @@ FORMAT ?= table
 FUZZ_SECONDS ?= 300
 VALUES ?= 200000
 LIMIT ?= 10000
-.PHONY: help setup setup-dev parity run metrics query compact commit-cost conversion autoscale status reconcile backfill reliability bench bench-overwrites bench-partitions bench-cardinality bench-routing sizing intake bookkeeping memory template package plan deploy destroy smoke test test-fast sanitize fuzz lint format clean
+.PHONY: help setup setup-dev parity run metrics query compact commit-cost conversion autoscale status reconcile backfill reliability bench bench-commits bench-overwrites bench-partitions bench-cardinality bench-routing sizing intake bookkeeping memory template package plan deploy destroy smoke test test-fast sanitize fuzz lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -160,6 +160,9 @@ conversion: setup-dev ## what declared types cost: parse only vs parse + convers
 
 commit-cost: setup-dev ## publication cost per table format, and the Iceberg commit as snapshots accumulate
 	$(BIN)/python -m bench.commit_cost
+
+bench-commits: setup-dev ## a batch's commit path (record, table, load history, expiry) through 3,000 batches on one table: the cost at batch 10, 1,000 and 3,000
+	$(BIN)/python -m bench.commit_path
 
 reliability: setup ## fault injection: 20 SIGKILLs at random moments and fail points, then an exactly-once check of the table: make reliability [TABLE_FORMAT=hive-parquet] [ROUTED=1: three datasets to three tables]
 	$(BIN)/python -m glue_processor.local.chaos --kills 20 --json reliability.json $(if $(TABLE_FORMAT),--table-format "$(TABLE_FORMAT)") $(if $(ROUTED),--routed)

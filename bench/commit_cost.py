@@ -2,9 +2,9 @@
 
 1. The real batch path on local Spark, ``--batches`` small batches per format: the time from the
    commit record to visible files (``TableCommitDuration``): one Iceberg append, or the hive moves.
-2. The Iceberg sink alone, ``--appends`` appends of one file each to an embedded-catalog table: the
-   commit time as the snapshot list grows (every commit rewrites metadata.json, which lists every
-   snapshot: snapshot retention is what keeps it bounded).
+2. The Iceberg sink alone, ``--appends`` appends of one file each to an embedded-catalog table, no
+   expiry: the commit time as the snapshot list grows (every commit rewrites metadata.json, which
+   lists every snapshot: the job's expiry is what keeps it bounded, ``make bench-commits``).
 
 Local disk and SQLite stand in for S3 and the Glue Data Catalog, so the absolute figures are a
 floor: on AWS a commit adds a few S3 PUTs (manifest, manifest list, metadata.json) and a Glue
@@ -59,8 +59,9 @@ def _appends(root: Path, appends: int) -> list[tuple[int, float]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from contracts.ledger import BatchStats, CommitRecord, PublishedFile
+    from contracts.ledger import BatchStats, CommitRecord, PublishedFile, TableShare
     from glue_processor.table.catalog import ensure_table, open_catalog
+    from glue_processor.table.datafiles import WrittenFile
     from glue_processor.table.footer import footer_of
     from glue_processor.table.iceberg import IcebergSink
 
@@ -81,6 +82,8 @@ def _appends(root: Path, appends: int) -> list[tuple[int, float]]:
         path = root / "events" / "data" / f"ingest_day={now:%Y-%m-%d}" / f"f{b:05d}.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(body, path)
+        published = PublishedFile(staged=path.as_uri(), final=path.as_uri(), bytes=path.stat().st_size)
+        share = TableShare(table="", data_files=(published,), keys=("v",))
         record = CommitRecord(
             query_id="q",
             batch_id=b,
@@ -88,14 +91,13 @@ def _appends(root: Path, appends: int) -> list[tuple[int, float]]:
             committed_at=now,
             partition="p",
             manifests=(),
-            data_files=(PublishedFile(staged=path.as_uri(), final=path.as_uri(), bytes=path.stat().st_size),),
+            tables=(share,),
             quarantine_files=(),
             sources=(),
-            keys=("v",),
             stats=BatchStats(),
         )
         t0 = time.perf_counter()
-        sink.publish(record, {path.as_uri(): footer_of(path)})
+        sink.publish(record, share, {path.as_uri(): WrittenFile(footer_of(path))})
         out.append((b + 1, (time.perf_counter() - t0) * 1000))
     return out
 

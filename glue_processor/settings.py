@@ -65,9 +65,10 @@ class JobSettings(BaseModel):
         default=6,
         ge=1,
         le=24 * 30,
-        description="the job expires the Iceberg snapshots of every table it writes older than this (keeping the "
-        "table's history.expire.min-snapshots-to-keep, 10) and deletes the files only they held: the one expiry "
-        "of its tables (a commit's cost grows with the snapshots kept; replaced files stay this long)",
+        description="the job expires the Iceberg snapshots of every table it writes older than this, keeps the "
+        "newest of each 1/32 of this window and the newest 10, and deletes the files only the others held: the "
+        "one expiry of its tables (time travel reaches this far back, to within 1/32 of it; replaced files stay "
+        "this long)",
     )
     table_name: TableName = Field(
         default="events",

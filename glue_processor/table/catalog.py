@@ -37,6 +37,12 @@ TABLE_PROPERTIES = {
     "history.expire.max-snapshot-age-ms": str(24 * 3600 * 1000),
     "history.expire.min-snapshots-to-keep": "10",
     "write.parquet.compression-codec": "snappy",
+    # every append adds a manifest: the job's appends merge the small ones once there are 24, into
+    # manifests of at most 512 kB (Iceberg configuration: commit.manifest.*), so the manifests each
+    # commit lists and each query plans with are bounded by the table's live files, not its history
+    "commit.manifest-merge.enabled": "true",
+    "commit.manifest.min-count-to-merge": "24",
+    "commit.manifest.target-size-bytes": str(512 * 1024),
     # commits conflict with the Glue table optimizers' (optimistic concurrency both sides): retried with
     # exponential back-off, by pyiceberg for the job and by Iceberg's Java library for the optimizers
     # (Iceberg configuration: commit.retry.*); the job retries past these too (glue_processor/commit/publication.py)

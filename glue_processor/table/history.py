@@ -36,6 +36,7 @@ from glue_processor.table.iceberg import (
     find_snapshot,
     guarded,
 )
+from glue_processor.table.transaction import transaction
 
 logger = logging.getLogger(__name__)
 
@@ -244,12 +245,13 @@ class LoadHistory:
             rows = pa.concat_tables([rows, old])
         properties = {QUERY_ID: record.query_id, BATCH_ID: str(record.batch_id), ATTEMPT: record.attempt, PART: part}
         try:
-            with guarded(table, record.query_id, record.batch_id, part).transaction() as tx:
+            committing = guarded(table, record.query_id, record.batch_id, part)
+            with transaction(committing) as tx:
                 tx.append(rows, snapshot_properties=properties)
         except BatchAppended:  # another run appended it between the refresh and the commit
             table.refresh()
             if find_snapshot(table.metadata, record.query_id, record.batch_id, part=part) is None:
                 raise
             return
-        table.refresh()
+        table.metadata, table.metadata_location = committing.metadata, committing.metadata_location
         expire_now_and_then(table, record.batch_id, self.snapshot_retention, self._cadence)

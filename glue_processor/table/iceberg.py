@@ -53,6 +53,7 @@ from glue_processor.table.footer import metadata_of
 from glue_processor.table.locate import added_partitions, files_holding, files_of_each
 from glue_processor.table.replace import stage_replacing
 from glue_processor.table.schema import INGEST_DAY, data_columns, missing_columns, typed_columns
+from glue_processor.table.transaction import transaction
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,13 @@ BATCH_ID = "ingest.batch-id"
 ATTEMPT = "ingest.attempt"
 # the load history's appends of a batch: the batch's ("") or one table's share set aside, appended later
 PART = "ingest.part"
-EXPIRE_EVERY = 60
+# how often (in commits to a table) the job expires its snapshots: a table holds at most the snapshots
+# the expiry keeps (the newest 10, one for each of TIME_TRAVEL_POINTS spans of the retention) and
+# EXPIRE_EVERY more, whatever its age (docs/table.md)
+EXPIRE_EVERY = 10
+# time travel over the retention window reads the table as it was at most retention / TIME_TRAVEL_POINTS
+# earlier (11 min 15 s at the default 6 hours); exactly over the newest 10 snapshots
+TIME_TRAVEL_POINTS = 32
 # The orphan-file optimizer deletes the files no snapshot references after OrphanFileRetentionDays (1
 # day at least), the files of a share committed and not appended among them: a share this late is
 # checked file by file (a HEAD each) before its append, so no snapshot ever names a file that is gone
@@ -138,7 +145,7 @@ def expire_now_and_then(
     from glue_processor.table.expiry import expire_snapshots
 
     try:
-        expire_snapshots(table, max_age=retention)
+        expire_snapshots(table, max_age=retention, points=TIME_TRAVEL_POINTS)
     # a commit that lost, or whose outcome is unknown, deletes nothing; ValueError: pyiceberg's word
     # for a snapshot another expiry removed first; OSError: a manifest list or manifest unreadable
     except (CommitFailedException, CommitStateUnknownException, ValueError, OSError) as exc:
@@ -171,9 +178,9 @@ class IcebergSink:
     ) -> None:
         self._table = table
         self.location = location  # where the table is configured to live (used while it is out of reach)
-        # Every commit costs time in proportion to the snapshots the metadata lists (pyiceberg copies
-        # the metadata while it builds a commit: ~1 ms per snapshot, see bench/commit_cost.py), so the
-        # job expires old snapshots itself every EXPIRE_EVERY batches, deleting the files only they
+        # Every commit costs time in proportion to the snapshots the metadata lists (it is parsed,
+        # copied and written again: ~0.2 ms per snapshot, ``make bench-commits``), so the job expires
+        # and thins its snapshots itself every EXPIRE_EVERY commits, deleting the files only they
         # held: it is the one owner of its tables' expiry (the stack has no retention optimizer).
         self.snapshot_retention = snapshot_retention
         self._cadence = ExpiryCadence()
@@ -251,7 +258,7 @@ class IcebergSink:
         them), staged on a transaction that is never committed. None when the table is out of reach
         or would refuse the columns: the driver then works the statistics out at the append."""
         try:
-            tx = self._table().transaction()
+            tx = transaction(self._table())
             _add_columns(tx, keys, typed_columns(declared))
             return StatsPlan(tx.table_metadata)
         except ConfigError:
@@ -278,7 +285,7 @@ class IcebergSink:
             raise PublishRefused(f"columns named as the table's partition fields: {clash[:5]!r}")
         if new:
             try:
-                table.transaction().update_schema().union_by_name(data_columns(share.keys, written))
+                transaction(table).update_schema().union_by_name(data_columns(share.keys, written))
             except (ValueError, ValidationError) as exc:
                 raise PublishRefused(f"the batch's columns do not merge into the table's schema: {exc}") from exc
 
@@ -323,7 +330,8 @@ class IcebergSink:
     ) -> int:
         properties = {QUERY_ID: record.query_id, BATCH_ID: str(record.batch_id), ATTEMPT: record.attempt}
         removed = None
-        with guarded(table, record.query_id, record.batch_id).transaction() as tx:
+        committing = guarded(table, record.query_id, record.batch_id)
+        with transaction(committing) as tx:
             new: list[str] = []
             if share.data_files:
                 # the files' own column types (declared columns are typed): the first file's footer tells
@@ -339,11 +347,14 @@ class IcebergSink:
                     tx, table, share, written_files, properties=properties, redo_dir=f"{redo}/redo"
                 )
             else:
-                with tx.update_snapshot(snapshot_properties=properties).fast_append() as append:
+                # merged past commit.manifest.min-count-to-merge manifests (TABLE_PROPERTIES): the
+                # manifests a commit lists and a reader plans with stay bounded however many batches
+                with tx.update_snapshot(snapshot_properties=properties).merge_append() as append:
                     for entry in files:
                         append.append_data_file(entry)
             faults.hit("before-table-commit")
-        table.refresh()
+        # the metadata the commit returned (a table refresh would read and parse it again)
+        table.metadata, table.metadata_location = committing.metadata, committing.metadata_location
         snapshot = find_snapshot(table.metadata, record.query_id, record.batch_id)
         if snapshot is None:
             raise CommitFailedException(f"batch {record.batch_id}: the append is not in the table after its commit")

@@ -62,10 +62,13 @@ def _catalog(tmp_path: Path) -> Catalog:
     return catalog
 
 
-def _table(catalog: Catalog, tmp_path: Path, name: str = "t") -> Table:
+def _table(catalog: Catalog, tmp_path: Path, name: str = "t", *, merge: bool = False) -> Table:
+    """The job's table properties; its manifests not merged unless ``merge`` (a merged append leaves
+    the manifest it first wrote unreferenced, for orphan-file deletion: not expiry's to delete)."""
     schema = pa.schema([("n", pa.string())])
     location = (tmp_path / name).as_uri()
-    return catalog.create_table(("ingest", name), schema=schema, location=location, properties=TABLE_PROPERTIES)
+    properties = {**TABLE_PROPERTIES, "commit.manifest-merge.enabled": str(merge).lower()}
+    return catalog.create_table(("ingest", name), schema=schema, location=location, properties=properties)
 
 
 def _history(table: Table, appends: int, *, compact_every: int = 0) -> None:
