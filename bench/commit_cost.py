@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.commit_path import local_job
+
 
 def _batches(spark: Any, root: Path, table_format: str, batches: int, files_per_batch: int) -> list[float]:
     from bench.batch import manifest_of
@@ -30,18 +32,7 @@ def _batches(spark: Any, root: Path, table_format: str, batches: int, files_per_
 
     data = root / "landing"
     data.mkdir(parents=True)
-    settings = settings_from_mapping(
-        {
-            "manifest_uri": (root / "manifests").as_uri(),
-            "output_uri": (root / "data").as_uri(),
-            "quarantine_uri": (root / "quarantine").as_uri(),
-            "checkpoint_uri": (root / "checkpoint").as_uri(),
-            "source_uri_template": f"{root.as_uri()}/{{bucket}}/{{key}}",
-            "metrics_sinks": "",
-            "table_format": table_format,
-            "target_file_mb": "1",
-        }
-    )
+    settings = settings_from_mapping(local_job(root, table_format=table_format, target_file_mb="1"))
     job = ManifestBatchJob(spark, settings, query_id="bench-commit-" + table_format)
     times = []
     for b in range(batches):

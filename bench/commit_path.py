@@ -59,6 +59,19 @@ class Timed:
         return spent
 
 
+def local_job(root: Path, **arguments: str) -> dict[str, str]:
+    """A job's arguments on local directories under ``root`` (objects under ``root/<bucket>/``)."""
+    return {
+        "manifest_uri": (root / "manifests").as_uri(),
+        "output_uri": (root / "data").as_uri(),
+        "quarantine_uri": (root / "quarantine").as_uri(),
+        "checkpoint_uri": (root / "checkpoint").as_uri(),
+        "source_uri_template": f"{root.as_uri()}/{{bucket}}/{{key}}",
+        "metrics_sinks": "",
+        **arguments,
+    }
+
+
 def _first_batch(spark: Any, root: Path) -> tuple[Any, Any]:
     from bench.batch import manifest_of
     from glue_processor.batch import ManifestBatchJob
@@ -68,17 +81,7 @@ def _first_batch(spark: Any, root: Path) -> tuple[Any, Any]:
     landing.mkdir(parents=True)
     path = landing / "first.json"
     path.write_text("".join(json.dumps({"id": i, "v": "x" * 40, "n": i * 0.5}) + "\n" for i in range(2000)))
-    settings = settings_from_mapping(
-        {
-            "manifest_uri": (root / "manifests").as_uri(),
-            "output_uri": (root / "data").as_uri(),
-            "quarantine_uri": (root / "quarantine").as_uri(),
-            "checkpoint_uri": (root / "checkpoint").as_uri(),
-            "source_uri_template": f"{root.as_uri()}/{{bucket}}/{{key}}",
-            "metrics_sinks": "",
-            "table_format": "iceberg",
-        }
-    )
+    settings = settings_from_mapping(local_job(root, table_format="iceberg"))
     job = ManifestBatchJob(spark, settings, query_id="bench-commits")
     job.start()
     record = job.run([manifest_of([path])], 0)
@@ -141,22 +144,25 @@ def run(batches: int, window: int) -> list[dict[str, float]]:
             committer.commit(record)
             record_ms = (time.monotonic() - started) * 1000
             job._finish(record, committer, written, since=started)
-            snapshots, manifests = _snapshot_of(job) if b % 10 == 0 or b <= 12 else (0, 0)
-            rows.append(
-                {
-                    "batch": b,
-                    "commit_ms": job.last_commit_ms,
-                    "record_ms": record_ms,
-                    "table_ms": table_commit.take(),
-                    "history_ms": history_commit.take(),
-                    "snapshots": snapshots,
-                    "manifests": manifests,
-                }
-            )
+            rows.append(_row(job, b, record_ms, table_commit, history_commit))
         return rows
     finally:
         spark.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _row(job: Any, batch: int, other_ms: float, table_commit: Timed, history_commit: Timed) -> dict[str, float]:
+    """One batch's figures; the table's snapshots and manifests every 10th batch (a catalog read)."""
+    snapshots, manifests = _snapshot_of(job) if batch % 10 == 0 or batch <= 12 else (0, 0)
+    return {
+        "batch": batch,
+        "commit_ms": job.last_commit_ms,
+        "record_ms": other_ms,
+        "table_ms": table_commit.take(),
+        "history_ms": history_commit.take(),
+        "snapshots": snapshots,
+        "manifests": manifests,
+    }
 
 
 def run_spark(batches: int, window: int) -> list[dict[str, float]]:
@@ -180,18 +186,7 @@ def run_spark(batches: int, window: int) -> list[dict[str, float]]:
             started = time.monotonic()
             job.run([manifest_of([path])], b)
             batch_ms = (time.monotonic() - started) * 1000
-            snapshots, manifests = _snapshot_of(job) if b % 10 == 0 or b <= 12 else (0, 0)
-            rows.append(
-                {
-                    "batch": b,
-                    "commit_ms": job.last_commit_ms,
-                    "record_ms": batch_ms,
-                    "table_ms": table_commit.take(),
-                    "history_ms": history_commit.take(),
-                    "snapshots": snapshots,
-                    "manifests": manifests,
-                }
-            )
+            rows.append(_row(job, b, batch_ms, table_commit, history_commit))
         return rows
     finally:
         spark.stop()
