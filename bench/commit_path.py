@@ -8,7 +8,8 @@ source. What a batch's Spark stages cost does not change with history; this is t
 
 Time is compressed: the batches come every few tens of milliseconds, not every 30 s, so the
 snapshot retention is counted in batches: what ``--snapshot_retention_hours`` (6) holds at a 30 s
-trigger, ``--window`` batches (720), at the pace of the first 50 batches. Figures per window
+trigger, ``--window`` batches (720), at the pace of the first 50 batches, its dense part (20
+minutes) as many batches as it holds at 30 s. Figures per window
 of batches around 10, 1,000 and 3,000: the commit duration (``TableCommitDuration``: record to
 published), the table's and the history's commits inside it, and the snapshots and manifests the
 table holds.
@@ -199,12 +200,13 @@ def _retention_in_batches(window: int) -> None:
     (the thinning's grid) stay where they are. Until then, the snapshot ``window`` batches before
     the newest is the cut-off."""
     from glue_processor.table import expiry
-    from glue_processor.table.iceberg import BATCH_ID
+    from glue_processor.table.iceberg import BATCH_ID, DENSE
 
     real = expiry.expire_snapshots
     fixed: dict[str, timedelta] = {}
+    dense_batches = int(DENSE.total_seconds()) // TRIGGER_S
 
-    def expire(table: Any, *, max_age: timedelta | None = None, **kwargs: Any) -> Any:
+    def expire(table: Any, *, max_age: timedelta | None = None, dense: timedelta = DENSE, **kwargs: Any) -> Any:
         ordered = sorted(table.metadata.snapshots, key=lambda s: s.timestamp_ms)
         batch = {s.snapshot_id: int((s.summary or {}).get(BATCH_ID, -1)) for s in ordered}
         now = datetime.now(UTC)
@@ -215,11 +217,14 @@ def _retention_in_batches(window: int) -> None:
             )
             fixed[name] = timedelta(milliseconds=pace_ms * window)
         if name in fixed:
-            return real(table, max_age=fixed[name], now=now, **kwargs)
+            dense = fixed[name] * dense_batches / window
+            return real(table, max_age=fixed[name], now=now, dense=dense, **kwargs)
         newest = max(batch.values())
         old = [s.timestamp_ms for s in ordered if batch[s.snapshot_id] <= newest - window]
         cutoff_ms = (old[-1] + 1) if old else ordered[0].timestamp_ms
-        return real(table, max_age=now - datetime.fromtimestamp(cutoff_ms / 1000, UTC), now=now, **kwargs)
+        recent = [s.timestamp_ms for s in ordered if batch[s.snapshot_id] > newest - dense_batches]
+        dense = now - datetime.fromtimestamp(recent[0] / 1000, UTC)
+        return real(table, max_age=now - datetime.fromtimestamp(cutoff_ms / 1000, UTC), now=now, dense=dense, **kwargs)
 
     expiry.expire_snapshots = expire
 

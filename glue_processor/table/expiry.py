@@ -4,7 +4,8 @@ The job is the one owner of expiry (the stack has no retention optimizer): every
 commits each table it appended to (data tables, routed tables, the load history) drops the
 snapshots older than ``--snapshot_retention_hours`` and thins the ones younger to the newest of each
 of ``TIME_TRAVEL_POINTS`` spans of that window (:func:`thinned`), keeping the newest
-``history.expire.min-snapshots-to-keep`` whatever their age; then it deletes the files only the
+``history.expire.min-snapshots-to-keep`` and every snapshot of the last ``DENSE`` whatever their
+age; then it deletes the files only the
 expired snapshots held. A table so holds a bounded number of snapshots however long it runs, and
 every commit, which rewrites the metadata listing them all, costs the same at batch 10 and at batch
 3,000 (``make bench-commits``):
@@ -24,6 +25,10 @@ every commit, which rewrites the metadata listing them all, costs the same at ba
   rollback, or a deletion whose manifest lacks sequence numbers): every manifest of every snapshot
   is read once, and what only expired snapshots reach is deleted.
 
+It never deletes what a kept snapshot holds; a file replaced while a kept span's snapshot still held
+it is not seen again once that snapshot expires, and is left to orphan-file deletion. The commit
+asserts that ``main`` is where the plan found it (a rollback meanwhile fails it).
+
 Files are deleted only after the metadata commit succeeded (a commit that fails or whose outcome is
 unknown deletes nothing), in batches (DeleteObjects, 1,000 keys). What a failed deletion leaves is
 unreferenced from then on: orphan-file deletion (the table optimizer on AWS, ``make compact``
@@ -38,13 +43,16 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestEntryStatus, ManifestFile
-from pyiceberg.table import Table
+from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import Snapshot
+from pyiceberg.table.update import AssertRefSnapshotId, TableRequirement, TableUpdate
 from pyiceberg.table.update.snapshot import ExpireSnapshots
 
 from contracts.exceptions import StorageError
@@ -86,19 +94,23 @@ def expire_snapshots(
     keep: int | None = None,
     max_age: timedelta | None = None,
     points: int = 0,
+    dense: timedelta = timedelta(0),
     stores: Callable[[str], ObjectStore] = store_for,
 ) -> Expired:
     """Expire the snapshots older than ``max_age`` (default: the table's
     ``history.expire.max-snapshot-age-ms``), keeping the newest ``keep`` (default: the table's
     ``history.expire.min-snapshots-to-keep``; at least 1), and delete the files only they held.
     ``points`` > 0 thins the window too (:func:`thinned`): of the snapshots younger than ``max_age``
-    but the newest ``keep``, only the newest of each ``max_age / points`` span stays."""
+    but the newest ``keep`` and those younger than ``dense``, only the newest of each
+    ``max_age / points`` span stays."""
     props = table.properties
     if max_age is None:
         max_age = timedelta(milliseconds=int(props.get("history.expire.max-snapshot-age-ms", DEFAULT_MAX_AGE_MS)))
     if keep is None:
         keep = int(props.get("history.expire.min-snapshots-to-keep", 1))
-    cutoff_ms = int(((now or datetime.now(UTC)) - max_age).timestamp() * 1000)
+    now = now or datetime.now(UTC)
+    cutoff_ms = int((now - max_age).timestamp() * 1000)
+    dense_ms = int((now - dense).timestamp() * 1000)
     span_ms = int(max_age.total_seconds() * 1000) // points if points > 0 else 0
     started = time.monotonic()
     # planned on the catalog's latest metadata: pyiceberg's expiry commits with no requirement and
@@ -106,28 +118,34 @@ def expire_snapshots(
     # would not be seen (the window left is this call's few milliseconds)
     _latest(table)
     metadata = table.metadata
-    line = main_line(metadata)
-    expired = thinned(metadata, cutoff_ms, max(1, keep), span_ms)
+    # a format-1 table's entries have no sequence numbers (pyiceberg reads them as 0): only the full
+    # diff can tell what a thinned snapshot alone held
+    line = main_line(metadata) if metadata.format_version >= 2 else None
+    expired = thinned(metadata, cutoff_ms, max(1, keep), span_ms, dense_from_ms=dense_ms)
     plan = _incremental(line, expired, table.io) if line is not None else None
+    incremental = plan is not None
     if plan is None:  # not one line, or a deletion whose sequence numbers the manifests do not say
         plan = _full(metadata, expired, table.io)
     out = Expired(
         snapshots=len(plan.expired),
         manifest_lists_read=plan.lists_read,
         manifests_read=plan.manifests_read,
-        incremental=line is not None,
+        incremental=incremental,
     )
     if not plan.expired:
         return out
     # the metadata first: a file is deleted only once no snapshot of the committed table holds it;
     # in the same commit, the line across the gaps this expiry leaves (see main_line)
     line_after = json.dumps({str(k): str(v) for k, v in sorted(_recorded_after(metadata, expired).items())})
-    with transaction(table) as tx:
+    # main must still be where the plan found it: a rollback while the plan read manifests would
+    # otherwise lose its ref with the snapshots (pyiceberg drops a ref to an expired snapshot)
+    head = metadata.current_snapshot_id
+    with transaction(_asserting_main(table, head)) as tx:
         ExpireSnapshots(tx).by_ids([s.snapshot_id for s in plan.expired]).commit()
         if metadata.properties.get(PREDECESSORS, "{}") != line_after:
             tx.set_properties({PREDECESSORS: line_after})
     _latest(table)
-    if line is not None and main_line(table.metadata) is None:
+    if incremental and main_line(table.metadata) is None:
         # a branch or tag appeared meanwhile: the incremental plan assumed main was the only ref, so
         # nothing is deleted (orphan-file deletion takes what no snapshot holds, later)
         logger.warning(
@@ -151,6 +169,27 @@ def expire_snapshots(
         },
     )
     return out
+
+
+class _MainAt:
+    """A catalog that commits through another one, asserting that ``main`` is still at ``head``."""
+
+    def __init__(self, catalog: Catalog, head: int | None) -> None:
+        self._catalog, self.head = catalog, head
+
+    def commit_table(
+        self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]
+    ) -> CommitTableResponse:
+        asserted = (*requirements, AssertRefSnapshotId(ref=MAIN_BRANCH, snapshot_id=self.head))
+        return self._catalog.commit_table(table, asserted, updates)
+
+    def __getattr__(self, name: str) -> Any:  # everything else is the catalog's
+        return getattr(self._catalog, name)
+
+
+def _asserting_main(table: Table, head: int | None) -> Table:
+    catalog = cast(Catalog, _MainAt(table.catalog, head))
+    return Table(table.name(), table.metadata, table.metadata_location, table.io, catalog)
 
 
 def _latest(table: Table) -> None:
@@ -215,10 +254,14 @@ def _recorded_after(metadata: TableMetadata, expired_ids: set[int]) -> dict[int,
     return out
 
 
-def thinned(metadata: TableMetadata, cutoff_ms: int, keep: int, span_ms: int) -> set[int]:
+def thinned(
+    metadata: TableMetadata, cutoff_ms: int, keep: int, span_ms: int, *, dense_from_ms: int | None = None
+) -> set[int]:
     """The ids of the snapshots to expire: every one older than the cut-off, and with ``span_ms`` > 0
-    every one younger that a newer snapshot of its span (``timestamp // span_ms``) stands for; never
-    the newest ``keep`` nor a ref's head. Spans are fixed in time, so a snapshot kept as its span's
+    every one younger that a newer snapshot of its span (``timestamp // span_ms``) stands for, but
+    those from ``dense_from_ms`` on (a compaction that started there still finds its snapshot's line
+    through parent ids: Java Iceberg validates a rewrite so); never the newest ``keep`` nor a ref's
+    head. Spans are fixed in time, so a snapshot kept as its span's
     newest stays until the cut-off passes it: time travel within the window reads the table as it
     was at most one span earlier (exactly, over the newest ``keep`` snapshots)."""
     protected = {ref.snapshot_id for ref in metadata.refs.values()}
@@ -233,7 +276,11 @@ def thinned(metadata: TableMetadata, cutoff_ms: int, keep: int, span_ms: int) ->
         if snapshot.snapshot_id in protected:
             continue
         too_old = snapshot.timestamp_ms < cutoff_ms
-        stood_for = span_ms > 0 and newest_of_span[snapshot.timestamp_ms // span_ms] != snapshot.snapshot_id
+        stood_for = (
+            span_ms > 0
+            and (dense_from_ms is None or snapshot.timestamp_ms < dense_from_ms)
+            and newest_of_span[snapshot.timestamp_ms // span_ms] != snapshot.snapshot_id
+        )
         if too_old or stood_for:
             out.add(snapshot.snapshot_id)
     return out

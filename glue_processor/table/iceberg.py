@@ -69,6 +69,11 @@ EXPIRE_EVERY = 10
 # time travel over the retention window reads the table as it was at most retention / TIME_TRAVEL_POINTS
 # earlier (11 min 15 s at the default 6 hours); exactly over the newest 10 snapshots
 TIME_TRAVEL_POINTS = 32
+# ... but every snapshot of the last DENSE stays: a compaction the Glue optimizer (Java Iceberg) started
+# on one of them validates its rewrite by walking parent ids from the head back to it, which a thinned
+# snapshot in between breaks (its child's parent id is cleared). A compaction longer than this across
+# an expiry round fails that validation and the optimizer runs it again (docs/table.md)
+DENSE = timedelta(minutes=20)
 # The orphan-file optimizer deletes the files no snapshot references after OrphanFileRetentionDays (1
 # day at least), the files of a share committed and not appended among them: a share this late is
 # checked file by file (a HEAD each) before its append, so no snapshot ever names a file that is gone
@@ -145,7 +150,7 @@ def expire_now_and_then(
     from glue_processor.table.expiry import expire_snapshots
 
     try:
-        expire_snapshots(table, max_age=retention, points=TIME_TRAVEL_POINTS)
+        expire_snapshots(table, max_age=retention, points=TIME_TRAVEL_POINTS, dense=DENSE)
     # a commit that lost, or whose outcome is unknown, deletes nothing; ValueError: pyiceberg's word
     # for a snapshot another expiry removed first; OSError: a manifest list or manifest unreadable
     except (CommitFailedException, CommitStateUnknownException, ValueError, OSError) as exc:

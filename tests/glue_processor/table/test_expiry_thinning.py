@@ -25,7 +25,7 @@ from pyiceberg.table import Table
 
 from glue_processor.table.compact import compact, referenced
 from glue_processor.table.expiry import _full, _incremental, expire_snapshots, main_line, thinned
-from glue_processor.table.iceberg import TIME_TRAVEL_POINTS
+from glue_processor.table.iceberg import TIME_TRAVEL_POINTS, expire_now_and_then
 from tests.glue_processor.table.test_expiry import TARGET, _catalog, _on_disk, _table, referenced_by
 
 HOUR_MS = 3600 * 1000
@@ -150,7 +150,7 @@ def test_rounds_of_thinning_keep_the_line_known_across_their_gaps(
 ) -> None:
     from glue_processor.table import expiry
 
-    def every_other(metadata: Any, cutoff_ms: int, keep: int, span_ms: int) -> set[int]:
+    def every_other(metadata: Any, cutoff_ms: int, keep: int, span_ms: int, **_: Any) -> set[int]:
         ordered = sorted(metadata.snapshots, key=lambda s: s.sequence_number)[:-keep]
         return {s.snapshot_id for s in ordered[1::2]}
 
@@ -185,3 +185,71 @@ def test_a_gap_the_job_did_not_record_is_no_line(tmp_path: Path) -> None:
     done = expire_snapshots(table, max_age=timedelta(0), keep=1, now=datetime.now(UTC) + timedelta(seconds=1))
     assert not done.incremental and done.snapshots == 3
     assert sorted(table.scan().to_arrow().column("n").to_pylist()) == [str(n) for n in range(5)]
+
+
+def test_the_last_minutes_are_never_thinned() -> None:
+    # Given an hour of 30 s snapshots in 4 spans, the last 20 minutes dense
+    now_ms = 10**13
+    snaps = [Snap(i, now_ms - (120 - i) * 30_000) for i in range(120)]
+    dense_from = now_ms - 20 * 60_000
+    expired = thinned(
+        Meta(snaps, head=119),  # type: ignore[arg-type]
+        now_ms - HOUR_MS,
+        keep=2,
+        span_ms=HOUR_MS // 4,
+        dense_from_ms=dense_from,
+    )
+    # Then every snapshot of the last 20 minutes stays (a compaction started on one of them finds its
+    # line by parent ids), and the older ones are thinned
+    assert not any(s.snapshot_id in expired for s in snaps if s.timestamp_ms >= dense_from)
+    assert sum(s.snapshot_id in expired for s in snaps if s.timestamp_ms < dense_from) >= 70
+
+
+def test_a_rollback_while_the_expiry_plans_fails_its_commit_and_the_table_stays_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from glue_processor.table import expiry
+
+    table = _table(_catalog(tmp_path), tmp_path)
+    for n in range(6):
+        table.append(pa.table({"n": [str(n)]}))
+    target = table.metadata.snapshots[2].snapshot_id
+    real = expiry._incremental
+
+    # Given an operator who rolls main back to a snapshot the plan is thinning, while it plans
+    def planning(line: Any, expired: set[int], io: Any) -> Any:
+        other = table.catalog.load_table(table.name())
+        other.manage_snapshots().rollback_to_snapshot(target).commit()
+        return real(line, expired, io)
+
+    monkeypatch.setattr(expiry, "_incremental", planning)
+    monkeypatch.setattr(expiry, "thinned", lambda metadata, *a, **k: {target})
+    # When the job's round runs, Then its commit is refused (main moved) and logged, nothing deleted
+    before = _on_disk(table)
+    expire_now_and_then(table, 0, timedelta(hours=1))
+    fresh = table.catalog.load_table(table.name())
+    assert fresh.metadata.current_snapshot_id == target
+    assert sorted(fresh.scan().to_arrow().column("n").to_pylist()) == ["0", "1", "2"]
+    assert _on_disk(table) >= before - {f for f in before if f.endswith(".metadata.json")}
+
+
+def test_a_format_1_table_is_thinned_by_the_full_diff(tmp_path: Path) -> None:
+    catalog = _catalog(tmp_path)
+    schema = pa.schema([("n", pa.string())])
+    table = catalog.create_table(
+        ("ingest", "v1"), schema=schema, location=(tmp_path / "v1").as_uri(), properties={"format-version": "1"}
+    )
+    for n in range(6):
+        table.append(pa.table({"n": [str(n)]}))
+    compact(table, target_bytes=TARGET, include_open=True)
+    table.refresh()
+    table.append(pa.table({"n": ["6"]}))
+    # (its manifests carry no sequence numbers: the incremental plan could not tell what to free)
+    first = min(s.timestamp_ms for s in table.metadata.snapshots)
+    now = datetime.now(UTC) + timedelta(seconds=1)
+    done = expire_snapshots(
+        table, max_age=now - datetime.fromtimestamp((first - 1) / 1000, UTC), keep=2, now=now, points=2
+    )
+    assert not done.incremental and done.snapshots > 0
+    assert _on_disk(table) == referenced(table)
+    assert sorted(table.scan().to_arrow().column("n").to_pylist()) == [str(n) for n in range(7)]
