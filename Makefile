@@ -121,11 +121,12 @@ backfill: setup ## manifests for existing objects from an S3 Inventory report, s
 reconcile: setup ## objects that landed but were never ingested (or twice), per table, from the load history: make reconcile [WORKDIR=...] [REQUEUE=1] [FROM=ledger]
 	@$(BIN)/python -m glue_processor.reconcile --workdir "$(WORKDIR)" $(if $(REQUEUE),--requeue) $(if $(FROM),--from $(FROM))
 
-bench: setup-dev ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on the same files, then partitioned batches, then three datasets routed to three tables, then overwrites on a 1,000-file table: make bench [BENCH_MB=1024]
+bench: setup-dev ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on the same files, then partitioned batches, then three datasets routed to three tables, then overwrites on a 1,000-file table, then a batch's commit path through 3,000 batches: make bench [BENCH_MB=1024]
 	$(BIN)/python -m bench.run --mb $(BENCH_MB)
 	$(BIN)/python -m bench.partitions
 	$(BIN)/python -m bench.routing
 	$(BIN)/python -m bench.overwrites
+	$(BIN)/python -m bench.commit_path
 
 bench-overwrites: setup-dev ## what replacing a changed object's rows costs: a table of 1,000 files, batches with 1% of their objects overwritten vs none
 	$(BIN)/python -m bench.overwrites
