@@ -364,19 +364,7 @@ class Mirror:
         retracted = [
             s for s in record.sources if s.status == "deleted" and s.table == share.table and s.reason == RETRACTS
         ]
-        self.index.put(
-            KeyState(
-                table=name,
-                bucket=s.bucket,
-                key=s.key,
-                version_id=s.version_id,
-                etag=s.etag,
-                sequencer=s.sequencer,
-                event_time=s.event_time,
-                retracted=True,
-            )
-            for s in retracted
-        )
+        self.index.put(_state(name, s, retracted=True) for s in retracted)
         if not sources:
             return
         partitions = tables.sink(table).added_partitions(snapshot) if snapshot is not None else ()
@@ -396,14 +384,9 @@ class Mirror:
             own = segment if s.from_line == 1 else segment.model_copy(update={"from_line": s.from_line})
             segments = earlier if mine else (*earlier, own)
             states.append(
-                KeyState(
-                    table=name,
-                    bucket=s.bucket,
-                    key=s.key,
-                    version_id=s.version_id,
-                    etag=s.etag,
-                    sequencer=s.sequencer,
-                    event_time=s.event_time,
+                _state(
+                    name,
+                    s,
                     segments=_bounded(segments),
                     lines=s.text.lines if s.text is not None else s.records + s.bad_records,
                     text_bytes=s.text.end if s.text is not None else 0,
@@ -455,6 +438,20 @@ def _extendable(state: KeyState, size: int) -> bool:
         and bool(state.prefix_sha256)
         and size >= state.text_bytes
         and len(state.segments) < MAX_SEGMENTS
+    )
+
+
+def _state(table: str, source: SourceRecord, **state: Any) -> KeyState:
+    """A key's state as ``source`` (the version a batch loaded or retracted) leaves it."""
+    return KeyState(
+        table=table,
+        bucket=source.bucket,
+        key=source.key,
+        version_id=source.version_id,
+        etag=source.etag,
+        sequencer=source.sequencer,
+        event_time=source.event_time,
+        **state,
     )
 
 

@@ -121,22 +121,30 @@ class DynamoKeyIndex:
         return out
 
     def _read(self, pks: list[str]) -> list[dict[str, Any]]:
+        request = {self.table: {"Keys": [{"pk": {"S": pk}} for pk in pks], "ConsistentRead": True}}
+        responses = self._until_processed(self.client.batch_get_item, request, "UnprocessedKeys", "reading", "keys")
+        return [item for response in responses for item in response.get("Responses", {}).get(self.table, [])]
+
+    def _until_processed(
+        self, call: Callable[..., dict[str, Any]], request: dict[str, Any], leftover: str, doing: str, what: str
+    ) -> list[dict[str, Any]]:
+        """``call``'s responses, what it left unprocessed (``leftover``: throttling) asked again after
+        a back-off, at most :data:`ATTEMPTS` requests."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        request: dict[str, Any] = {self.table: {"Keys": [{"pk": {"S": pk}} for pk in pks], "ConsistentRead": True}}
-        found: list[dict[str, Any]] = []
-        for attempt in range(ATTEMPTS):  # unprocessed keys (throttling) are asked again, after a back-off
+        responses: list[dict[str, Any]] = []
+        for attempt in range(ATTEMPTS):
             if attempt:
                 self.sleep(backoff(attempt))
             try:
-                response = self.client.batch_get_item(RequestItems=request)
+                response = call(RequestItems=request)
             except (ClientError, BotoCoreError) as exc:
-                raise StorageError(f"reading the key index {self.table}: {exc}") from exc
-            found += response.get("Responses", {}).get(self.table, [])
-            request = response.get("UnprocessedKeys") or {}
+                raise StorageError(f"{doing} the key index {self.table}: {exc}") from exc
+            responses.append(response)
+            request = response.get(leftover) or {}
             if not request:
-                return found
-        raise StorageError(f"reading the key index {self.table}: keys still unprocessed after {ATTEMPTS} requests")
+                return responses
+        raise StorageError(f"{doing} the key index {self.table}: {what} still unprocessed after {ATTEMPTS} requests")
 
     def put(self, states: Iterable[KeyState]) -> None:
         # one request per key, the last state given: BatchWriteItem refuses a key twice in a call
@@ -154,17 +162,4 @@ class DynamoKeyIndex:
             list(pool.map(self._write_chunk, chunks))
 
     def _write_chunk(self, chunk: list[dict[str, Any]]) -> None:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        request: dict[str, Any] = {self.table: chunk}
-        for attempt in range(ATTEMPTS):
-            if attempt:
-                self.sleep(backoff(attempt))
-            try:
-                response = self.client.batch_write_item(RequestItems=request)
-            except (ClientError, BotoCoreError) as exc:
-                raise StorageError(f"writing the key index {self.table}: {exc}") from exc
-            request = response.get("UnprocessedItems") or {}
-            if not request:
-                return
-        raise StorageError(f"writing the key index {self.table}: items still unprocessed after {ATTEMPTS} requests")
+        self._until_processed(self.client.batch_write_item, {self.table: chunk}, "UnprocessedItems", "writing", "items")
