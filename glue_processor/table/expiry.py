@@ -43,7 +43,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.io import FileIO
@@ -57,7 +56,7 @@ from pyiceberg.table.update.snapshot import ExpireSnapshots
 
 from contracts.exceptions import StorageError
 from glue_processor.read.objects import NotDeleted, ObjectStore, store_for
-from glue_processor.table.transaction import transaction
+from glue_processor.table.transaction import CommitThrough, committing_through, transaction
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +139,7 @@ def expire_snapshots(
     # main must still be where the plan found it: a rollback while the plan read manifests would
     # otherwise lose its ref with the snapshots (pyiceberg drops a ref to an expired snapshot)
     head = metadata.current_snapshot_id
-    with transaction(_asserting_main(table, head)) as tx:
+    with transaction(committing_through(table, _MainAt(table.catalog, head))) as tx:
         ExpireSnapshots(tx).by_ids([s.snapshot_id for s in plan.expired]).commit()
         if metadata.properties.get(PREDECESSORS, "{}") != line_after:
             tx.set_properties({PREDECESSORS: line_after})
@@ -171,25 +170,18 @@ def expire_snapshots(
     return out
 
 
-class _MainAt:
+class _MainAt(CommitThrough):
     """A catalog that commits through another one, asserting that ``main`` is still at ``head``."""
 
     def __init__(self, catalog: Catalog, head: int | None) -> None:
-        self._catalog, self.head = catalog, head
+        super().__init__(catalog)
+        self.head = head
 
     def commit_table(
         self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]
     ) -> CommitTableResponse:
         asserted = (*requirements, AssertRefSnapshotId(ref=MAIN_BRANCH, snapshot_id=self.head))
-        return self._catalog.commit_table(table, asserted, updates)
-
-    def __getattr__(self, name: str) -> Any:  # everything else is the catalog's
-        return getattr(self._catalog, name)
-
-
-def _asserting_main(table: Table, head: int | None) -> Table:
-    catalog = cast(Catalog, _MainAt(table.catalog, head))
-    return Table(table.name(), table.metadata, table.metadata_location, table.io, catalog)
+        return super().commit_table(table, asserted, updates)
 
 
 def _latest(table: Table) -> None:
@@ -317,14 +309,15 @@ def _incremental(line: list[Snapshot], expired_ids: set[int], io: FileIO) -> _Pl
         previous = snapshot
     if run:  # the head is never expired (a ref's head), but the plan does not rely on it
         runs.append((previous, run, None))
-    lists: dict[int, set[str]] = {}
+    lists: dict[int, list[ManifestFile]] = {}  # kept snapshots' manifest lists, each read once
+
+    def manifests_of(snapshot: Snapshot) -> list[ManifestFile]:
+        if snapshot.snapshot_id not in lists:
+            lists[snapshot.snapshot_id] = _manifests(snapshot, io, plan)
+        return lists[snapshot.snapshot_id]
 
     def listed(snapshot: Snapshot | None) -> set[str]:
-        if snapshot is None:
-            return set()
-        if snapshot.snapshot_id not in lists:
-            lists[snapshot.snapshot_id] = {m.manifest_path for m in _manifests(snapshot, io, plan)}
-        return lists[snapshot.snapshot_id]
+        return {m.manifest_path for m in manifests_of(snapshot)} if snapshot is not None else set()
 
     with_deletions: dict[str, ManifestFile] = {}
     for before, members, after in runs:
@@ -340,7 +333,7 @@ def _incremental(line: list[Snapshot], expired_ids: set[int], io: FileIO) -> _Pl
             # what the kept snapshot after the run deleted was held by the run, and by the kept one
             # before it only if added by then: read the deletions it recorded too
             kept_before[after.snapshot_id] = before
-            for manifest in _manifests(after, io, plan):
+            for manifest in manifests_of(after):
                 if manifest.added_snapshot_id == after.snapshot_id and _has_deleted(manifest):
                     with_deletions[manifest.manifest_path] = manifest
     deleters = set(kept_before)

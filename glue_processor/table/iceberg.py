@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -53,7 +53,7 @@ from glue_processor.table.footer import metadata_of
 from glue_processor.table.locate import added_partitions, files_holding, files_of_each
 from glue_processor.table.replace import stage_replacing
 from glue_processor.table.schema import INGEST_DAY, data_columns, missing_columns, typed_columns
-from glue_processor.table.transaction import transaction
+from glue_processor.table.transaction import CommitThrough, committing_through, transaction
 
 logger = logging.getLogger(__name__)
 
@@ -86,13 +86,13 @@ class BatchAppended(ValidationException):
     """The batch's snapshot is already in the table: nothing to append."""
 
 
-class BatchGuard:
+class BatchGuard(CommitThrough):
     """A catalog that commits through another one, refusing to append a batch the table already
     holds: each attempt is checked against the metadata it was built on (whose head pyiceberg's
     requirement asserts), pyiceberg's own retries after a conflict included."""
 
     def __init__(self, catalog: Catalog, query_id: str, batch_id: int, part: str | None = None) -> None:
-        self._catalog = catalog
+        super().__init__(catalog)
         self.query_id, self.batch_id, self.part = query_id, batch_id, part
 
     def commit_table(
@@ -106,16 +106,12 @@ class BatchGuard:
             base = self._catalog.load_table(table.name()).metadata  # not the head asserted: read it
         if find_snapshot(base, self.query_id, self.batch_id, part=self.part) is not None:
             raise BatchAppended(f"batch {self.batch_id} of query {self.query_id} is already in the table")
-        return self._catalog.commit_table(table, requirements, updates)
-
-    def __getattr__(self, name: str) -> Any:  # everything else is the catalog's
-        return getattr(self._catalog, name)
+        return super().commit_table(table, requirements, updates)
 
 
 def guarded(table: Table, query_id: str, batch_id: int, part: str | None = None) -> Table:
     """The same table, committing through :class:`BatchGuard`."""
-    guard = cast(Catalog, BatchGuard(table.catalog, query_id, batch_id, part))
-    return Table(table.name(), table.metadata, table.metadata_location, table.io, guard)
+    return committing_through(table, BatchGuard(table.catalog, query_id, batch_id, part))
 
 
 class ExpiryCadence:

@@ -10,13 +10,19 @@ every refresh or commit, so either change recomputes it; the value is the one py
 (with nothing staged, the table's metadata itself: pyiceberg's models are frozen).
 ``tests/glue_processor/table/test_transaction.py`` checks both against the installed pyiceberg, so
 an upgrade that changes them fails there first.
+
+:class:`CommitThrough` is the one way the job checks or adds to a commit (the batch guard, the
+expiry's assertion on ``main``): a catalog in front of the table's own.
 """
 
 from __future__ import annotations
 
-from pyiceberg.table import Table, Transaction
+from typing import Any, cast
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import CommitTableResponse, Table, Transaction
 from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.table.update import TableUpdate
+from pyiceberg.table.update import TableRequirement, TableUpdate
 
 
 class CachedTransaction(Transaction):
@@ -39,3 +45,24 @@ class CachedTransaction(Transaction):
 def transaction(table: Table) -> Transaction:
     """A transaction on ``table`` (what ``table.transaction()`` returns, its metadata cached)."""
     return CachedTransaction(table)
+
+
+class CommitThrough:
+    """A catalog that commits through another one (everything else is that catalog's): subclasses
+    check or add to a commit in ``commit_table`` before passing it on."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self._catalog = catalog
+
+    def commit_table(
+        self, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]
+    ) -> CommitTableResponse:
+        return self._catalog.commit_table(table, requirements, updates)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._catalog, name)
+
+
+def committing_through(table: Table, catalog: CommitThrough) -> Table:
+    """The same table (metadata, FileIO), its commits going through ``catalog``."""
+    return Table(table.name(), table.metadata, table.metadata_location, table.io, cast(Catalog, catalog))
