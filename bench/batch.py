@@ -8,6 +8,20 @@ from pathlib import Path
 from typing import Any
 
 
+def local_job(root: Path, *, objects: Path | None = None, **arguments: str) -> dict[str, str]:
+    """A job's arguments on local directories under ``root``; objects under ``objects/<bucket>/``
+    (default ``root``)."""
+    return {
+        "manifest_uri": (root / "manifests").as_uri(),
+        "output_uri": (root / "data").as_uri(),
+        "quarantine_uri": (root / "quarantine").as_uri(),
+        "checkpoint_uri": (root / "checkpoint").as_uri(),
+        "source_uri_template": f"{(objects or root).as_uri()}/{{bucket}}/{{key}}",
+        "metrics_sinks": "",
+        **arguments,
+    }
+
+
 def manifest_of(files: list[Path]) -> tuple[str, str]:
     """A (uri, text) manifest listing the files; their directory name stands for the bucket."""
     from contracts.manifest import Manifest, ManifestEntry
@@ -42,16 +56,12 @@ def batch_job(
     from glue_processor.settings import settings_from_mapping
 
     job_settings = settings_from_mapping(
-        {
-            "manifest_uri": (out / "manifests").as_uri(),
-            "output_uri": (out / "data").as_uri(),
-            "quarantine_uri": (out / "quarantine").as_uri(),
-            "checkpoint_uri": (out / "checkpoint").as_uri(),
-            "source_uri_template": f"{files[0].parent.parent.as_uri()}/{{bucket}}/{{key}}",
-            "metrics_sinks": "",
+        local_job(
+            out,
+            objects=files[0].parent.parent,
             **({"max_columns": str(max_columns)} if max_columns else {}),
             **(settings or {}),
-        }
+        )
     )
     job = ManifestBatchJob(spark, job_settings, query_id=query_id)
     if previous is not None:

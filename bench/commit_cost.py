@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.commit_path import local_job
+from bench.batch import local_job
 
 
 def _batches(spark: Any, root: Path, table_format: str, batches: int, files_per_batch: int) -> list[float]:

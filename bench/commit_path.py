@@ -60,21 +60,8 @@ class Timed:
         return spent
 
 
-def local_job(root: Path, **arguments: str) -> dict[str, str]:
-    """A job's arguments on local directories under ``root`` (objects under ``root/<bucket>/``)."""
-    return {
-        "manifest_uri": (root / "manifests").as_uri(),
-        "output_uri": (root / "data").as_uri(),
-        "quarantine_uri": (root / "quarantine").as_uri(),
-        "checkpoint_uri": (root / "checkpoint").as_uri(),
-        "source_uri_template": f"{root.as_uri()}/{{bucket}}/{{key}}",
-        "metrics_sinks": "",
-        **arguments,
-    }
-
-
 def _first_batch(spark: Any, root: Path) -> tuple[Any, Any]:
-    from bench.batch import manifest_of
+    from bench.batch import local_job, manifest_of
     from glue_processor.batch import ManifestBatchJob
     from glue_processor.settings import settings_from_mapping
 

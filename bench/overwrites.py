@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.batch import local_job
 from glue_processor.local.text import aligned
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,17 +71,13 @@ class Bench:
         (out / "schema.json").write_text(json.dumps({"columns": {"shard": "string"}}))
         self.args, self.rng = args, random.Random(44)  # noqa: S311 - reproducible data
         self.settings = settings_from_mapping(
-            {
-                "manifest_uri": (out / "manifests").as_uri(),
-                "output_uri": (out / "data").as_uri(),
-                "quarantine_uri": (out / "quarantine").as_uri(),
-                "checkpoint_uri": (out / "checkpoint").as_uri(),
-                "source_uri_template": f"{(out / 'buckets').as_uri()}/{{bucket}}/{{key}}",
-                "metrics_sinks": "",
-                "schema": (out / "schema.json").as_uri(),
-                "partition_by": "shard",
-                "on_overwrite": "replace",
-            }
+            local_job(
+                out,
+                objects=out / "buckets",
+                schema=(out / "schema.json").as_uri(),
+                partition_by="shard",
+                on_overwrite="replace",
+            )
         )
         self.job = ManifestBatchJob(spark, self.settings, query_id="benchoverwrites0")
         self.job.start()
