@@ -45,36 +45,45 @@ def run_query(
     from glue_processor.batch import ManifestBatchJob
     from glue_processor.generations import rotate_after_batches, start_generation
     from glue_processor.hadoop_fs import HadoopFS
+    from glue_processor.intake import Intake
     from glue_processor.metrics.setup import job_metrics
     from glue_processor.stream import start_query, stop_gracefully, stop_on_signal
 
     fs = HadoopFS(spark)
     jobs: list[ManifestBatchJob] = []
+    intake = Intake(settings)
     while True:
         generation = settings.model_copy(update={"checkpoint_uri": start_generation(fs, settings)})
         metrics = job_metrics(spark, generation)
         batch_job = ManifestBatchJob(spark, generation, metrics=metrics, rotate_after=rotate_after_batches(settings))
         batch_job.on_batch = on_batch
+        batch_job.intake = intake if settings.trigger == "processing-time" else None
         metrics.attach(spark, generation)
         try:
             batch_job.start()  # before the first trigger: its batch then does only its own work
-            query = start_query(spark, generation, batch_job)
-            # processing-time: stop when the trigger is idle; available-now runs batches back to back, so
-            # stop soon (an interrupted batch re-runs in the next generation, its objects deduplicated)
-            wait_s = 2.0 if settings.trigger == "available-now" else 600.0
-            batch_job.on_rotate = lambda q=query, w=wait_s: threading.Thread(
-                target=stop_gracefully, args=(q,), kwargs={"timeout_seconds": w}, daemon=True
-            ).start()
-            stopped = stop_on_signal(query, early=early_stop)
-            try:
-                query.awaitTermination()
-            except Exception:
-                if not batch_job.fenced:
-                    raise
-                # Another run of the job committed a batch first: that run carries on, this one ends.
-                logger.warning("another run of this job owns the checkpoint; this run ends without publishing")
-                return [*jobs, batch_job]
-            batch_job.progress = [dict(p) for p in query.recentProgress]
+            per_trigger = intake.first(fs, settings.manifest_uri)
+            while True:  # a query per count of manifests per trigger (glue_processor.intake)
+                query = start_query(spark, generation, batch_job, manifests_per_trigger=per_trigger)
+                # processing-time: stop when the trigger is idle; available-now runs batches back to back, so
+                # stop soon (an interrupted batch re-runs in the next generation, its objects deduplicated)
+                wait_s = 2.0 if settings.trigger == "available-now" else 600.0
+                batch_job.on_rotate = lambda q=query, w=wait_s: threading.Thread(
+                    target=stop_gracefully, args=(q,), kwargs={"timeout_seconds": w}, daemon=True
+                ).start()
+                stopped = stop_on_signal(query, early=early_stop)
+                try:
+                    query.awaitTermination()
+                except Exception:
+                    if not batch_job.fenced:
+                        raise
+                    # Another run of the job committed a batch first: that run carries on, this one ends.
+                    logger.warning("another run of this job owns the checkpoint; this run ends without publishing")
+                    return [*jobs, batch_job]
+                batch_job.progress = [dict(p) for p in query.recentProgress]
+                if stopped.is_set() or batch_job.rotate_requested or not batch_job.replan_to:
+                    break
+                # the same checkpoint, tables and state: only the file source's count changes
+                per_trigger, batch_job.replan_to = intake.start(batch_job.replan_to), None
         finally:
             metrics.close(spark)
         jobs.append(batch_job)

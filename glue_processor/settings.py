@@ -178,12 +178,17 @@ class JobSettings(BaseModel):
     trigger: Literal["processing-time", "available-now"] = "processing-time"
     trigger_interval_seconds: int = Field(default=30, ge=1, le=3600)
     max_files_per_trigger: int = Field(
-        default=100, ge=1, le=10_000, description="most manifests per micro-batch (an upper bound)"
+        default=100,
+        ge=1,
+        le=10_000,
+        description="most manifests per micro-batch (an upper bound; raised to what full manifests need to fill "
+        "the byte budget)",
     )
     max_bytes_per_trigger: int = Field(
         default=16 * 1024 * MIB,
         ge=0,
-        description="byte budget of a micro-batch: data bytes its manifests may reference (0: no budget)",
+        description="byte budget of a micro-batch: data bytes its manifests may reference, counted by the bytes "
+        "that end their names (0: no budget)",
     )
     max_manifest_bytes: int = Field(
         default=1024 * MIB, ge=1, description="the most data bytes one manifest references (the Lambda's bound)"
@@ -281,9 +286,9 @@ class JobSettings(BaseModel):
 
     @property
     def files_per_trigger(self) -> int:
-        """Manifests per micro-batch. Spark 3.5's file source limits files, not bytes, so the byte
-        budget is enforced through the manifests' own bound: each references at most
-        ``max_manifest_bytes``, so this many reference at most ``max_bytes_per_trigger``."""
+        """Manifests per micro-batch when none wait to count by: full ones (``max_manifest_bytes``),
+        so this many reference at most ``max_bytes_per_trigger``. The running query's count follows
+        the waiting manifests' data bytes (``glue_processor.intake``)."""
         if not self.max_bytes_per_trigger:
             return self.max_files_per_trigger
         return max(1, min(self.max_files_per_trigger, self.max_bytes_per_trigger // self.max_manifest_bytes))

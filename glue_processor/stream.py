@@ -17,13 +17,16 @@ from glue_processor.settings import JobSettings
 logger = logging.getLogger(__name__)
 
 
-def start_query(spark: SparkSession, settings: JobSettings, job: ManifestBatchJob) -> StreamingQuery:
+def start_query(
+    spark: SparkSession, settings: JobSettings, job: ManifestBatchJob, *, manifests_per_trigger: int | None = None
+) -> StreamingQuery:
     """Start the named query. ``available-now`` drains what is there and stops (local runs);
-    ``processing-time`` runs forever (the 24/7 job). Both run the same code."""
+    ``processing-time`` runs forever (the 24/7 job). Both run the same code. ``manifests_per_trigger``:
+    the count the manifests' bytes ask for (``glue_processor.intake``; default: full manifests)."""
     reader = (
         spark.readStream.format("text")
         .option("wholetext", True)
-        .option("maxFilesPerTrigger", settings.files_per_trigger)
+        .option("maxFilesPerTrigger", manifests_per_trigger or settings.files_per_trigger)
         .option("pathGlobFilter", f"*{MANIFEST_SUFFIX}")
     )
     if settings.manifest_archive_uri:

@@ -36,11 +36,13 @@ def waiting(listing: Iterable[FileInfo], processed: set[str], watermark_ms: int 
 
 def measure(waiting_now: list[FileInfo], now_ms: int) -> Backlog:
     oldest = min((i.modified_ms for i in waiting_now), default=now_ms)
+    in_order = sorted(waiting_now, key=lambda i: (i.modified_ms, i.name))  # as the file source takes them
     return Backlog(
         manifests=len(waiting_now),
         bytes=sum(i.size for i in waiting_now),
         oldest_age_s=max(0.0, (now_ms - oldest) / 1000),
         data_bytes=data_bytes(i.name for i in waiting_now),
+        sizes=tuple(b for b in (manifest_data_bytes(i.name) for i in in_order) if b is not None),
     )
 
 
@@ -67,6 +69,7 @@ class BacklogProbe:
         self.manifest_uri = manifest_uri
         self.processed: set[str] = set()
         self.watermark_ms: int | None = None
+        self.last: Backlog | None = None  # the latest measurement (the intake's replan reads it)
         self._lock = threading.Lock()
 
     def mark_processed(self, manifest_uris: Iterable[str]) -> Backlog:
@@ -83,12 +86,14 @@ class BacklogProbe:
             self.processed = {
                 n for n in self.processed if n in listing and listing[n].modified_ms >= (self.watermark_ms or 0)
             }
-            return measure(waiting(files, self.processed, self.watermark_ms), int(time.time() * 1000))
+            self.last = measure(waiting(files, self.processed, self.watermark_ms), int(time.time() * 1000))
+            return self.last
 
     def measure(self) -> Backlog:
         listing = self.fs.list(self.manifest_uri)
         with self._lock:
-            return measure(waiting(listing, self.processed, self.watermark_ms), int(time.time() * 1000))
+            self.last = measure(waiting(listing, self.processed, self.watermark_ms), int(time.time() * 1000))
+            return self.last
 
     def run_every(self, seconds: float, emit: Callable[[Backlog], None], stop: threading.Event) -> threading.Thread:
         def loop() -> None:

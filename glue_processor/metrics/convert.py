@@ -173,6 +173,9 @@ class Backlog:
     oldest_age_s: float
     # data bytes the waiting manifests reference, from their names (None: no name says)
     data_bytes: int | None = None
+    # each waiting manifest's data bytes, oldest first (those whose name says): what the next
+    # triggers take, in the order they take it (glue_processor.intake)
+    sizes: tuple[int, ...] = ()
 
 
 def backlog_datums(backlog: Backlog, *, dimensions: dict[str, str], when: datetime | None = None) -> list[Datum]:

@@ -1,0 +1,73 @@
+"""How many manifests a trigger takes: the job's byte budget over the manifests' own data bytes.
+
+Spark 3.5's file source bounds a trigger by a count of files (``maxFilesPerTrigger``; its
+``maxBytesPerTrigger`` is Spark 4, SPARK-46641, and would count the manifests' own bytes, not the
+data they reference). A manifest references anything from one small object to 1 GiB: at a low
+arrival rate each holds one batching window, 100-200 MB, so a count worked out at 1 GiB a manifest
+takes a fraction of the budget and of what arrives. So the job counts from the data bytes the
+waiting manifests reference (the bytes end each manifest's name, ``contracts.layout``): the oldest
+ones, in order, while their bytes fit the budget, and past those, manifests the size of the waiting
+ones' median. The query runs with that count; the job starts it again, between batches, when the
+manifests waiting say the count is off by :data:`REPLAN_FACTOR` or more (:func:`replanned`,
+``glue_processor.intake``). The control plane (its batch bound) and ``make autoscale`` (its model of
+the job) use the same functions, so what one plans is what the other takes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from statistics import median
+
+# A query is started again with a new count only when the count the waiting manifests ask for is this
+# many times the running one, or the running one would take this many budgets: a restart costs a
+# second or two, and a count within the band takes between half and twice the budget.
+REPLAN_FACTOR = 2.0
+# At most one restart of the query for its count within this long.
+REPLAN_MIN_S = 60.0
+
+
+def most_manifests(budget: int, max_files: int, max_manifest_bytes: int) -> int:
+    """The count's upper bound: ``max_files``, but never so low that full manifests (of
+    ``max_manifest_bytes``) could not fill the budget."""
+    if budget <= 0:
+        return max_files
+    return max(max_files, math.ceil(budget / max_manifest_bytes))
+
+
+def manifests_per_trigger(budget: int, waiting: Sequence[int], *, most: int, unknown_size: int) -> int:
+    """Manifests a trigger takes so that their data bytes fill ``budget`` (0: no budget, ``most``).
+
+    ``waiting``: the data bytes of the manifests waiting, oldest first (the order the file source
+    takes them). The oldest are counted while their sum stays within the budget (the first always:
+    a trigger makes progress); when all of them fit, the rest of the budget counts manifests of their
+    median size (``unknown_size`` when none wait: the job's assumption, the most one references).
+    At least one, at most ``most``."""
+    if budget <= 0:
+        return most
+    count, total = 0, 0
+    for size in waiting:
+        if count and total + size > budget:
+            return max(1, min(most, count))
+        count, total = count + 1, total + size
+    typical = max(1, int(median(waiting)) if waiting else unknown_size)
+    count += max(0, budget - total) // typical
+    return max(1, min(most, count))
+
+
+def replanned(running: int, waiting: Sequence[int], *, budget: int, most: int, unknown_size: int) -> int | None:
+    """The count to start the query again with, or None to keep ``running``.
+
+    Up only when the intake binds (more manifests wait than a trigger takes) and the waiting ones'
+    bytes ask for :data:`REPLAN_FACTOR` times the count or more; down when the next trigger would take
+    more than REPLAN_FACTOR times the budget. So a run that keeps up keeps its count whatever the
+    size of the few manifests waiting (a count raised on tiny manifests would take a burst of full
+    ones whole), and a count never changes within its band."""
+    if budget <= 0 or not waiting:
+        return None
+    wanted = manifests_per_trigger(budget, waiting, most=most, unknown_size=unknown_size)
+    if len(waiting) > running and wanted >= running * REPLAN_FACTOR:
+        return wanted
+    if sum(waiting[:running]) > budget * REPLAN_FACTOR and wanted < running:
+        return wanted
+    return None
