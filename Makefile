@@ -153,7 +153,7 @@ bookkeeping: setup-dev ## checkpoint size and restart time over 100,000 simulate
 	$(BIN)/python -m bench.bookkeeping --manifests 100000 --steps 10
 	$(BIN)/python -m bench.driver_state --batches 100000
 
-autoscale: setup-dev ## replay a day per trace through the control plane (need-based, Glue auto scaling, a mis-set WORKER_MB_S) at two worker speeds against hindsight; plots in docs/
+autoscale: setup-dev ## replay a day per trace through the control plane (need-based, Glue auto scaling, a mis-set WORKER_MB_S) at three worker speeds against hindsight; plots in docs/
 	$(BIN)/python -m bench.autoscale
 
 conversion: setup-dev ## what declared types cost: parse only vs parse + conversion, one core

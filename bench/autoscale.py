@@ -10,20 +10,26 @@ Assumptions (the numbers the model runs on):
   200,000 files/h = 194 MB/s, x (1 + 0.3 sin) over 24 h, x a lognormal 5-minute noise of sigma 0.15);
   backfill 19.4 MB/s + 500 GB at once at 1/10; ramp 50 -> 400 MB/s linearly over 2 h from 1/4, back
   to 50 over the next 2 h.
-- worker speeds (``--speeds``): at the reference speed (``--worker-mb-s``, 56 MB/s: 20 MB/s per core
-  x 4 cores x 0.7, ``make sizing``) the traces run as listed, max ``--max-workers`` (20). Any other
-  speed (0.74 MB/s: the seed job's own 1 GB per 2.5 min on 9 executors) runs the traces scaled by
-  (speed / reference) x (299 / max-workers) (0.198 for 0.74), max 299 workers: the traces need about
-  15x the reference's workers against a 15x higher ceiling. The policy is told the true speed.
+- worker speeds (``--speeds``, 56, 0.74 and 168 MB/s): at the reference speed (``--worker-mb-s``,
+  56 MB/s: 20 MB/s per core x 4 cores x 0.7, ``make sizing``) the traces run as listed, max
+  ``--max-workers`` (20). Any other speed (0.74 MB/s: the seed job's own 1 GB per 2.5 min on 9
+  executors) runs the traces scaled by (speed / reference) x (299 / max-workers) (0.198 for 0.74),
+  max 299 workers: the traces need about 15x the reference's workers against a 15x higher ceiling.
+  The policy is told the true speed.
 - the manifest Lambda writes every 10 s what arrived, as manifests of at most 1 GiB / 1000 objects
   (1 GiB binds: ~306 objects of 3.5 MB), split evenly, and publishes BytesPerManifest per manifest,
   whether the job is up or not.
 - the job: W workers = W - 1 executors (the driver processes nothing). A 30 s processing-time trigger,
   as Spark runs it: the first batch when the query starts, the next at the next multiple of 30 s, or at
-  once when a batch overran. A batch takes the waiting manifests, oldest first, up to the run's bytes
-  per trigger (the control plane starts each run with ``batch_bytes()``: 150 s of its executors'
-  work, 1-64 GiB; the job's own default, 16 GiB, for hindsight and Glue auto scaling; at least one
-  manifest) and lasts 5 s + (20 s for a run's first, cold, batch) + bytes / (executors x speed). When
+  once when a batch overran. A batch takes the query's count of waiting manifests, oldest first
+  (Spark's ``maxFilesPerTrigger``), the count as the job sets it (``contracts.intake``): when the run
+  is up, the manifests that fit the run's bytes per trigger by their data bytes, then manifests of
+  their median size (1 GiB when none wait); after each batch, a new count when the waiting ones ask
+  for twice it while more wait than it takes, or it would take twice the budget (at most once a
+  minute; the next trigger 2 s later, the query's restart). The control plane starts each run with
+  ``batch_bytes()`` (150 s of its executors' work, 1-64 GiB, never under two triggers' work), Glue
+  auto scaling's run with that of max workers, hindsight's as the control plane would. A batch
+  lasts 5 s + (20 s for a run's first, cold, batch) + bytes / (executors x speed). When
   a batch ends it publishes Utilization (duration / 30 s), BatchDuration, InputBytes and
   ProcessingDuration (the bytes / (executors x speed) part: its parallel stages); every 30 s while
   its driver is up (none while the run starts or after it ended) BacklogManifests,
@@ -67,7 +73,7 @@ Assumptions (the numbers the model runs on):
   younger than half the SLA); greedy, so an upper bound of the true optimum. A change of size costs a
   resize as the policy's (stop at the hour's first tick, the next tick starts the new size). When no
   size meets the SLA, the one with the lowest maximum age (max age and minutes over SLA show it).
-- reversals: a resize opposite to the previous one within 15 minutes.
+- reversals: a resize opposite to the previous one within 15 minutes; "within 1 h": within an hour.
 """
 
 from __future__ import annotations
@@ -75,6 +81,8 @@ from __future__ import annotations
 import argparse
 import bisect
 import copy
+import dataclasses
+import itertools
 import math
 import random
 from collections import deque
@@ -85,6 +93,7 @@ from pathlib import Path
 from typing import Protocol
 
 from contracts import metrics as M
+from contracts.intake import REPLAN_MIN_S, manifests_per_trigger, most_manifests, replanned
 from glue_processor.local.text import aligned
 from lambdas.control_plane.decision import ACTIVE, Decision, JobView, Observation, batch_bytes, decide
 from lambdas.control_plane.metrics_reader import SETTLE_S
@@ -109,6 +118,10 @@ PUBLICATION_DELAY_S = 60.0
 EXECUTOR_START_S = 60.0
 EXECUTOR_IDLE_S = 60.0
 REVERSAL_S = 900.0
+REVERSAL_HOUR_S = 3600.0
+MAX_MANIFEST_BYTES = 1024**3  # the job's --max_manifest_bytes: the count's assumption when none wait
+MAX_FILES_PER_TRIGGER = 100  # the job's --max_files_per_trigger
+QUERY_RESTART_S = 2.0  # the query started again with a new count (stop between batches, start)
 SIGNAL_BYTES = 256 * 1024**2  # the manifest Lambda signals an invocation that wrote this much (SurgeBytes)
 SIGNAL_INTERVAL_S = 30.0  # at most once per this (per container: the model has one)
 SURGE_LATENCY_S = 10.0  # from the manifests written to the control plane's decision on them
@@ -283,6 +296,8 @@ class Run:
     batches: int = 0
     stop_deadline: float | None = None
     intake: float = INTAKE_BYTES  # the run's --max_bytes_per_trigger
+    count: int = 1  # the query's manifests per trigger (contracts.intake, as glue_processor.intake sets it)
+    counted_at: float = 0.0
 
     @property
     def executors(self) -> int:
@@ -408,19 +423,43 @@ class Job:
     def _up(self, t: float) -> None:
         assert self.run is not None
         self.run.up = True
+        self.run.count = manifests_per_trigger(
+            int(self.run.intake), self._sizes(), most=self._most(), unknown_size=MAX_MANIFEST_BYTES
+        )
+        self.run.counted_at = t
         self.next_trigger = self.next_publish = t
         self.log.append((t, "up"))
+
+    def _most(self) -> int:
+        assert self.run is not None
+        return most_manifests(int(self.run.intake), MAX_FILES_PER_TRIGGER, MAX_MANIFEST_BYTES)
+
+    def _sizes(self) -> list[int]:
+        """The waiting manifests' data bytes, oldest first, as far as a count could reach."""
+        return [int(m.size) for m in itertools.islice(self.waiting, self._most() + 1)]
+
+    def _replan(self, t: float) -> None:
+        """After a batch, as ``glue_processor.intake``: a new count when the waiting manifests ask for
+        one, the query started again (QUERY_RESTART_S) between batches."""
+        run = self.run
+        assert run is not None
+        if t - run.counted_at < REPLAN_MIN_S:
+            return
+        new = replanned(
+            run.count, self._sizes(), budget=int(run.intake), most=self._most(), unknown_size=MAX_MANIFEST_BYTES
+        )
+        if new is not None:
+            run.count, run.counted_at = new, t
+            self.next_trigger = max(self.next_trigger, t + QUERY_RESTART_S)
 
     def _trigger(self, t: float) -> None:
         assert self.run is not None
         if not self.waiting:
             self.next_trigger = _next_trigger(t)
             return
-        n, size = 0, 0.0
-        for m in self.waiting:
-            if n and size + m.size > self.run.intake:
-                break
-            n, size = n + 1, size + m.size
+        # Spark's file source: the query's count of manifests, oldest first
+        n = min(self.run.count, len(self.waiting))
+        size = sum(m.size for m in itertools.islice(self.waiting, n))
         cold = COLD_BATCH_S if self.run.batches == 0 else 0.0
         duration = BATCH_FIXED_S + cold + size / (max(1, self.run.executors) * self.rate)
         self.batch = Batch(t, t + duration, n, size)
@@ -442,6 +481,7 @@ class Job:
             self._end(t, "stopped")
         else:  # Spark: the next multiple of the trigger, or at once when the batch overran
             self.next_trigger = max(t, _next_trigger(batch.start))
+            self._replan(t)
 
     def _force(self, t: float) -> None:
         self.batch = None  # lost: its manifests wait for the next run
@@ -577,7 +617,9 @@ class Policy:
         return self.decide(view, now, written=listed)
 
     def intake(self, workers: int) -> float | None:
-        return float(batch_bytes(workers, self.observed, self.s)) if self.s.scaling_mode == "control-plane" else None
+        # Glue auto scaling: one run, started with the bound of the most workers it may grow to
+        most = workers if self.s.scaling_mode == "control-plane" else self.s.max_workers
+        return float(batch_bytes(most, self.observed, self.s)) if self.s.worker_mb_s > 0 else None
 
     def fork(self) -> Policy:
         return self  # replays with a policy are never forked
@@ -588,6 +630,7 @@ class Plan:
     """Hindsight: the size of each hour, known in advance, applied like the control plane would."""
 
     sizes: list[int]
+    s: ControlSettings | None = None  # the control plane's settings: each run's batch bound (None: the job's)
 
     def decide(self, view: JobView, now: float) -> Decision:
         want = self.sizes[min(int(now // 3600), len(self.sizes) - 1)]
@@ -603,10 +646,11 @@ class Plan:
         return None  # the hour's size is known in advance
 
     def intake(self, workers: int) -> float | None:
-        return None
+        # started as the control plane starts a run (hindsight knows the true speed)
+        return float(batch_bytes(workers, Observation(), self.s)) if self.s is not None else None
 
     def fork(self) -> Plan:
-        return Plan(list(self.sizes))
+        return Plan(list(self.sizes), self.s)
 
 
 @dataclass
@@ -631,7 +675,9 @@ class Replay:
     actions: int = 0
     restarts: int = 0
     reversals: int = 0
+    reversals_hour: int = 0  # opposite to the previous resize within an hour
     last_scale: tuple[float, int] | None = None
+    scaled_up_at: float | None = None
     seen_end: Ended | None = None  # the latest run end a tick has seen
 
     def run_to(self, trace: Sequence[float], step: int) -> Replay:
@@ -649,7 +695,7 @@ class Replay:
             self.workers.append(self.job.run.workers if self.job.run else 0)
             if self.surge_at is not None and t >= self.surge_at:
                 self.surge_at, self.signals = None, self.signals + 1
-                view = self.job.view(t, self.desired)
+                view = self._view(t)
                 surged = self.controller.surge(view, t)
                 if surged is not None:
                     self.surges += 1
@@ -667,8 +713,15 @@ class Replay:
         quiet = t - self.signalled >= SIGNAL_INTERVAL_S and self.surge_at is None
         return self.listing is not None and written >= SIGNAL_BYTES and quiet
 
-    def _tick(self, t: float) -> None:
+    def _view(self, t: float) -> JobView:
+        """The job as a tick sees it, with the latest scale-up the control plane's state remembers."""
         view = self.job.view(t, self.desired)
+        if self.scaled_up_at is None:
+            return view
+        return dataclasses.replace(view, scaled_up_at=T0 + timedelta(seconds=self.scaled_up_at))
+
+    def _tick(self, t: float) -> None:
+        view = self._view(t)
         self._apply(t, view, self.controller.decide(view, t))
 
     def _apply(self, t: float, view: JobView, d: Decision) -> None:
@@ -679,7 +732,11 @@ class Replay:
             direction = 1 if d.desired_workers > (view.workers or 0) else -1
             if self.last_scale and self.last_scale[1] == -direction and t - self.last_scale[0] <= REVERSAL_S:
                 self.reversals += 1
+            if self.last_scale and self.last_scale[1] == -direction and t - self.last_scale[0] <= REVERSAL_HOUR_S:
+                self.reversals_hour += 1
             self.last_scale = (t, direction)
+            if direction > 0:
+                self.scaled_up_at = t
             self.actions += 1
             self.desired = d.desired_workers
             self.job.request_stop(t)
@@ -722,8 +779,9 @@ def replay_policy(
 
 def planned(s: ControlSettings, first: int, name: str) -> Replay:
     job = Job(s.worker_mb_s * MB)
-    job.start(first, 0.0, warm=True)
-    return Replay(name, job, Plan([first]))
+    plan = Plan([first], s)
+    job.start(first, 0.0, warm=True, intake=plan.intake(first))
+    return Replay(name, job, plan)
 
 
 # ================================================================ hindsight
@@ -852,12 +910,13 @@ HEADERS = [
     "actions",
     "restarts",
     "reversals",
+    "within 1 h",
 ]
 
 
 def row(trace: str, label: str, r: Replay | None, hourly: Replay, day: Replay | None, sla: float) -> list[str]:
     if r is None:
-        return [trace, label, "-", "-", "-", "-", "-", "-", "-", "-", "-"]
+        return [trace, label, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"]
     over = sum(STEP_S for a in r.ages if a > sla) / 60
     return [
         trace,
@@ -871,6 +930,7 @@ def row(trace: str, label: str, r: Replay | None, hourly: Replay, day: Replay | 
         str(r.actions),
         str(r.restarts),
         str(r.reversals),
+        str(r.reversals_hour),
     ]
 
 
@@ -936,7 +996,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--worker-mb-s", type=float, default=56.0, help="the reference speed: traces as listed")
     p.add_argument("--max-workers", type=int, default=20, help="max workers at the reference speed")
-    p.add_argument("--speeds", default="56,0.74", help="comma-separated MB/s per worker")
+    p.add_argument("--speeds", default="56,0.74,168", help="comma-separated MB/s per worker")
     p.add_argument("--docs", type=Path, default=Path("docs"))
     p.add_argument("--traces", default="", help="comma-separated subset")
     args = p.parse_args(argv)

@@ -48,6 +48,7 @@ class JobView:
     paused: bool = False
     desired_workers: int | None = None  # remembered across a scale's stop -> start
     ended_at: datetime | None = None  # when the latest run ended, if it has
+    scaled_up_at: datetime | None = None  # the latest scale-up's decision (the state remembers it)
 
 
 @dataclass(frozen=True)
@@ -171,13 +172,24 @@ MIN_WINDOW_S = 120.0
 STAY_UTILIZATION = 0.95
 # A scale-down must save, over this horizon, twice what its resize bills without processing.
 PAYBACK_HORIZON_S = 3600.0
+# No scale-down within this long of a scale-up: a load that rose (a ramp, a day's morning) and paused,
+# or an up that drained a backlog, would otherwise come down after the cool-down and up again within
+# the hour (issue 46: at most two reversals within an hour a day). What it costs is the larger size
+# held that long, repaid by the resizes it saves (each bills its dead time and ages the backlog).
+DOWN_AFTER_UP_S = 3600.0
 # A batch planned at the bytes per trigger the job is started with lasts at most this share of the SLA,
 # so a resize never waits long for the batch in flight; at least one manifest's bytes (1 GiB), and at
 # most 64 GiB (the job's default is 16 GiB, which caps a run at 573 MB/s whatever its size: 16 GiB
-# per 30 s trigger; 64 GiB is ~18,000 objects of 3.5 MB, a plan the driver makes in seconds).
+# per 30 s trigger; 64 GiB is ~18,000 objects of 3.5 MB, a plan the driver makes in seconds) unless
+# the run's executors process more than that in INTAKE_TRIGGERS triggers: a run's intake is never
+# below its processing. The job counts manifests to the budget by their data bytes
+# (``contracts.intake``); a count takes at least half the budget (one manifest more would pass it),
+# so INTAKE_TRIGGERS = 2 keeps the intake at or above a trigger's processing whatever the manifests'
+# sizes.
 BATCH_SHARE = 0.25
 MIN_BATCH_BYTES = 1024**3
 MAX_BATCH_BYTES = 64 * 1024**3
+INTAKE_TRIGGERS = 2
 
 
 def arrival_rate(obs: Observation) -> float:
@@ -271,9 +283,12 @@ def need(
 
 def batch_bytes(workers: int, obs: Observation, s: ControlSettings) -> int:
     """The bytes per trigger to start a run of ``workers`` with: a batch lasts at most BATCH_SHARE
-    of the SLA, within the job's intake bounds."""
-    planned = (workers - 1) * worker_rate(obs, s) * s.latency_sla_s * BATCH_SHARE
-    return int(max(MIN_BATCH_BYTES, min(MAX_BATCH_BYTES, planned)))
+    of the SLA, within the job's intake bounds, and never takes in less than INTAKE_TRIGGERS
+    triggers of the run's processing."""
+    per_s = (workers - 1) * worker_rate(obs, s)
+    planned = per_s * s.latency_sla_s * BATCH_SHARE
+    keep_up = per_s * s.trigger_interval_s * INTAKE_TRIGGERS
+    return int(max(MIN_BATCH_BYTES, keep_up, min(MAX_BATCH_BYTES, planned)))
 
 
 def _size_by_need(  # noqa: PLR0917
@@ -317,6 +332,10 @@ def _size_by_need(  # noqa: PLR0917
     in_cooldown = job.started_at is not None and now < job.started_at + timedelta(seconds=s.cooldown_s)
     if in_cooldown:
         return Decision("none", current, f"{why_stay}; cool-down: no scale-down within {s.cooldown_s}s", inputs)
+    if job.scaled_up_at is not None and now < job.scaled_up_at + timedelta(seconds=DOWN_AFTER_UP_S):
+        return Decision(
+            "none", current, f"{why_stay}; no scale-down within {DOWN_AFTER_UP_S:.0f}s of the last scale-up", inputs
+        )
     age = obs.backlog_age_s[-1] if obs.backlog_age_s else 0.0
     if len(obs.arrival_bytes_per_s) < s.down_periods or age > s.latency_sla_s / 4:
         return Decision("none", current, f"{why_stay}: holding", inputs)

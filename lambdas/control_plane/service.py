@@ -109,6 +109,8 @@ class ControlPlane:
             # Glue cannot resize a running job: remember the size, stop gracefully; the next tick
             # starts the job again from its checkpoint with the new size
             changes["desired_workers"] = decision.desired_workers
+            if decision.desired_workers > (view.workers or 0):
+                changes["scaled_up_at"] = self.clock().isoformat()  # no scale-down for a while after
         if not self._claim(st, version, decision, changes):
             why = "stood down: another invocation acted, paused or resized since this tick read the state"
             return Outcome({"command": "tick", "decision": decision.as_json(), "result": why})
@@ -181,6 +183,8 @@ class ControlPlane:
         """The decision, the job as seen, and the state (and its version) it was decided on."""
         st, version = self.state.load_versioned()
         view = self.jobs.view(paused=bool(st["paused"]), desired_workers=st.get("desired_workers"))
+        if st.get("scaled_up_at"):
+            view = dataclasses.replace(view, scaled_up_at=datetime.fromisoformat(st["scaled_up_at"]))
         now = self.clock()
         obs, error = self._observe(view, st, now)
         if written is not None and error is None:
@@ -259,8 +263,14 @@ class ControlPlane:
 
     def _start(self, workers: int) -> None:
         auto = self.s.scaling_mode == "glue-auto-scaling"
-        # need-based sizing starts each run with a batch bound its size clears in a share of the SLA
-        bound = batch_bytes(workers, self._observed, self.s) if self.s.worker_mb_s > 0 and not auto else None
+        # need-based sizing starts each run with a batch bound its size clears in a share of the SLA;
+        # Glue auto scaling's one run, with the bound of the most workers it may grow to (the job's own
+        # default, 16 GiB a trigger, would cap its intake at 573 MB/s whatever it grows to)
+        bound = (
+            batch_bytes(self.s.max_workers if auto else workers, self._observed, self.s)
+            if self.s.worker_mb_s > 0
+            else None
+        )
         run_id = self.jobs.start(
             workers=self.s.max_workers if auto else workers,
             worker_type=self.s.worker_type,

@@ -153,7 +153,9 @@ def test_the_policy_meets_the_sla_near_the_hindsight_without_reversals(name: str
     assert max(hourly.ages) <= s.latency_sla_s
     assert max(run.ages) <= s.latency_sla_s
     assert run.reversals == 0 and run.actions >= 1  # it followed the load
-    assert run.worker_hours <= 1.25 * hourly.worker_hours
+    # no scale-down within an hour of an up (decision.DOWN_AFTER_UP_S): the hour held weighs more in
+    # 4 hours than in a day (make autoscale, 24 h: step 1.03x at 56 MB/s, spike 1.30x)
+    assert run.worker_hours <= 1.35 * hourly.worker_hours
 
 
 def test_the_surge_signal_brings_the_slow_backfill_within_the_sla() -> None:
@@ -169,7 +171,9 @@ def test_the_surge_signal_brings_the_slow_backfill_within_the_sla() -> None:
     assert max(unsignalled.ages) > s.latency_sla_s
     assert max(signalled.ages) <= s.latency_sla_s
     assert signalled.surges == 1 and signalled.reversals == 0
-    assert signalled.worker_hours <= unsignalled.worker_hours
+    # the signalled run reaches the ceiling earlier, so holds it a little longer (no scale-down within
+    # an hour of an up): within 5 % of the run that missed the SLA
+    assert signalled.worker_hours <= 1.05 * unsignalled.worker_hours
 
 
 @pytest.mark.parametrize("name", ["seed", "spike", "ramp"])
@@ -203,3 +207,28 @@ def test_a_dump_written_over_minutes_is_sized_for_in_one_resize(flushes: int) ->
     assert {w for w in after[:reached] if w} == {after[0]}  # from the size it had, straight to the ceiling
     assert max(signalled.ages) <= max(unsignalled.ages)
     assert signalled.reversals == 0
+
+
+def test_a_run_takes_manifests_to_its_budget_by_their_bytes_not_one_at_a_time() -> None:
+    # Issue 46: a 1 GiB budget counted at 1 GiB a manifest took one 77 MB manifest a trigger (2.6
+    # MB/s) of 7.7 MB/s arriving. Counted by the waiting manifests' bytes (contracts.intake, the job's
+    # own rule), the run keeps up: its backlog stays about a trigger old
+    cw = A.CloudWatch()
+    job = A.Job(0.74e6, cw)
+    job.start(20, 0.0, warm=True, intake=float(1024**3))
+    trace = _flat(7.7, 1)
+    r = A.Replay("t", job, A.Plan([20]), cw).run_to(trace, len(trace))
+    assert job.run is not None and job.run.count >= 10  # replanned from one full manifest's count
+    assert max(r.ages[A.STEPS_PER_HOUR // 4 :]) <= 3 * A.TRIGGER_S
+
+
+@pytest.mark.parametrize("speed", ["0.74", "168"])
+@pytest.mark.parametrize("name", ["diurnal", "seed", "ramp"])
+def test_a_day_at_either_worker_speed_reverses_at_most_twice_within_an_hour(speed: str, name: str) -> None:
+    # Issue 46's done-when, the policy's part (the hindsight ratios: make autoscale)
+    (sp,) = A.speeds(speed, 56.0, 20)
+    s = load_settings(job_name="t", min_workers=2, max_workers=sp.max_workers, worker_mb_s=sp.worker_mb_s)
+    run = A.replay_policy(A.traces(24, 7, sp.scale)[name], s, "need")
+    assert max(run.ages) <= s.latency_sla_s
+    assert run.reversals == 0
+    assert run.reversals_hour <= 2

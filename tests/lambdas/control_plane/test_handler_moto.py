@@ -168,6 +168,8 @@ def test_high_utilization_scales_by_stop_and_restart(plane: Any, monkeypatch: py
     body = invoke()
     assert body["decision"]["action"] == "scale" and body["decision"]["desired_workers"] == 4
     assert runs(plane)[0]["JobRunState"] == "STOPPED"  # through our BatchStopJobRun
+    # the state remembers the scale-up, so no tick sizes down within an hour of it (issue 46)
+    assert datetime.fromisoformat(_stored_state()["scaled_up_at"]) > datetime.now(UTC) - timedelta(minutes=1)
     assert invoke()["decision"]["action"] == "start"
     assert runs(plane)[0]["NumberOfWorkers"] == 4
 

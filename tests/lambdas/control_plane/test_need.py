@@ -7,6 +7,7 @@ from before the run (3), the backlog's bytes (4), a batch's length (5) and the l
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,7 +15,8 @@ from typing import Any
 import pytest
 
 from contracts import metrics as M
-from lambdas.control_plane.decision import JobView, Observation, batch_bytes, decide
+from contracts.intake import manifests_per_trigger, most_manifests
+from lambdas.control_plane.decision import JobView, Observation, batch_bytes, decide, need
 from lambdas.control_plane.metrics_reader import CloudWatchReader
 from lambdas.control_plane.observation import learned_rate, observe
 from lambdas.control_plane.settings import load_settings
@@ -162,6 +164,20 @@ def test_a_scale_down_that_does_not_repay_its_resize_within_an_hour_is_not_made(
     assert decide(obs([200] * 6), eleven, S, NOW).action == "scale"  # 11 -> 6 repays
 
 
+def test_no_scale_down_within_an_hour_of_a_scale_up() -> None:
+    # Issue 46: a ramp or a noisy day came down after the cool-down and went up again within the hour
+    # (5 reversals within an hour a day at 168 MB/s workers on the ramp); a size an up picked is held
+    # for DOWN_AFTER_UP_S, then sized down as before
+    for ago, action in ((timedelta(minutes=50), "none"), (timedelta(minutes=61), "scale")):
+        eleven = JobView("RUNNING", workers=11, started_at=NOW - timedelta(hours=1), scaled_up_at=NOW - ago)
+        d = decide(obs([200] * 6), eleven, S, NOW)
+        assert d.action == action, d.reason
+    held = JobView("RUNNING", workers=11, started_at=NOW - timedelta(hours=1), scaled_up_at=NOW - timedelta(minutes=5))
+    assert "of the last scale-up" in decide(obs([200] * 6), held, S, NOW).reason
+    # an up is never held back by it
+    assert decide(obs([900] * 6, backlog_gb=200, age=400), held, S, NOW).action == "scale"
+
+
 # ---------------------------------------------------------------- cause 4: backlog bytes
 def test_the_backlog_is_the_job_s_exact_data_bytes_not_manifests_times_a_mean() -> None:
     # Given 500 GB waiting in 62 manifests while the recent manifests held 1 GB each on average
@@ -182,11 +198,44 @@ def test_the_backlog_is_the_job_s_exact_data_bytes_not_manifests_times_a_mean() 
 # ---------------------------------------------------------------- cause 5: a batch's length
 @pytest.mark.parametrize(
     ("workers", "rate", "expected"),
-    [(5, None, 4 * 56e6 * 150), (5, 0.74e6, 1024**3), (299, None, 64 * 1024**3)],
+    [(5, None, 4 * 56e6 * 150), (5, 0.74e6, 1024**3), (15, None, 64 * 1024**3), (299, None, 298 * 56e6 * 60)],
 )
 def test_a_run_s_batches_last_a_quarter_of_the_sla_at_most(workers: int, rate: float | None, expected: float) -> None:
-    # its executors clear a batch within 150 s; at least one 1 GiB manifest, at most 64 GiB
+    # its executors clear a batch within 150 s; at least one 1 GiB manifest, at most 64 GiB unless
+    # its executors process more than that in two triggers (then that: intake never below processing)
     assert batch_bytes(workers, Observation(worker_bytes_per_s=rate), S) == int(expected)
+
+
+def _lambda_manifest_bytes(arrival: float) -> float:
+    """The data bytes of the manifests the Lambda writes at ``arrival`` bytes/s, as ``make autoscale``
+    models it: every 10 s what arrived, split evenly into manifests of at most 1 GiB (1,000 objects
+    of 3.5 MB would pass it), at least one object."""
+    flush = max(3.5e6, arrival * 10)
+    return flush / math.ceil(flush / 1024**3)
+
+
+@pytest.mark.parametrize("worker_mb_s", [0.74, 168.0])
+def test_every_size_s_intake_keeps_up_with_its_processing_and_the_arrival_it_was_sized_for(
+    worker_mb_s: float,
+) -> None:
+    """Issue 46: the bytes a trigger of a run takes in (its budget, counted in manifests of the size
+    the Lambda writes, ``contracts.intake``) are never below what its workers process in a trigger,
+    nor below the arrival ``need()`` sized it for, at every size from the minimum to Glue's ceiling."""
+    s = load_settings(job_name="ingest", min_workers=2, max_workers=299, worker_mb_s=worker_mb_s)
+    rate = worker_mb_s * MBS
+    for workers in range(s.min_workers, s.max_workers + 1):
+        processing = (workers - 1) * rate * s.trigger_interval_s
+        # the highest arrival need() sizes this run for (it keeps up at need_utilization)
+        arrival = (workers - 1) * rate * s.need_utilization * 0.999
+        picked, _ = need(obs([arrival / MBS] * 30, rate=rate), s, resizing=False)
+        assert picked <= workers, (workers, picked)
+        budget = batch_bytes(workers, Observation(worker_bytes_per_s=rate), s)
+        most = most_manifests(budget, 100, 1024**3)
+        for size in {_lambda_manifest_bytes(arrival), _lambda_manifest_bytes(arrival / 10), 1024**3}:
+            waiting = [int(size)] * 5000  # a backlog of such manifests
+            taken = manifests_per_trigger(budget, waiting, most=most, unknown_size=1024**3) * int(size)
+            assert taken >= processing, (workers, size, taken, processing)
+            assert taken >= arrival * s.trigger_interval_s, (workers, size)
 
 
 # ---------------------------------------------------------------- cause 6: learned throughput
