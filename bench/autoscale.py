@@ -93,7 +93,14 @@ from pathlib import Path
 from typing import Protocol
 
 from contracts import metrics as M
-from contracts.intake import REPLAN_MIN_S, manifests_per_trigger, most_manifests, replanned
+from contracts.intake import (
+    JOB_MAX_FILES,
+    JOB_MAX_MANIFEST_BYTES,
+    REPLAN_MIN_S,
+    manifests_per_trigger,
+    most_manifests,
+    replanned,
+)
 from glue_processor.local.text import aligned
 from lambdas.control_plane.decision import ACTIVE, Decision, JobView, Observation, batch_bytes, decide
 from lambdas.control_plane.metrics_reader import SETTLE_S
@@ -119,8 +126,8 @@ EXECUTOR_START_S = 60.0
 EXECUTOR_IDLE_S = 60.0
 REVERSAL_S = 900.0
 REVERSAL_HOUR_S = 3600.0
-MAX_MANIFEST_BYTES = 1024**3  # the job's --max_manifest_bytes: the count's assumption when none wait
-MAX_FILES_PER_TRIGGER = 100  # the job's --max_files_per_trigger
+MAX_MANIFEST_BYTES = JOB_MAX_MANIFEST_BYTES  # the count's assumption when none wait
+MAX_FILES_PER_TRIGGER = JOB_MAX_FILES  # raised by the control plane for a bound past it (most_manifests)
 QUERY_RESTART_S = 2.0  # the query started again with a new count (stop between batches, start)
 SIGNAL_BYTES = 256 * 1024**2  # the manifest Lambda signals an invocation that wrote this much (SurgeBytes)
 SIGNAL_INTERVAL_S = 30.0  # at most once per this (per container: the model has one)

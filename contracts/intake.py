@@ -27,9 +27,16 @@ REPLAN_FACTOR = 2.0
 REPLAN_MIN_S = 60.0
 
 
+# The job's defaults (``--max_files_per_trigger``, ``--max_manifest_bytes``: the Lambda's bound).
+JOB_MAX_FILES = 100
+JOB_MAX_MANIFEST_BYTES = 1024**3
+
+
 def most_manifests(budget: int, max_files: int, max_manifest_bytes: int) -> int:
-    """The count's upper bound: ``max_files``, but never so low that full manifests (of
-    ``max_manifest_bytes``) could not fill the budget."""
+    """The count bound a run of byte budget ``budget`` needs: ``max_files``, but never so low that
+    full manifests (of ``max_manifest_bytes``) could not fill the budget. The control plane starts a
+    run with it (``--max_files_per_trigger``) when its budget passes ``max_files`` full manifests;
+    the job takes ``--max_files_per_trigger`` as it is given."""
     if budget <= 0:
         return max_files
     return max(max_files, math.ceil(budget / max_manifest_bytes))

@@ -17,7 +17,6 @@ import json
 import logging
 from urllib.parse import unquote
 
-from contracts.intake import most_manifests
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.settings import JobSettings
 
@@ -42,12 +41,11 @@ def committed_batches(fs: HadoopFS, checkpoint: str) -> int:
 
 def rotate_after_batches(settings: JobSettings) -> int | None:
     """Batches per generation, or None when rotation is off. A trigger takes at most
-    :func:`contracts.intake.most_manifests` manifests (its count follows the manifests' bytes, see
+    ``max_files_per_trigger`` manifests (its count follows the manifests' bytes, see
     ``glue_processor.intake``), so this many batches hold at most ``checkpoint_rotate_manifests``."""
     if not settings.checkpoint_rotate_manifests:
         return None
-    most = most_manifests(settings.max_bytes_per_trigger, settings.max_files_per_trigger, settings.max_manifest_bytes)
-    return max(1, settings.checkpoint_rotate_manifests // most)
+    return max(1, settings.checkpoint_rotate_manifests // settings.max_files_per_trigger)
 
 
 def current_checkpoint(fs: HadoopFS, settings: JobSettings) -> str:

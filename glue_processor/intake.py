@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from contracts.intake import REPLAN_MIN_S, manifests_per_trigger, most_manifests, replanned
+from contracts.intake import REPLAN_MIN_S, manifests_per_trigger, replanned
 from contracts.layout import MANIFEST_SUFFIX, manifest_data_bytes
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.metrics.convert import Backlog
@@ -28,7 +28,7 @@ class Intake:
 
     def __init__(self, settings: JobSettings, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.budget = settings.max_bytes_per_trigger
-        self.most = most_manifests(self.budget, settings.max_files_per_trigger, settings.max_manifest_bytes)
+        self.most = settings.max_files_per_trigger
         self.unknown_size = settings.max_manifest_bytes
         self.running = settings.files_per_trigger
         self._clock = clock

@@ -181,8 +181,8 @@ class JobSettings(BaseModel):
         default=100,
         ge=1,
         le=10_000,
-        description="most manifests per micro-batch (an upper bound; raised to what full manifests need to fill "
-        "the byte budget)",
+        description="most manifests per micro-batch (an upper bound; the count follows the manifests' data bytes "
+        "to the byte budget)",
     )
     max_bytes_per_trigger: int = Field(
         default=16 * 1024 * MIB,

@@ -60,7 +60,13 @@ class LocalJobGateway:
         return []
 
     def start(
-        self, *, workers: int, worker_type: str, auto_scaling: bool, max_bytes_per_trigger: int | None = None
+        self,
+        *,
+        workers: int,
+        worker_type: str,
+        auto_scaling: bool,
+        max_bytes_per_trigger: int | None = None,
+        max_files_per_trigger: int | None = None,
     ) -> str:
         return "local: run `make run` to start"
 

@@ -18,7 +18,13 @@ class JobGateway(Protocol):
     def view(self, *, paused: bool, desired_workers: int | None) -> JobView: ...
     def active_run_ids(self) -> list[str]: ...
     def start(
-        self, *, workers: int, worker_type: str, auto_scaling: bool, max_bytes_per_trigger: int | None = None
+        self,
+        *,
+        workers: int,
+        worker_type: str,
+        auto_scaling: bool,
+        max_bytes_per_trigger: int | None = None,
+        max_files_per_trigger: int | None = None,
     ) -> str: ...
     def stop(self, run_ids: list[str]) -> None: ...
 
@@ -44,12 +50,21 @@ class GlueJobGateway:
         return [r["Id"] for r in self.runs() if r["JobRunState"] in ACTIVE]
 
     def start(
-        self, *, workers: int, worker_type: str, auto_scaling: bool, max_bytes_per_trigger: int | None = None
+        self,
+        *,
+        workers: int,
+        worker_type: str,
+        auto_scaling: bool,
+        max_bytes_per_trigger: int | None = None,
+        max_files_per_trigger: int | None = None,
     ) -> str:
-        """Start a run; ``max_bytes_per_trigger`` overrides the job's default batch bound for it."""
+        """Start a run; ``max_bytes_per_trigger`` and ``max_files_per_trigger`` override the job's
+        default batch bounds for it."""
         args = {"--enable-auto-scaling": "true"} if auto_scaling else {}
         if max_bytes_per_trigger is not None:
             args["--max_bytes_per_trigger"] = str(max_bytes_per_trigger)
+        if max_files_per_trigger is not None:
+            args["--max_files_per_trigger"] = str(max_files_per_trigger)
         try:
             return self.client.start_job_run(
                 JobName=self.job_name,

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from aws_lambda_powertools import Logger
 
 from contracts import metrics as M
+from contracts.intake import JOB_MAX_FILES, JOB_MAX_MANIFEST_BYTES, most_manifests
 from contracts.metrics import Datum, datum
 from lambdas.control_plane.decision import ACTIVE, Decision, JobView, Observation, batch_bytes, decide
 from lambdas.control_plane.exceptions import ControlPlaneError
@@ -271,15 +272,26 @@ class ControlPlane:
             if self.s.worker_mb_s > 0
             else None
         )
+        # the job counts manifests to the bound by their bytes, at most --max_files_per_trigger of
+        # them: a bound past what its default count of full manifests holds raises the count too
+        files = most_manifests(bound, JOB_MAX_FILES, JOB_MAX_MANIFEST_BYTES) if bound else None
+        files = files if files is not None and files > JOB_MAX_FILES else None
         run_id = self.jobs.start(
             workers=self.s.max_workers if auto else workers,
             worker_type=self.s.worker_type,
             auto_scaling=auto,
             max_bytes_per_trigger=bound,
+            max_files_per_trigger=files,
         )
         logger.info(
             "job run started",
-            extra={"run_id": run_id, "workers": workers, "auto_scaling": auto, "max_bytes_per_trigger": bound},
+            extra={
+                "run_id": run_id,
+                "workers": workers,
+                "auto_scaling": auto,
+                "max_bytes_per_trigger": bound,
+                "max_files_per_trigger": files,
+            },
         )
 
     # -- operators ------------------------------------------------------------------------------

@@ -82,3 +82,12 @@ def test_a_new_count_is_always_a_change_by_the_factor(running: int, waiting: lis
     if new is not None:
         assert new >= running * REPLAN_FACTOR or sum(waiting[:running]) > budget * REPLAN_FACTOR
         assert new != running
+
+
+def test_the_job_s_defaults_are_the_ones_the_control_plane_counts_with() -> None:
+    from contracts.intake import JOB_MAX_FILES, JOB_MAX_MANIFEST_BYTES
+    from glue_processor.settings import JobSettings
+
+    fields = JobSettings.model_fields
+    assert fields["max_files_per_trigger"].default == JOB_MAX_FILES
+    assert fields["max_manifest_bytes"].default == JOB_MAX_MANIFEST_BYTES

@@ -7,6 +7,7 @@ runs for real instead of being skipped.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -500,3 +501,23 @@ def test_a_run_started_while_paused_is_stopped_by_the_next_tick(plane: Any) -> N
     # And the operator's start still resumes the job
     assert invoke({"command": "start"})["decision"]["action"] == "start"
     assert runs(plane)[0]["JobRunState"] == "STARTING" and invoke()["decision"]["action"] == "none"
+
+
+def test_a_run_whose_bound_passes_100_full_manifests_is_started_with_the_count_it_needs(plane: Any) -> None:
+    # Issue 46: the job counts manifests to its byte bound, at most --max_files_per_trigger (100) of
+    # them; a bound past 100 full (1 GiB) manifests comes with the count that fills it
+    invoke()
+    first = runs(plane)[0]["Id"]
+    script(first, "RUNNING", ago_s=1800)
+    _put("InputBytes", [(m, 20e9) for m in range(1, 25)], DIMS, unit="Bytes")
+    _put("ProcessingDuration", [(m, 60_000) for m in range(1, 25)], DIMS, unit="Milliseconds")
+    _put("OldestBacklogAge", [(m, 20) for m in range(0, 25)], DIMS, unit="Seconds")
+    invoke()  # learns 333 MB/s per executor
+    assert runs(plane)[0]["Arguments"].get("--max_files_per_trigger") is None  # 2 workers: within 100
+    invoke({"command": "scale", "workers": 10})
+    script(first, "STOPPED", ago_s=0)
+    assert invoke()["decision"]["action"] == "start"
+    args = runs(plane)[0]["Arguments"]
+    bound = int(args["--max_bytes_per_trigger"])
+    assert bound == int(9 * (20e9 / 60) * 30 * 2)  # two triggers of 9 executors' work, past 64 GiB
+    assert args["--max_files_per_trigger"] == str(math.ceil(bound / 1024**3))
