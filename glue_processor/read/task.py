@@ -442,10 +442,18 @@ def _stopped_record(item: FileTask, reason: str, batch_id: int) -> dict[str, Any
 def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec) -> pa.Table:
     """The parsed rows with their lineage and ``_extra``."""
     n = parsed.rows
-    zeros = pa.array(np.zeros(n, dtype=np.int32))
 
     def constant(value: Any, type_: pa.DataType) -> pa.Array:
-        return pa.array([value], type_).take(zeros)
+        # one value in every row, built from its buffers (a take of a one-value array gathers row by row)
+        if value is None:
+            return pa.nulls(n, type_)
+        if pa.types.is_string(type_):
+            data = value.encode("utf-8")
+            if n * len(data) < 2**31:  # int32 offsets (past them, Arrow's take says why it cannot)
+                offsets = np.arange(n + 1, dtype=np.int64) * len(data)
+                return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data * n))
+            return pa.array([value], type_).take(pa.array(np.zeros(n, dtype=np.int32)))
+        return pa.repeat(pa.scalar(value, type_), n)
 
     columns = {f"{_DATA}{k}": c for k, c in zip(parsed.keys, parsed.columns, strict=True)}
     columns.update(

@@ -104,7 +104,12 @@ class PartitionPlan:
         """Each row's partition path (``name=value/...``) as a dictionary array (a batch has few
         partitions), and how many rows have a null value. The transforms run on distinct values
         only: a timestamp is first floored to its unit, so ``day(_ingest_time)`` formats one value
-        per batch, not one per row."""
+        per batch, not one per row; when every field's column holds one value and no null (a
+        batch's ``_ingest_time``, a file's ``_event_time``), the label is made once, not per row."""
+        if len(table) > 1 and all(_one_value(table.column(f.column)) for f in self.fields):
+            one, _ = self.labels(table.slice(0, 1))
+            zeros = pa.array(np.zeros(len(table), dtype=np.int32))
+            return pa.DictionaryArray.from_arrays(zeros, one.dictionary.take(one.indices)), 0
         parts: list[pa.Array] = []
         nulls = pa.array(np.zeros(len(table), dtype=bool))
         for f in self.fields:
@@ -128,6 +133,14 @@ class PartitionPlan:
         label = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "/")
         count = pc.sum(nulls).as_py() or 0
         return pc.dictionary_encode(label), int(count)
+
+
+def _one_value(values: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether a column holds one value in every row (no null): one pass of min and max."""
+    if values.null_count or pa.types.is_nested(values.type):
+        return False
+    bounds = pc.min_max(values)
+    return bool(bounds["min"].is_valid and bounds["min"] == bounds["max"])
 
 
 def path_value(text: str) -> str:

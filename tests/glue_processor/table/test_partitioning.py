@@ -59,6 +59,34 @@ def test_labels_are_the_per_row_formatting(fields: tuple[Field, ...]) -> None:
     assert len(labels.dictionary) == len(set(want))
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [
+        (Field("day", "ts", "ts", "ts_day"),),
+        (Field("identity", "kind", "kind", "kind"),),
+        (Field("day", "ts", "ts", "ts_day"), Field("identity", "kind", "kind", "kind")),
+    ],
+)
+def test_a_column_of_one_value_is_labelled_once_as_per_row(fields: tuple[Field, ...]) -> None:
+    # a batch's _ingest_time: one value in every row (the labels are made once, not per row)
+    table = pa.table(
+        {
+            "ts": pa.array([START] * 5000, pa.timestamp("us", tz="UTC")),
+            "kind": pa.array(["k1"] * 5000),
+        }
+    )
+    plan = PartitionPlan(fields)
+    labels, nulls = plan.labels(table)
+    assert labels.to_pylist() == per_row(plan, table) and nulls == 0
+    assert len(labels.dictionary) == 1
+    # one row differs, or one is null: per row again
+    for odd in (START + timedelta(days=1), None):
+        varied = table.set_column(0, "ts", pa.array([START] * 4999 + [odd], pa.timestamp("us", tz="UTC")))
+        labels, nulls = plan.labels(varied)
+        want = per_row(plan, varied)
+        assert labels.to_pylist() == want and nulls == sum(f"={NULL}" in label for label in want)
+
+
 def test_demoted_rows_are_in_the_null_partition_with_their_values_in_extra() -> None:
     from decimal import Decimal
 
