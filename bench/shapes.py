@@ -88,6 +88,63 @@ def deep_spaced(rng: random.Random, seq: int) -> str:
     return json.dumps({"id": seq, "tree": node, "meta": {"a": [1, 2, 3], "b": {"c": None}}})
 
 
+def tiny(rng: random.Random, seq: int) -> str:
+    # ~60 B: a counter or a sensor reading
+    return json.dumps({"id": seq, "k": rng.choice("abc"), "v": rng.randint(0, 10**6)}, separators=(",", ":"))
+
+
+def crlf(rng: random.Random, seq: int) -> str:
+    # a Windows producer: every line ends CR LF (write_ndjson adds the LF)
+    return compact(rng, seq) + "\r"
+
+
+def audit(rng: random.Random, seq: int) -> str:
+    # an audit log record (CloudTrail-like): nested identity, request and response objects, ~1.2 KB
+    rec = {
+        "eventVersion": "1.09",
+        "eventTime": f"2026-11-22T{seq % 24:02d}:{seq % 60:02d}:{(seq * 7) % 60:02d}Z",
+        "eventSource": rng.choice(("s3.amazonaws.com", "iam.amazonaws.com", "sts.amazonaws.com")),
+        "eventName": rng.choice(("GetObject", "PutObject", "AssumeRole", "ListBuckets")),
+        "awsRegion": rng.choice(("eu-west-1", "us-east-1")),
+        "sourceIPAddress": f"10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(0, 255)}",
+        "userAgent": "aws-sdk-java/2.25.1 Linux/5.10 OpenJDK_64-Bit_Server_VM/17.0.10",
+        "userIdentity": {
+            "type": "AssumedRole",
+            "principalId": f"AROA{rng.randbytes(8).hex().upper()}:session-{seq}",
+            "arn": f"arn:aws:sts::123456789012:assumed-role/app-{rng.randint(1, 40)}/session-{seq}",
+            "sessionContext": {"attributes": {"creationDate": "2026-11-22T00:00:00Z", "mfaAuthenticated": "false"}},
+        },
+        "requestParameters": {"bucketName": f"bucket-{rng.randint(1, 20)}", "key": f"p/{rng.randbytes(12).hex()}"},
+        "responseElements": None,
+        "requestID": rng.randbytes(8).hex().upper(),
+        "eventID": str(rng.randbytes(16).hex()),
+        "readOnly": rng.random() < 0.7,
+        "resources": [{"type": "AWS::S3::Object", "ARN": f"arn:aws:s3:::bucket/{rng.randbytes(6).hex()}"}],
+        "eventType": "AwsApiCall",
+        "recipientAccountId": "123456789012",
+        "tlsDetails": {"tlsVersion": "TLSv1.3", "cipherSuite": "TLS_AES_128_GCM_SHA256"},
+    }
+    return json.dumps(rec, separators=(",", ":"))
+
+
+_CJK = "東京大阪京都日本語中文字符한국어😀🚀🎉✨"
+
+
+def blobs(rng: random.Random, seq: int) -> str:
+    # emoji and CJK text, and now and then a 1 MB blob in one value
+    size = 1_000_000 if seq % 400 == 0 else rng.randint(50, 400)
+    text = "".join(rng.choice(_CJK) for _ in range(size // 3))
+    return json.dumps({"id": seq, "lang": rng.choice(("ja", "zh", "ko")), "text": text}, ensure_ascii=False)
+
+
+_MIXED = (compact, small, audit, dumps_defaults, deep_spaced)
+
+
+def mixed(rng: random.Random, seq: int) -> str:
+    # several producers into one prefix: each line one of their shapes
+    return rng.choice(_MIXED)(rng, seq)
+
+
 SHAPES: dict[str, Callable[[random.Random, int], str]] = {
     "compact": compact,
     "dumps-defaults": dumps_defaults,
@@ -97,6 +154,11 @@ SHAPES: dict[str, Callable[[random.Random, int], str]] = {
     "wide-180-keys": wide,
     "sparse-keys": sparse,
     "deep-spaced": deep_spaced,
+    "tiny-records": tiny,
+    "crlf": crlf,
+    "audit-logs": audit,
+    "emoji-cjk-blobs": blobs,
+    "mixed": mixed,
 }
 
 

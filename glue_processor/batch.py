@@ -136,11 +136,16 @@ class ManifestBatchJob:
         self.fenced = False  # set when another run committed a batch first: this run stops
         self.interrupted = False  # stopped by a signal between batches: what was listed may not be drained
         self.sleep: Any = None  # how publication waits between attempts (None: time.sleep; tests: no wait)
+        self.steps = Stages()  # the latest batch's driver steps, timed (bench/stream.py reports them)
 
     # -- the stream's side ------------------------------------------------------------------
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        rows = batch_df.select("manifest_uri", "value").collect()
+        self.steps = Stages()
+        t0 = time.monotonic()
+        with self.steps("collect"):
+            rows = batch_df.select("manifest_uri", "value").collect()
         self.run([(r.manifest_uri, r.value) for r in rows], batch_id)
+        self.steps.seconds["total"] = round(time.monotonic() - t0, 3)
 
     def start(self) -> None:
         """Before the stream starts: open the tables, so a wrong catalog or table stops the job at
@@ -238,25 +243,28 @@ class ManifestBatchJob:
         A batch that raises is counted; after ``max_batch_attempts`` failures its manifests are
         quarantined with the last error and the stream moves on (poison manifests).
         """
-        if not self._resumed:
-            self._resumed = True
-            self.resume()
-        self.publisher().retry_deferred(self.committer)
-        self._hold_pending()
-        committer = self.committer()
-        existing = committer.load(batch_id)
+        with self.steps("prepare"):
+            if not self._resumed:
+                self._resumed = True
+                self.resume()
+            self.publisher().retry_deferred(self.committer)
+            self._hold_pending()
+            committer = self.committer()
+            existing = committer.load(batch_id)
         if existing is not None:
             return self._finish(existing, committer)
-        failures = Failures(self.fs, self.settings.output_uri, self.query_id)
-        failed = failures.get(batch_id)
+        with self.steps("prepare"):
+            failures = Failures(self.fs, self.settings.output_uri, self.query_id)
+            failed = failures.get(batch_id)
         if failed["count"] >= self.settings.max_batch_attempts:
             reason = f"poison: the batch failed {failed['count']} times; last error: {failed['error']}"
             logger.error("quarantining poison manifests", extra={"batch_id": batch_id, "manifests": len(manifests)})
             return self._run(poison_plan(manifests, reason), batch_id, committer)
         try:
-            window = self.mirror.window(self.memory.ingested)
-            plan = plan_batch(manifests, self.settings, ingested=window, route=self.routes.table_of)
-            replacing = self.mirror.plan(plan, self.tables, spark_map=self._spark_map)
+            with self.steps("plan"):
+                window = self.mirror.window(self.memory.ingested)
+                plan = plan_batch(manifests, self.settings, ingested=window, route=self.routes.table_of)
+                replacing = self.mirror.plan(plan, self.tables, spark_map=self._spark_map)
             return self._run(plan, batch_id, committer, replacing=replacing)
         except FencedOut:
             # another run committed this batch: not a failure of the batch, and this run must stop
@@ -349,7 +357,8 @@ class ManifestBatchJob:
             stage_s=stages.seconds,
         )
         committing = time.monotonic()
-        committer.commit(record)
+        with self.steps("commit_record"):
+            committer.commit(record)
         self.committed.append(record)
         return self._finish(record, committer, written, since=committing)
 
@@ -455,7 +464,8 @@ class ManifestBatchJob:
         if not fresh:
             logger.info("batch already committed; finishing publication", extra={"batch_id": record.batch_id})
         publishing = time.monotonic() if since is None else since
-        settlements = self.publisher().publish(record, committer, written, fresh=fresh)
+        with self.steps("publish"):
+            settlements = self.publisher().publish(record, committer, written, fresh=fresh)
         self.last_commit_ms = (time.monotonic() - publishing) * 1000
         faults.hit("after-batch")
         snapshots = [s.snapshot for s in settlements if s.snapshot is not None]
@@ -463,16 +473,17 @@ class ManifestBatchJob:
         abandoned = {s.table for s in settlements if s.settled == "abandoned"}
         if fresh:
             self.memory.published(record, abandoned=abandoned)
-        report(
-            self.metrics,
-            record,
-            commit_ms=self.last_commit_ms,
-            settlements=settlements,
-            tables=self.tables.stats(),
-            table_of=self.routes.name,
-            deferred=self._deferred_count(),
-            max_partitions=self.settings.max_partitions_per_batch,
-        )
+        with self.steps("report"):
+            report(
+                self.metrics,
+                record,
+                commit_ms=self.last_commit_ms,
+                settlements=settlements,
+                tables=self.tables.stats(),
+                table_of=self.routes.name,
+                deferred=self._deferred_count(),
+                max_partitions=self.settings.max_partitions_per_batch,
+            )
         if record.stats.partitions > self.settings.max_partitions_per_batch:
             logger.warning(
                 "batch wrote more partitions than --max_partitions_per_batch (all written, exactly once; each costs "

@@ -1,0 +1,220 @@
+"""``make bench`` (the stream's rows): the job as it streams, per producer shape, on one core.
+
+For each shape, two manifests of ~120 MB of NDJSON go through the real query (``run_query``: the
+file source, ``foreachBatch``, the commit record, the table and load-history commits, metrics), one
+batch each, in a fresh process pinned to one CPU with ``local[1]``. The second batch is warm (the JVM,
+the modules and the table open, as a 24/7 job's batches are). Per warm batch it reports:
+
+- ``BatchDuration`` (Spark's ``triggerExecution``: everything the stream pays for the batch) and the
+  MB/s per core it makes;
+- the parallel part: the stages that run as Spark tasks (``read_parse_write``, ``write``);
+- the serial part: all the rest, on the driver while executors wait (Spark's offsets, WAL and
+  planning, the manifests' collect and plan, the commit record, the table and history commits,
+  the report), itemised as far as the job times it.
+
+``python -m bench.stream [--shapes a,b] [--mb 120] [--cores 1]``; rows slowest first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.shapes import SHAPES, generate
+from glue_processor.local.text import aligned
+
+MB = 1024 * 1024
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / ".bench" / "stream"
+FILE_MB = 8
+
+
+def _manifests(files: list[Path], into: Path, parts: int) -> None:
+    """``parts`` manifests over ``files``, named as the Lambda names them, a second apart."""
+    import hashlib
+    from datetime import UTC, datetime
+
+    from contracts.layout import manifest_key
+    from contracts.manifest import Manifest, ManifestEntry
+
+    into.mkdir(parents=True, exist_ok=True)
+    per = max(1, len(files) // parts)
+    for n in range(parts):
+        chunk = files[n * per : (n + 1) * per] if n < parts - 1 else files[n * per :]
+        entries = [
+            ManifestEntry(
+                bucket=p.parent.name,
+                key=p.name,
+                size=p.stat().st_size,
+                etag=hashlib.md5(p.name.encode()).hexdigest(),
+                event_time=datetime.now(UTC),
+            )
+            for p in chunk
+        ]
+        manifest = Manifest.of(entries)
+        path = into / manifest_key("", manifest)
+        path.write_bytes(manifest.to_json())
+        os.utime(path, (1_700_000_000 + n, 1_700_000_000 + n))
+
+
+def child(data: Path, out: Path, cores: str, batch_mb: int) -> dict[str, Any]:
+    """One shape's two batches through the real query; the figures of each batch."""
+    from bench.batch import local_job
+    from glue_processor.local.session import local_session
+    from glue_processor.main import run_query
+    from glue_processor.settings import settings_from_mapping
+
+    files = sorted(data.glob("*.json"))
+    _manifests(files, out / "manifests", 2)
+    budget = str(int(batch_mb * 1.5 * MB))  # one manifest a trigger
+    settings = settings_from_mapping(
+        local_job(
+            out,
+            objects=data.parent,
+            trigger="available-now",
+            max_bytes_per_trigger=budget,
+            max_manifest_bytes=budget,
+            metrics_sinks="jsonl",
+            metrics_jsonl_path=str(out / "metrics.jsonl"),
+        )
+    )
+    spark = local_session("bench-stream", cores=cores, driver_memory="4g", quiet=True)
+    jobs = run_query(spark, settings)
+    spark.stop()
+    records = {r.batch_id: r for job in jobs for r in job.committed}
+    steps = jobs[-1].steps.seconds  # the last batch's driver steps
+    progress = {int(p["batchId"]): p for job in jobs for p in job.progress}
+    commits = [
+        json.loads(line)["value"]
+        for line in (out / "metrics.jsonl").read_text().splitlines()
+        if json.loads(line)["name"] == "TableCommitDuration"
+    ]
+    out_rows = []
+    for batch_id in sorted(records):
+        r, p = records[batch_id], progress.get(batch_id, {})
+        d = p.get("durationMs", {})
+        stages = dict(r.stats.stage_s)
+        parallel = stages.get("read_parse_write", 0.0) + stages.get("write", 0.0)
+        total = d.get("triggerExecution", 0) / 1000
+        out_rows.append(
+            {
+                "batch": batch_id,
+                "mb": r.stats.input_bytes / MB,
+                "batch_s": total,
+                "add_batch_s": d.get("addBatch", 0) / 1000,
+                "spark_s": (d.get("triggerExecution", 0) - d.get("addBatch", 0)) / 1000,
+                "parallel_s": parallel,
+                "serial_s": total - parallel,
+                "stages": stages,
+                "job_s": r.stats.duration_s,
+                "commit_ms": commits[len(out_rows)] if len(commits) == len(records) else None,
+                "records": r.stats.records_out,
+                "spark": d,
+                "steps": steps if batch_id == max(records) else {},
+            }
+        )
+    return {"batches": out_rows}
+
+
+STAGE_HEADERS = [
+    "shape",
+    "Spark: offsets, plan, WAL",
+    "foreachBatch",
+    "collect",
+    "plan",
+    "parse (tasks)",
+    "write (tasks)",
+    "record",
+    "publish",
+    "report",
+]
+
+
+def stage_row(shape: str, w: dict[str, Any]) -> list[str]:
+    """A warm batch's time by stage: Spark's own steps (its trigger less ``addBatch``), the Python
+    callback's entry (``addBatch`` less the job's own time), then the job's driver steps and stages."""
+    steps, stages = w.get("steps", {}), w["stages"]
+    callback = w["add_batch_s"] - steps.get("total", w["add_batch_s"])
+    return [
+        shape,
+        f"{w['spark_s']:.2f}",
+        f"{callback:.2f}",
+        f"{steps.get('collect', 0):.2f}",
+        f"{steps.get('prepare', 0) + steps.get('plan', 0):.2f}",
+        f"{stages.get('read_parse_write', 0):.2f}",
+        f"{stages.get('write', 0):.2f}",
+        f"{steps.get('commit_record', 0):.3f}",
+        f"{steps.get('publish', 0):.3f}",
+        f"{steps.get('report', 0):.3f}",
+    ]
+
+
+def measure(shape: str, *, mb: int, cores: str) -> dict[str, Any]:
+    data = DATA / shape / "bkt"
+    generate(data, shape, total_mb=2 * mb, file_mb=FILE_MB)
+    out = DATA / "runs" / f"{shape}-{cores}"
+    shutil.rmtree(out, ignore_errors=True)
+    cpus = ",".join(str(c) for c in range(int(cores)))
+    pin = ["taskset", "-c", cpus] if shutil.which("taskset") else []
+    cmd = [sys.executable, "-m", "bench.stream", "--child", str(data), "--out", str(out), "--cores", cores]
+    proc = subprocess.run([*pin, *cmd, "--mb", str(mb)], cwd=ROOT, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{shape} failed:\n{proc.stderr[-4000:]}")
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return {"shape": shape, **lines[-1]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.stream", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--shapes", default=",".join(SHAPES))
+    p.add_argument("--mb", type=int, default=120, help="MB per batch (two batches per shape)")
+    p.add_argument("--cores", default="1")
+    p.add_argument("--json", type=Path, default=ROOT / ".bench" / "stream.json")
+    p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child, args.out, args.cores, args.mb)), flush=True)
+        return 0
+    results = [measure(s, mb=args.mb, cores=args.cores) for s in args.shapes.split(",") if s]
+    rows = []
+    for r in results:
+        warm = r["batches"][-1]
+        rows.append((warm["mb"] / warm["batch_s"] / int(args.cores), r["shape"], warm))
+    rows.sort(key=lambda x: x[0])
+    headers = ["shape", "MB", "BatchDuration s", "MB/s/core", "parallel s", "serial s", "Spark s", "commit ms"]
+    table = [
+        [
+            shape,
+            f"{w['mb']:.0f}",
+            f"{w['batch_s']:.2f}",
+            f"{rate:.1f}",
+            f"{w['parallel_s']:.2f}",
+            f"{w['serial_s']:.2f}",
+            f"{w['spark_s']:.2f}",
+            f"{w['commit_ms']:.0f}" if w["commit_ms"] is not None else "-",
+        ]
+        for rate, shape, w in rows
+    ]
+    print(f"the stream, warm batch of ~{args.mb} MB per shape on {args.cores} core(s), slowest first")
+    print(aligned(headers, table, left=1))
+    print("\nwhere a warm batch's time goes (s), slowest first")
+    print(aligned(STAGE_HEADERS, [stage_row(shape, w) for _, shape, w in rows], left=1))
+    serial = sorted(w["serial_s"] for _, _, w in rows)
+    print(
+        "\nserial cost of a warm batch (all but its parallel parse and write): "
+        f"median {serial[len(serial) // 2]:.2f} s, {serial[0]:.2f}-{serial[-1]:.2f} s over {len(serial)} shapes"
+    )
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
