@@ -87,6 +87,12 @@ class JobSettings(BaseModel):
         description="Iceberg table (same database) of every object version a batch accepted, with its outcome, "
         "rows, batch and snapshot, appended with the batch ('' for none; iceberg only)",
     )
+    quarantine_table: Annotated[str, AfterValidator(not_reserved)] = Field(
+        default="quarantine",
+        pattern=r"^[a-z0-9_]{0,255}$",
+        description="Iceberg table (same database) of every quarantined line, object and manifest: the table it "
+        "was meant for, where, why, its raw text's first 64 KiB; appended with the batch ('' for none; iceberg only)",
+    )
     on_overwrite: OnOverwrite | None = Field(
         default=None,
         description="a new version of a key the table loaded: replace (its rows in the commit that adds the new "
@@ -264,6 +270,8 @@ class JobSettings(BaseModel):
             raise ValueError("on_overwrite replace or tail, and on_delete retract, need table_format iceberg")
         if self.load_history_table and self.load_history_table == self.table_name:
             raise ValueError("load_history_table must differ from table_name")
+        if self.quarantine_table and self.quarantine_table in (self.table_name, self.load_history_table):
+            raise ValueError("quarantine_table must differ from table_name and load_history_table")
         if "jsonl" in self.metrics_sinks and not self.metrics_jsonl_path:
             raise ValueError("metrics_sinks includes jsonl: set metrics_jsonl_path")
         if "{bucket}" not in self.source_uri_template or "{key}" not in self.source_uri_template:

@@ -396,7 +396,7 @@ def destroy_stack(
             clients.s3,
             output_bucket,
             database,
-            [table, teardown.LOAD_HISTORY],
+            [table, teardown.LOAD_HISTORY, teardown.QUARANTINE],
             dynamodb=clients.dynamodb,
             index=kept.index_table_name(stack),
         )
@@ -410,7 +410,9 @@ def destroy_stack(
     routed = teardown.routed_tables(clients.s3, previous.get("RoutesUri", "")) if drop_data else []
     resources = cfn_stack.physical_ids(clients.cfn, stack)
     keep = kept.of_stack(
-        resources, database=database, tables=list(dict.fromkeys([table, teardown.LOAD_HISTORY, *routed]))
+        resources,
+        database=database,
+        tables=list(dict.fromkeys([table, teardown.LOAD_HISTORY, teardown.QUARANTINE, *routed])),
     )
     if empty or drop_data:
         emptied = [b for b in teardown.buckets_of(resources) if b != keep.bucket]

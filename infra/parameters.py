@@ -85,12 +85,13 @@ def apply(template: dict[str, Any]) -> None:
 
 
 def table_name_pattern() -> str:
-    """contracts.routing's table names, less the job's own folders and its load history's name (a
-    table of the same database, beside the stack's)."""
+    """contracts.routing's table names, less the job's own folders and its own tables' names (the load
+    history and the quarantine, tables of the same database, beside the stack's)."""
     from contracts.routing import RESERVED_TABLE_NAMES, TABLE_NAME_PATTERN
     from glue_processor.settings import JobSettings
 
-    taken = sorted({*RESERVED_TABLE_NAMES, JobSettings.model_fields["load_history_table"].default})
+    own = (JobSettings.model_fields[f].default for f in ("load_history_table", "quarantine_table"))
+    taken = sorted({*RESERVED_TABLE_NAMES, *own})
     return "^(?!(" + "|".join(map(re.escape, taken)) + ")$)" + TABLE_NAME_PATTERN.removeprefix("^")
 
 

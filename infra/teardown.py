@@ -194,8 +194,10 @@ def catalog_left_behind(glue: Any, database: str) -> str | None:
     return f"Glue database {database}"
 
 
-# The job's load history, a table it creates beside its own (JobSettings.load_history_table's default).
+# The job's load history and quarantine, tables it creates beside its own (JobSettings.load_history_table's
+# and quarantine_table's defaults).
 LOAD_HISTORY = "load_history"
+QUARANTINE = "quarantine"
 
 
 def routed_tables(s3: Any, uri: str) -> list[str]:
@@ -212,12 +214,12 @@ def routed_tables(s3: Any, uri: str) -> list[str]:
 
 
 def drop_catalog(glue: Any, database: str, table: str, *, also: Sequence[str] = ()) -> None:
-    """Delete the table, the job's load history and the tables of its routing file (``also``), then
-    the database when nothing else is left in it. The tables' files stay in S3 (an Iceberg table
+    """Delete the table, the job's load history and quarantine and the tables of its routing file
+    (``also``), then the database when nothing else is left in it. The tables' files stay in S3 (an Iceberg table
     dropped from the Glue catalog keeps its metadata and data files)."""
     steps: list[tuple[str, Any]] = [
         (f"table {database}.{name}", lambda name=name: glue.delete_table(DatabaseName=database, Name=name))
-        for name in dict.fromkeys((table, LOAD_HISTORY, *also))
+        for name in dict.fromkeys((table, LOAD_HISTORY, QUARANTINE, *also))
     ]
     steps.append((f"database {database}", lambda: _drop_if_empty(glue, database)))
     for what, call in steps:

@@ -157,6 +157,8 @@ class Publisher:
             for s in settlements:
                 if s.settled == "published" and s.table in set_aside:
                     history.publish(shown, snapshots, part=self.tables.routes.name(s.table))
+        if self.tables.quarantine is not None and record.quarantine_files:
+            self.tables.quarantine.publish(record)  # before settle() moves the files: read where staged
         committer.settle(record)
         return settlements
 

@@ -2,7 +2,8 @@
 
 Every table of the run is a view under three names: ``events``, ``ingest.events`` (the local
 database) and ``ndjson_ingest.events`` (the stack's database, as Athena names it), so the README's
-queries run here as printed. The load history is ``load_history`` under the same three names. Beside
+queries run here as printed. The load history is ``load_history`` and the quarantine ``quarantine``,
+each under the same three names. Beside
 them: ``partitions``, ``files`` and ``snapshots`` (also ``meta.partitions`` and so on, the only names
 when a table of the user's is called so), one row per partition (with its spec: a table whose
 partitioning changed has both), data file and snapshot of each table (a column ``table`` says whose).
@@ -38,6 +39,7 @@ from glue_processor.table.catalog import open_catalog
 from glue_processor.table.read import local_file, published_files
 
 LOAD_HISTORY = "load_history"  # JobSettings.load_history_table's default: make run's
+QUARANTINE = "quarantine"  # JobSettings.quarantine_table's default: make run's
 LOCAL_DATABASE = "ingest"  # JobSettings.database's default: make run's
 DEFAULT_SQL = 'SELECT "table", partition, spec_id, rows, files, mb FROM meta.partitions ORDER BY "table", partition'
 # hive-parquet: no metadata to count rows from; files and MB per dt= directory
@@ -63,10 +65,11 @@ def connect(output: Path, *, database: str = LOCAL_DATABASE, table_name: str = "
     for name in names:
         files = published_files(output, database=database, table_name=name)
         _views(con, schemas, name, _reader([str(f) for f in files]))
-    history = _load(catalog, database, LOAD_HISTORY)
-    if history is not None:
-        con.register("_load_history", history.scan().to_arrow())
-        _views(con, schemas, LOAD_HISTORY, "_load_history")
+    for own in (LOAD_HISTORY, QUARANTINE):  # the job's own tables
+        found = _load(catalog, database, own)
+        if found is not None:
+            con.register(f"_{own}", found.scan().to_arrow())
+            _views(con, schemas, own, f"_{own}")
     parts, files, snaps = [], [], []
     for name, table in tables.items():
         if table is None:
@@ -88,7 +91,8 @@ def _table_names(catalog: Catalog | None, database: str) -> list[str]:
     if catalog is None:
         return []
     with contextlib.suppress(NoSuchNamespaceError):
-        return sorted(ident[-1] for ident in catalog.list_tables(database) if ident[-1] != LOAD_HISTORY)
+        names = (ident[-1] for ident in catalog.list_tables(database))
+        return sorted(n for n in names if n not in (LOAD_HISTORY, QUARANTINE))
     return []
 
 

@@ -128,7 +128,7 @@ def render(report: RunReport, *, here: Path | None = None) -> str:
         )
     workdir = rel(report.workdir)
     out.append(
-        f"query: make query WORKDIR={workdir} [SQL=...]; quarantine records: {rel(report.workdir / 'quarantine')}; "
+        f"query: make query WORKDIR={workdir} [SQL=...] (load_history and quarantine too); "
         f"metrics: make metrics WORKDIR={workdir}"
     )
     return "\n".join(out)

@@ -90,6 +90,8 @@ def resolve(settings: JobSettings, routing: Routing, *, source: str = "--routes"
         where = f"{source}: table {name!r}"
         if name == settings.load_history_table:
             raise ConfigError(f"{where}: the load history's name (--load_history_table); choose another")
+        if name == settings.quarantine_table:
+            raise ConfigError(f"{where}: the quarantine table's name (--quarantine_table); choose another")
         document = spec.schema_document()
         declared = parse_schema(document, source=f"{where} columns") if document else None
         try:

@@ -157,7 +157,13 @@ def _table_of(record: CommitRecord, source: SourceRecord, legacy: str) -> str | 
 
 
 def ensure_history_table(catalog: Catalog, database: str, name: str, *, location: str) -> Table:
-    """Load the load-history table, creating it (partitioned by the commit date) on first use.
+    """Load the load-history table, creating it (partitioned by the commit date) on first use."""
+    return ensure_dated_table(catalog, database, name, SCHEMA, location=location)
+
+
+def ensure_dated_table(catalog: Catalog, database: str, name: str, schema: pa.Schema, *, location: str) -> Table:
+    """Load a table of the job's own (the load history, the quarantine), creating it on first use,
+    partitioned by its ``commit_date``.
 
     An identity partition on a date column, not ``day(commit_time)``: pyiceberg computes a day
     transform with pyiceberg-core, which Glue does not provide."""
@@ -169,12 +175,12 @@ def ensure_history_table(catalog: Catalog, database: str, name: str, *, location
     with contextlib.suppress(NamespaceAlreadyExistsError):
         catalog.create_namespace(database)
     try:
-        table = catalog.create_table(identifier, schema=SCHEMA, location=location, properties=TABLE_PROPERTIES)
+        table = catalog.create_table(identifier, schema=schema, location=location, properties=TABLE_PROPERTIES)
     except TableAlreadyExistsError:  # another run created it first
         return catalog.load_table(identifier)
     with table.update_spec() as spec:
         spec.add_field("commit_date", IdentityTransform(), "commit_date")
-    logger.info("created the load-history table", extra={"table": f"{database}.{name}", "location": location})
+    logger.info("created a table of the job's", extra={"table": f"{database}.{name}", "location": location})
     return table
 
 
@@ -235,23 +241,41 @@ class LoadHistory:
         part: str,
         replaced: Collection[str] = (),
     ) -> None:
-        table = self._table()
-        table.refresh()
-        if find_snapshot(table.metadata, record.query_id, record.batch_id, part=part) is not None:
-            return
-        rows = history_rows(record, sources, database=self.database, legacy=self.legacy, snapshots=snapshots)
-        if replaced:
+        def rows() -> pa.Table:
+            new = history_rows(record, sources, database=self.database, legacy=self.legacy, snapshots=snapshots)
+            if not replaced:
+                return new
             old = replaced_rows(record, replaced, database=self.database, legacy=self.legacy, snapshots=snapshots)
-            rows = pa.concat_tables([rows, old])
-        properties = {QUERY_ID: record.query_id, BATCH_ID: str(record.batch_id), ATTEMPT: record.attempt, PART: part}
-        try:
-            committing = guarded(table, record.query_id, record.batch_id, part)
-            with transaction(committing) as tx:
-                tx.append(rows, snapshot_properties=properties)
-        except BatchAppended:  # another run appended it between the refresh and the commit
-            table.refresh()
-            if find_snapshot(table.metadata, record.query_id, record.batch_id, part=part) is None:
-                raise
-            return
-        table.metadata, table.metadata_location = committing.metadata, committing.metadata_location
-        expire_now_and_then(table, record.batch_id, self.snapshot_retention, self._cadence)
+            return pa.concat_tables([new, old])
+
+        append_once(self._table(), record, rows, part=part, retention=self.snapshot_retention, cadence=self._cadence)
+
+
+def append_once(
+    table: Table,
+    record: CommitRecord,
+    rows: Callable[[], pa.Table],
+    *,
+    part: str,
+    retention: timedelta,
+    cadence: ExpiryCadence,
+) -> None:
+    """Append ``rows()`` for ``record``'s batch (and ``part``) to a table of the job's own (the load
+    history, the quarantine) unless it has them: the snapshot summary names the query, batch and
+    part, and a guard refuses a second append, so a replay appends only what is missing. The rows
+    are made only when they are to be appended."""
+    table.refresh()
+    if find_snapshot(table.metadata, record.query_id, record.batch_id, part=part) is not None:
+        return
+    properties = {QUERY_ID: record.query_id, BATCH_ID: str(record.batch_id), ATTEMPT: record.attempt, PART: part}
+    try:
+        committing = guarded(table, record.query_id, record.batch_id, part)
+        with transaction(committing) as tx:
+            tx.append(rows(), snapshot_properties=properties)
+    except BatchAppended:  # another run appended it between the refresh and the commit
+        table.refresh()
+        if find_snapshot(table.metadata, record.query_id, record.batch_id, part=part) is None:
+            raise
+        return
+    table.metadata, table.metadata_location = committing.metadata, committing.metadata_location
+    expire_now_and_then(table, record.batch_id, retention, cadence)

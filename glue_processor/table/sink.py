@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from contracts.exceptions import ConfigError
-from contracts.ledger import CommitRecord, TableShare
+from contracts.ledger import CommitRecord, PublishedFile, TableShare
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.plan.routes import Routes, TableConfig
 from glue_processor.settings import JobSettings
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from glue_processor.table.datafiles import StatsPlan, WrittenFile
     from glue_processor.table.declared import DeclaredSchema
     from glue_processor.table.history import LoadHistory
+    from glue_processor.table.quarantine import QuarantineTable
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ class Sink(Protocol):
 
 
 class Tables:
-    """The job's tables: a sink per table, made on first use, and the load history."""
+    """The job's tables: a sink per table, made on first use, the load history and the quarantine."""
 
     def __init__(self, settings: JobSettings, fs: HadoopFS, routes: Routes) -> None:
         self.settings, self.fs, self.routes = settings, fs, routes
@@ -93,6 +94,7 @@ class Tables:
         self._catalogs: list[Any] = []
         self._catalog_lock = threading.Lock()
         self.history = history_for(settings, self.catalog) if settings.table_format == "iceberg" else None
+        self.quarantine = quarantine_for(settings, self.catalog, fs) if settings.table_format == "iceberg" else None
 
     def config(self, table: str) -> TableConfig:
         """A table's configuration; a table the routing no longer names (a share committed before the
@@ -145,6 +147,8 @@ class Tables:
                 )
         if self.history is not None:
             self.history.open()
+        if self.quarantine is not None:
+            self.quarantine.open()
 
     def stats(self) -> dict[str, dict[str, int]]:
         """Each table's size as of its last publication (a table out of reach: left out)."""
@@ -244,6 +248,38 @@ def history_for(settings: JobSettings, catalog: Callable[[], Any]) -> LoadHistor
 
     return LoadHistory(
         table,
+        database=settings.database,
+        legacy=settings.table_name,
+        snapshot_retention=timedelta(hours=settings.snapshot_retention_hours),
+    )
+
+
+def quarantine_for(settings: JobSettings, catalog: Callable[[], Any], fs: HadoopFS) -> QuarantineTable | None:
+    """The quarantine table (``--quarantine_table``; '' for none), read from the batch's quarantine
+    files where they are (staged until the batch settles, then in place)."""
+    if not settings.quarantine_table:
+        return None
+    from glue_processor.table.history import ensure_dated_table
+    from glue_processor.table.quarantine import SCHEMA, QuarantineTable
+
+    name = settings.quarantine_table
+    opened: list[Any] = []
+    lock = threading.Lock()
+
+    def table():  # type: ignore[no-untyped-def]
+        with lock:
+            if not opened:
+                opened.append(
+                    ensure_dated_table(catalog(), settings.database, name, SCHEMA, location=settings.location_of(name))
+                )
+            return opened[0]
+
+    def read(f: PublishedFile) -> bytes:
+        return fs.read_bytes(f.staged if fs.exists(f.staged) else f.final)
+
+    return QuarantineTable(
+        table,
+        read,
         database=settings.database,
         legacy=settings.table_name,
         snapshot_retention=timedelta(hours=settings.snapshot_retention_hours),

@@ -14,8 +14,9 @@ from lambdas.control_plane.settings import ControlSettings
 
 
 def job_tables(s: ControlSettings, s3: Any) -> list[str]:
-    """The load history and every table of the routing file (the stack's own table included)."""
-    tables = [s.load_history_table] if s.load_history_table else []
+    """The load history, the quarantine and every table of the routing file (the stack's own table
+    included)."""
+    tables = [t for t in (s.load_history_table, s.quarantine_table) if t]
     if s.routes_uri:
         tables += routed_tables(s3, s.routes_uri)
     return tables

@@ -79,6 +79,9 @@ class ControlSettings(BaseSettings):
     load_history_table: str | None = Field(
         default=None, description="the job's load-history table: its optimizers are created and watched too"
     )
+    quarantine_table: str | None = Field(
+        default=None, description="the job's quarantine table: its optimizers are created and watched too"
+    )
     optimizer_role_arn: str | None = Field(
         default=None, description="the role of the optimizers the control plane creates (unset: it creates none)"
     )

@@ -110,6 +110,9 @@ def test_kill_9_mid_run_then_resume_gives_each_record_once(tmp_path: Path) -> No
     data, work = tmp_path / "data", tmp_path / "work"
     files = {f"f{i:03d}.json": [{"id": i * 100 + j} for j in range(50)] for i in range(24)}
     write_tree(data, files)
+    for rel in files:  # and a malformed last line in each: a quarantine record (line 51) per file
+        with (data / rel).open("ab") as f:
+            f.write(b"{not json\n")
     args = ["--data", str(data), "--workdir", str(work), "--sqs-batch-size", "2", "--max-files-per-trigger", "1"]
 
     proc = subprocess.Popen(
@@ -135,6 +138,11 @@ def test_kill_9_mid_run_then_resume_gives_each_record_once(tmp_path: Path) -> No
     want = sorted((f"s3://local-landing/{rel}", n + 1) for rel, recs in files.items() for n in range(len(recs)))
     assert lineage(rows) == want  # nothing lost, nothing twice
     assert sorted(int(r["id"]) for r in rows) == sorted(r["id"] for recs in files.values() for r in recs)
+    # every quarantined line a row of the quarantine table, once (issue 47)
+    from glue_processor.local.query import connect
+
+    quarantined = connect(work / "output").execute("SELECT key, line, kind FROM quarantine ORDER BY key").fetchall()
+    assert quarantined == [(rel, 51, "line") for rel in sorted(files)]
 
 
 def test_checkpoint_generations_rotate_without_loss_or_duplicates(tmp_path: Path) -> None:

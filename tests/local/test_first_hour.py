@@ -114,6 +114,24 @@ def test_every_count_agrees_on_a_file_read_in_part(messy: dict[str, Any]) -> Non
     assert shown.returncode == 0 and re.search(r"UnreadableObjects\s+job\s+Count\s+1\s+1", shown.stdout), shown.stdout
 
 
+def test_the_quarantine_is_a_table_make_query_reads(messy: dict[str, Any]) -> None:
+    # Issue 47: every quarantine record a row of ingest.quarantine, as the README's query shows it
+    work = messy["work"]
+    sql = "SELECT table_name, key, line, kind, reason, raw FROM quarantine ORDER BY kind"
+    shown = make("query", f"WORKDIR={work}", "FORMAT=csv", f"SQL={sql}")
+    assert shown.returncode == 0, shown.stderr
+    rows = list(csv.DictReader(shown.stdout.splitlines()))
+    assert [r["kind"] for r in rows] == ["file", "line"], rows
+    file, line = rows
+    assert line["table_name"] == "ingest.events" and line["key"] == "orders.ndjson" and line["line"] == "21"
+    assert line["reason"].startswith("malformed JSON") and line["raw"] == "{not json"
+    assert file["key"] == "logs/cut.ndjson.gz" and file["line"] == ""
+    # as many rows as records in the quarantine files, each once
+    records = [x for p in (work / "quarantine").rglob("*.json") for x in p.read_text().splitlines()]
+    counted = make("query", f"WORKDIR={work}", "FORMAT=csv", "SQL=SELECT count(*) AS n FROM ingest.quarantine")
+    assert counted.stdout.splitlines()[1:] == [str(len(records))], counted.stdout
+
+
 def test_make_query_works_whatever_the_column_names(messy: dict[str, Any]) -> None:
     work = messy["work"]
     one = make("query", f"WORKDIR={work}", "SQL=SELECT 1 AS one")

@@ -1,0 +1,181 @@
+"""The quarantine table: every quarantined line, object and manifest, as rows you can query.
+
+``<database>.quarantine`` (``--quarantine_table``) holds one row per quarantine record a batch made:
+the table the object was meant for, its bucket, key and version, the line, the kind (``line``, a
+whole object, a manifest), the reason, the raw text's first 64 KiB and its size, the batch, the
+manifest and the commit time. It is appended with the batch's load history, exactly once by the
+same guard (``history.append_once``: the snapshot summary names the query, batch and part), from
+the batch's quarantine files, which the parse tasks and the driver write as they find what they
+cannot load (JSON lines, kept under ``<QuarantineUri>`` too: they are where ``make reconcile``
+reads what to load again). A batch's files are appended in groups of at most :data:`GROUP_BYTES`
+(a group, a part), so the driver holds one group at a time however much a batch quarantined.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import UTC, timedelta
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pajson
+from pyiceberg.table import Table
+
+from contracts.layout import source_uri
+from contracts.ledger import CommitRecord, PublishedFile
+from glue_processor.table.history import TIME, append_once
+from glue_processor.table.iceberg import ExpiryCadence
+
+logger = logging.getLogger(__name__)
+
+RAW_CHARS = 64 * 1024  # the raw text kept: its first 64 KiB characters (the parser keeps 64 KiB bytes)
+GROUP_BYTES = 256 * 1024 * 1024  # quarantine files read and appended at once, at most
+SCHEMA = pa.schema(
+    [
+        pa.field("table_name", pa.string()),
+        pa.field("bucket", pa.string()),
+        pa.field("key", pa.string()),
+        pa.field("version_id", pa.string()),
+        pa.field("line", pa.int64()),
+        pa.field("kind", pa.string()),
+        pa.field("reason", pa.string()),
+        pa.field("rule", pa.string()),
+        pa.field("raw", pa.string()),
+        pa.field("raw_bytes", pa.int64()),
+        pa.field("source_uri", pa.string()),
+        pa.field("manifest_uri", pa.string()),
+        pa.field("batch_id", pa.int64()),
+        pa.field("query_id", pa.string()),
+        pa.field("commit_time", TIME),
+        pa.field("commit_date", pa.date32()),
+    ]
+)
+# the fields of a quarantine record (read/task.py, write/stage.py) the table takes
+RECORD = pa.schema(
+    [
+        pa.field("kind", pa.string()),
+        pa.field("source_uri", pa.string()),
+        pa.field("line", pa.int64()),
+        pa.field("reason", pa.string()),
+        pa.field("rule", pa.string()),
+        pa.field("raw", pa.string()),
+        pa.field("raw_bytes", pa.int64()),
+        pa.field("manifest_uri", pa.string()),
+    ]
+)
+
+
+def read_records(body: bytes) -> pa.Table:
+    """A quarantine file's records (JSON lines) as a table of :data:`RECORD`'s fields."""
+    if not body.strip():
+        return RECORD.empty_table()
+    options = pajson.ParseOptions(explicit_schema=RECORD, unexpected_field_behavior="ignore")
+    read = pajson.ReadOptions(block_size=max(1 << 20, min(len(body), 64 << 20)))
+    table = pajson.read_json(pa.BufferReader(body), read_options=read, parse_options=options)
+    return table.select(RECORD.names).cast(RECORD)
+
+
+def quarantine_rows(record: CommitRecord, records: pa.Table, *, database: str, legacy: str) -> pa.Table:
+    """The quarantine table's rows for ``records`` of a batch: each object's table and version from the
+    batch's sources (a record names its object by URI), the raw text cut to :data:`RAW_CHARS`."""
+    by_uri: dict[str, tuple[str | None, str, str, str | None]] = {}
+    for s in record.sources:
+        table = s.table if s.table is not None else (legacy if record.schema_version == 1 else None)
+        by_uri.setdefault(source_uri(s.bucket, s.key), (table or None, s.bucket, s.key, s.version_id))
+    uris = records.column("source_uri").to_pylist()
+    found = [by_uri.get(u) if u else None for u in uris]
+    n = len(uris)
+    raw = records.column("raw")
+    sizes = pc.if_else(pc.is_null(records.column("raw_bytes")), pc.binary_length(raw), records.column("raw_bytes"))
+    return pa.table(
+        {
+            "table_name": [f"{database}.{f[0]}" if f and f[0] else None for f in found],
+            "bucket": [f[1] if f else _bucket(u) for f, u in zip(found, uris, strict=True)],
+            "key": [f[2] if f else _key(u) for f, u in zip(found, uris, strict=True)],
+            "version_id": [f[3] if f else None for f in found],
+            "line": records.column("line"),
+            "kind": records.column("kind"),
+            "reason": records.column("reason"),
+            "rule": records.column("rule"),
+            "raw": pc.utf8_slice_codeunits(raw, 0, RAW_CHARS),
+            "raw_bytes": pc.cast(sizes, pa.int64()),
+            "source_uri": records.column("source_uri"),
+            "manifest_uri": records.column("manifest_uri"),
+            "batch_id": pa.array([record.batch_id] * n, pa.int64()),
+            "query_id": pa.array([record.query_id] * n, pa.string()),
+            "commit_time": pa.array([record.committed_at] * n, TIME),
+            "commit_date": pa.array([record.committed_at.astimezone(UTC).date()] * n, pa.date32()),
+        },
+        schema=SCHEMA,
+    )
+
+
+def _bucket(uri: str | None) -> str | None:
+    return uri.split("/", 3)[2] if uri and uri.startswith("s3://") else None
+
+
+def _key(uri: str | None) -> str | None:
+    parts = uri.split("/", 3) if uri and uri.startswith("s3://") else []
+    return parts[3] if len(parts) == 4 else None
+
+
+def groups(files: Sequence[PublishedFile], limit: int = GROUP_BYTES) -> list[list[PublishedFile]]:
+    """The batch's quarantine files in groups of at most ``limit`` bytes (a file past it alone)."""
+    out: list[list[PublishedFile]] = []
+    size = 0
+    for f in sorted(files, key=lambda f: f.final):
+        if not out or (size + f.bytes > limit and out[-1]):
+            out.append([])
+            size = 0
+        out[-1].append(f)
+        size += f.bytes
+    return out
+
+
+class QuarantineTable:
+    """Appends a committed batch's quarantine records to the quarantine table, once."""
+
+    def __init__(
+        self,
+        table: Callable[[], Table],
+        read: Callable[[PublishedFile], bytes],
+        *,
+        database: str,
+        legacy: str,
+        snapshot_retention: timedelta,
+    ) -> None:
+        self._table, self._read = table, read
+        self.database, self.legacy = database, legacy
+        self.snapshot_retention = snapshot_retention
+        self._cadence = ExpiryCadence()
+
+    def open(self) -> None:
+        self._table()
+
+    def publish(self, record: CommitRecord) -> bool:
+        """Append the batch's quarantine records unless the table has them; True when they are in.
+        Like the load history it never holds up the stream: a failure is logged (the records are in
+        the quarantine files) and False returned."""
+        try:
+            for n, group in enumerate(groups(record.quarantine_files)):
+
+                def rows(group: list[PublishedFile] = group) -> pa.Table:
+                    read = pa.concat_tables([read_records(self._read(f)) for f in group])
+                    return quarantine_rows(record, read, database=self.database, legacy=self.legacy)
+
+                append_once(
+                    self._table(),
+                    record,
+                    rows,
+                    part=f"q{n}",
+                    retention=self.snapshot_retention,
+                    cadence=self._cadence,
+                )
+        except Exception:
+            logger.exception(
+                "could not append the batch's quarantine records to the quarantine table; its files have them",
+                extra={"batch_id": record.batch_id, "query_id": record.query_id},
+            )
+            return False
+        return True
