@@ -22,12 +22,12 @@ def local_job(root: Path, *, objects: Path | None = None, **arguments: str) -> d
     }
 
 
-def manifest_of(files: list[Path]) -> tuple[str, str]:
-    """A (uri, text) manifest listing the files; their directory name stands for the bucket."""
-    from contracts.manifest import Manifest, ManifestEntry
+def entries_of(files: list[Path]) -> list[Any]:
+    """Manifest entries of the files; their directory name stands for the bucket."""
+    from contracts.manifest import ManifestEntry
 
     now = datetime.now(UTC)
-    entries = [
+    return [
         ManifestEntry(
             bucket=p.parent.name,
             key=p.name,
@@ -37,7 +37,13 @@ def manifest_of(files: list[Path]) -> tuple[str, str]:
         )
         for p in files
     ]
-    return ("file:///bench/manifest.json", Manifest.of(entries).to_json().decode())
+
+
+def manifest_of(files: list[Path]) -> tuple[str, str]:
+    """A (uri, text) manifest listing the files; their directory name stands for the bucket."""
+    from contracts.manifest import Manifest
+
+    return ("file:///bench/manifest.json", Manifest.of(entries_of(files)).to_json().decode())
 
 
 def batch_job(

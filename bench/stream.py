@@ -37,27 +37,15 @@ FILE_MB = 8
 
 def _manifests(files: list[Path], into: Path, parts: int) -> None:
     """``parts`` manifests over ``files``, named as the Lambda names them, a second apart."""
-    import hashlib
-    from datetime import UTC, datetime
-
+    from bench.batch import entries_of
     from contracts.layout import manifest_key
-    from contracts.manifest import Manifest, ManifestEntry
+    from contracts.manifest import Manifest
 
     into.mkdir(parents=True, exist_ok=True)
     per = max(1, len(files) // parts)
     for n in range(parts):
         chunk = files[n * per : (n + 1) * per] if n < parts - 1 else files[n * per :]
-        entries = [
-            ManifestEntry(
-                bucket=p.parent.name,
-                key=p.name,
-                size=p.stat().st_size,
-                etag=hashlib.md5(p.name.encode()).hexdigest(),
-                event_time=datetime.now(UTC),
-            )
-            for p in chunk
-        ]
-        manifest = Manifest.of(entries)
+        manifest = Manifest.of(entries_of(chunk))
         path = into / manifest_key("", manifest)
         path.write_bytes(manifest.to_json())
         os.utime(path, (1_700_000_000 + n, 1_700_000_000 + n))

@@ -156,11 +156,6 @@ def _table_of(record: CommitRecord, source: SourceRecord, legacy: str) -> str | 
     return legacy if record.schema_version == 1 and source.status in ("ingested", "empty") else None
 
 
-def ensure_history_table(catalog: Catalog, database: str, name: str, *, location: str) -> Table:
-    """Load the load-history table, creating it (partitioned by the commit date) on first use."""
-    return ensure_dated_table(catalog, database, name, SCHEMA, location=location)
-
-
 def ensure_dated_table(catalog: Catalog, database: str, name: str, schema: pa.Schema, *, location: str) -> Table:
     """Load a table of the job's own (the load history, the quarantine), creating it on first use,
     partitioned by its ``commit_date``.

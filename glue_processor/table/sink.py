@@ -223,31 +223,32 @@ def sink_for(
     )
 
 
+def opened_once(make: Callable[[], Any]) -> Callable[[], Any]:
+    """``make()``'s table, made by the first thread that asks and kept."""
+    opened: list[Any] = []
+    lock = threading.Lock()
+
+    def table() -> Any:
+        with lock:
+            if not opened:
+                opened.append(make())
+            return opened[0]
+
+    return table
+
+
 def history_for(settings: JobSettings, catalog: Callable[[], Any]) -> LoadHistory | None:
     """The load history (``--load_history_table``; '' for none)."""
     if not settings.load_history_table:
         return None
-    from glue_processor.table.history import LoadHistory, ensure_history_table
+    from glue_processor.table.history import SCHEMA as HISTORY
+    from glue_processor.table.history import LoadHistory, ensure_dated_table
 
     name = settings.load_history_table
-    opened: list[Any] = []
-    lock = threading.Lock()
-
-    def table():  # type: ignore[no-untyped-def]
-        with lock:
-            if not opened:
-                opened.append(
-                    ensure_history_table(
-                        catalog(),
-                        settings.database,
-                        name,
-                        location=settings.location_of(name),
-                    )
-                )
-            return opened[0]
-
     return LoadHistory(
-        table,
+        opened_once(
+            lambda: ensure_dated_table(catalog(), settings.database, name, HISTORY, location=settings.location_of(name))
+        ),
         database=settings.database,
         legacy=settings.table_name,
         snapshot_retention=timedelta(hours=settings.snapshot_retention_hours),
@@ -263,22 +264,14 @@ def quarantine_for(settings: JobSettings, catalog: Callable[[], Any], fs: Hadoop
     from glue_processor.table.quarantine import SCHEMA, QuarantineTable
 
     name = settings.quarantine_table
-    opened: list[Any] = []
-    lock = threading.Lock()
-
-    def table():  # type: ignore[no-untyped-def]
-        with lock:
-            if not opened:
-                opened.append(
-                    ensure_dated_table(catalog(), settings.database, name, SCHEMA, location=settings.location_of(name))
-                )
-            return opened[0]
 
     def read(f: PublishedFile) -> bytes:
         return fs.read_bytes(f.staged if fs.exists(f.staged) else f.final)
 
     return QuarantineTable(
-        table,
+        opened_once(
+            lambda: ensure_dated_table(catalog(), settings.database, name, SCHEMA, location=settings.location_of(name))
+        ),
         read,
         database=settings.database,
         legacy=settings.table_name,
