@@ -6,11 +6,11 @@ data they reference). A manifest references anything from one small object to 1 
 arrival rate each holds one batching window, 100-200 MB, so a count worked out at 1 GiB a manifest
 takes a fraction of the budget and of what arrives. So the job counts from the data bytes the
 waiting manifests reference (the bytes end each manifest's name, ``contracts.layout``): the oldest
-ones, in order, while their bytes fit the budget, and past those, manifests the size of the waiting
-ones' median. The query runs with that count; the job starts it again, between batches, when the
-manifests waiting say the count is off by :data:`REPLAN_FACTOR` or more (:func:`replanned`,
-``glue_processor.intake``). The control plane (its batch bound) and ``make autoscale`` (its model of
-the job) use the same functions, so what one plans is what the other takes.
+ones, in order, while their bytes fit the budget, and past those, full manifests. The query runs
+with that count; the job starts it again, between batches, when the manifests waiting say the count
+is off by :data:`REPLAN_FACTOR` or more (:func:`replanned`, ``glue_processor.intake``). The control
+plane (its batch bound) and ``make autoscale`` (its model of the job) use the same functions, so
+what one plans is what the other takes.
 """
 
 from __future__ import annotations
@@ -23,13 +23,18 @@ from statistics import median
 # many times the running one, or the running one would take this many budgets: a restart costs a
 # second or two, and a count within the band takes between half and twice the budget.
 REPLAN_FACTOR = 2.0
+# The most budgets a trigger takes when full manifests follow the few small ones its count was
+# planned on (a burst after a quiet spell): the count past the listed manifests is bounded by it.
+BURST_BUDGETS = 16
 # At most one restart of the query for its count within this long.
 REPLAN_MIN_S = 60.0
 
 
-# The job's defaults (``--max_files_per_trigger``, ``--max_manifest_bytes``: the Lambda's bound).
+# The job's defaults (``--max_files_per_trigger``, ``--max_manifest_bytes``: the Lambda's bound) and
+# the most ``--max_files_per_trigger`` it takes.
 JOB_MAX_FILES = 100
 JOB_MAX_MANIFEST_BYTES = 1024**3
+JOB_FILES_LIMIT = 10_000
 
 
 def most_manifests(budget: int, max_files: int, max_manifest_bytes: int) -> int:
@@ -39,7 +44,7 @@ def most_manifests(budget: int, max_files: int, max_manifest_bytes: int) -> int:
     the job takes ``--max_files_per_trigger`` as it is given."""
     if budget <= 0:
         return max_files
-    return max(max_files, math.ceil(budget / max_manifest_bytes))
+    return min(JOB_FILES_LIMIT, max(max_files, math.ceil(budget / max_manifest_bytes)))
 
 
 def manifests_per_trigger(budget: int, waiting: Sequence[int], *, most: int, unknown_size: int) -> int:
@@ -48,8 +53,10 @@ def manifests_per_trigger(budget: int, waiting: Sequence[int], *, most: int, unk
     ``waiting``: the data bytes of the manifests waiting, oldest first (the order the file source
     takes them). The oldest are counted while their sum stays within the budget (the first always:
     a trigger makes progress); when all of them fit, the rest of the budget counts manifests of their
-    median size (``unknown_size`` when none wait: the job's assumption, the most one references).
-    At least one, at most ``most``."""
+    median size (``unknown_size``, the most one references, when none wait), but never so many that
+    full manifests arriving after them (a burst after a quiet spell) would make more than
+    :data:`BURST_BUDGETS` budgets: a count is planned on what waits, and Spark takes that many of
+    whatever is listed at the next trigger. At least one, at most ``most``."""
     if budget <= 0:
         return most
     count, total = 0, 0
@@ -57,8 +64,12 @@ def manifests_per_trigger(budget: int, waiting: Sequence[int], *, most: int, unk
         if count and total + size > budget:
             return max(1, min(most, count))
         count, total = count + 1, total + size
-    typical = max(1, int(median(waiting)) if waiting else unknown_size)
-    count += max(0, budget - total) // typical
+    # past the listed ones: manifests of their median size, and never more than full ones would make
+    # BURST_BUDGETS budgets of (a burst of full manifests after a few small ones)
+    typical = median(waiting) if waiting else unknown_size
+    more = int(max(0, budget - total) // max(1.0, typical))
+    burst = int(max(0, BURST_BUDGETS * budget - total) // max(1, unknown_size))
+    count += min(more, burst)
     return max(1, min(most, count))
 
 

@@ -125,10 +125,11 @@ class ManifestBatchJob:
         self.progress: list[dict[str, Any]] = []
         self.rotate_after = rotate_after
         self.rotate_requested = False
-        self.on_rotate: Any = None  # stops the query between batches (a rotation or a new count)
+        self.on_rotate: Any = None  # stops the query between batches (a generation's rotation)
         # the query's manifests per trigger (glue_processor.intake); replan_to: the count it asks for
         self.intake: Intake | None = None
         self.replan_to: int | None = None
+        self.on_replan: Any = None  # told the batch that asked for a new count: stops the query after it
         # told each batch this run commits and how its shares settled, once published (local progress)
         self.on_batch: Any = None
         self._resumed = False
@@ -504,7 +505,7 @@ class ManifestBatchJob:
                 )
         if fresh:
             self._maybe_rotate(record.batch_id)
-            self._maybe_replan()
+            self._maybe_replan(record.batch_id)
             logger.info("batch done", extra={"batch_id": record.batch_id, **record.stats.model_dump()})
             if self.on_batch is not None:
                 self.on_batch(record, settlements)
@@ -564,13 +565,13 @@ class ManifestBatchJob:
             if self.on_rotate is not None:
                 self.on_rotate()
 
-    def _maybe_replan(self) -> None:
+    def _maybe_replan(self, batch_id: int) -> None:
         """Ask for the query to start again when the manifests waiting ask for another count."""
         if self.intake is None or self.metrics is None or self.rotate_requested or self.replan_to:
             return
         self.replan_to = self.intake.replan(self.metrics.probe.last)
-        if self.replan_to and self.on_rotate is not None:
-            self.on_rotate()
+        if self.replan_to and self.on_replan is not None:
+            self.on_replan(batch_id)
 
     def _spark_map(self, fn: Any, items: Sequence[Any]) -> list[Any]:
         """``fn`` over ``items``, one Spark task each (the tasks write; only small results return)."""

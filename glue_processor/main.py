@@ -47,7 +47,7 @@ def run_query(
     from glue_processor.hadoop_fs import HadoopFS
     from glue_processor.intake import Intake
     from glue_processor.metrics.setup import job_metrics
-    from glue_processor.stream import start_query, stop_gracefully, stop_on_signal
+    from glue_processor.stream import start_query, stop_after_batch, stop_gracefully, stop_on_signal
 
     fs = HadoopFS(spark)
     jobs: list[ManifestBatchJob] = []
@@ -62,6 +62,7 @@ def run_query(
         try:
             batch_job.start()  # before the first trigger: its batch then does only its own work
             per_trigger = intake.first(fs, settings.manifest_uri)
+            asked = early_stop  # a stop asked for before the next query took its handlers
             while True:  # a query per count of manifests per trigger (glue_processor.intake)
                 query = start_query(spark, generation, batch_job, manifests_per_trigger=per_trigger)
                 # processing-time: stop when the trigger is idle; available-now runs batches back to back, so
@@ -70,7 +71,13 @@ def run_query(
                 batch_job.on_rotate = lambda q=query, w=wait_s: threading.Thread(
                     target=stop_gracefully, args=(q,), kwargs={"timeout_seconds": w}, daemon=True
                 ).start()
-                stopped = stop_on_signal(query, early=early_stop)
+                batch_job.on_replan = lambda batch_id, q=query: threading.Thread(
+                    target=stop_after_batch, args=(q, batch_id), daemon=True
+                ).start()
+                # a signal between two queries (a replan's restart) reached the previous handlers: this
+                # query stops at once
+                stopped = stop_on_signal(query, early=asked)
+                asked = stopped
                 try:
                     query.awaitTermination()
                 except Exception:

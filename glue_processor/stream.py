@@ -62,6 +62,24 @@ def stop_gracefully(query: StreamingQuery, *, poll_seconds: float = 0.5, timeout
         logger.info("the query ended before it was stopped")
 
 
+def stop_after_batch(
+    query: StreamingQuery, batch_id: int, *, poll_seconds: float = 0.05, timeout_seconds: float = 600
+) -> None:
+    """Stop the query as soon as batch ``batch_id`` has ended (Spark reported its progress): between
+    batches even when they run back to back, where an idle trigger is a gap of milliseconds that a
+    poll would rarely see. A batch Spark started since is stopped, and replayed as it was planned."""
+    deadline = time.monotonic() + timeout_seconds
+    try:
+        while query.isActive and time.monotonic() < deadline:
+            progress = query.lastProgress
+            if progress is not None and int(progress.get("batchId", -1)) >= batch_id:
+                break
+            time.sleep(poll_seconds)
+        query.stop()
+    except Exception:  # noqa: BLE001 - the query, or Spark, ended first: there is nothing left to stop
+        logger.info("the query ended before it was stopped")
+
+
 def stop_on_signal(query: StreamingQuery, *, early: threading.Event | None = None) -> threading.Event:
     """Install SIGTERM/SIGINT handlers that stop the query between batches. ``early``: set when a
     stop was asked for before the query started (the query stops at once, between batches too)."""

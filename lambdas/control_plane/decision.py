@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from contracts.intake import JOB_FILES_LIMIT, JOB_MAX_MANIFEST_BYTES
 from lambdas.control_plane.settings import ControlSettings
 
 Action = Literal["none", "start", "restart", "scale", "stop", "wait", "alarm"]
@@ -287,7 +288,8 @@ def batch_bytes(workers: int, obs: Observation, s: ControlSettings) -> int:
     triggers of the run's processing."""
     per_s = (workers - 1) * worker_rate(obs, s)
     planned = per_s * s.latency_sla_s * BATCH_SHARE
-    keep_up = per_s * s.trigger_interval_s * INTAKE_TRIGGERS
+    # ... at most what the most manifests a trigger may take hold (the job refuses a larger count)
+    keep_up = min(per_s * s.trigger_interval_s * INTAKE_TRIGGERS, JOB_FILES_LIMIT * JOB_MAX_MANIFEST_BYTES)
     return int(max(MIN_BATCH_BYTES, keep_up, min(MAX_BATCH_BYTES, planned)))
 
 

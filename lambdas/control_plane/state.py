@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -56,7 +57,18 @@ FIELDS: dict[str, Callable[[Any], bool]] = {
     "desired_workers": lambda v: v is None or _is_count(v),
     "decisions": lambda v: isinstance(v, list) and all(isinstance(d, dict) for d in v),
     "worker_bytes_per_s": lambda v: v is None or _is_rate(v),
+    "scaled_up_at": lambda v: v is None or _is_aware_time(v),
 }
+
+
+def _is_aware_time(v: Any) -> bool:
+    """An ISO 8601 time with its offset (what the control plane writes: ``datetime.isoformat()``)."""
+    if not isinstance(v, str):
+        return False
+    try:
+        return datetime.fromisoformat(v).tzinfo is not None
+    except ValueError:
+        return False
 
 
 def parse_state(body: bytes, where: str) -> dict[str, Any]:

@@ -363,7 +363,19 @@ def _stored_state() -> Any:
 
 
 @pytest.mark.parametrize(
-    "raw", [b"", b'{"paused": tru', b"[]", b"null", b'{"decisions": null}', b'{"paused": "no", "decisions": [1]}']
+    "raw",
+    [
+        b"",
+        b'{"paused": tru',
+        b"[]",
+        b"null",
+        b'{"decisions": null}',
+        b'{"paused": "no", "decisions": [1]}',
+        # the latest scale-up (issue 46's hold): not a time, or one without its offset
+        b'{"scaled_up_at": "yesterday"}',
+        b'{"scaled_up_at": 1764244800}',
+        b'{"scaled_up_at": "2026-11-27T12:00:00"}',
+    ],
 )
 def test_a_corrupt_state_reads_as_empty_and_every_command_still_works(
     plane: Any, caplog: pytest.LogCaptureFixture, raw: bytes

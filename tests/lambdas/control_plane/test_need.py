@@ -332,3 +332,29 @@ def test_a_worker_rate_near_zero_sizes_to_the_ceiling_instead_of_failing_every_t
     tiny = load_settings(job_name="ingest", min_workers=2, max_workers=20, cooldown_s=900, worker_mb_s=5e-324)
     d = decide(obs([130] * 6), OLD, tiny, NOW)
     assert (d.action, d.desired_workers) == ("scale", 20)
+
+
+@pytest.mark.parametrize("trigger_s", [1, 30, 300, 3600])
+@pytest.mark.parametrize("worker_mb_s", [0.74, 168.0, 560.0])
+def test_the_bound_a_run_starts_with_is_one_the_job_takes(trigger_s: int, worker_mb_s: float) -> None:
+    # review of issue 46, finding 4: a 299-worker run of 168 MB/s workers at a 300 s trigger asked for
+    # 27,976 manifests a trigger, which the job refuses (--max_files_per_trigger <= 10,000) at every start
+    from glue_processor.settings import settings_from_mapping
+
+    s = load_settings(
+        job_name="ingest", min_workers=2, max_workers=299, worker_mb_s=worker_mb_s, trigger_interval_s=trigger_s
+    )
+    bound = batch_bytes(299, Observation(), s)
+    files = most_manifests(bound, 100, 1024**3)
+    job = settings_from_mapping(
+        {
+            "manifest_uri": "file:///m",
+            "output_uri": "file:///o",
+            "quarantine_uri": "file:///q",
+            "checkpoint_uri": "file:///c",
+            "source_uri_template": "file:///s/{bucket}/{key}",
+            "max_bytes_per_trigger": str(bound),
+            "max_files_per_trigger": str(files),
+        }
+    )
+    assert job.max_files_per_trigger * 1024**3 >= bound or files == 10_000
