@@ -436,6 +436,7 @@ def _stopped_record(item: FileTask, reason: str, batch_id: int) -> dict[str, Any
         "reason": reason,
         "manifest_uri": item.manifest_uri,
         "batch_id": batch_id,
+        **_version(item),
     }
 
 
@@ -486,6 +487,11 @@ def _output_table(
     return pa.table(arrays, names=names)
 
 
+def _version(item: FileTask) -> dict[str, Any]:
+    """Which version of the object a record is about (two of one key can be in a batch)."""
+    return {"etag": item.etag, **({"version_id": item.version_id} if item.version_id else {})}
+
+
 def _quarantine_record(item: FileTask, bad: BadLine, batch_id: int) -> dict[str, Any]:
     return {
         "kind": "line",
@@ -496,6 +502,7 @@ def _quarantine_record(item: FileTask, bad: BadLine, batch_id: int) -> dict[str,
         **({"raw_bytes": bad.size} if bad.size else {}),  # raw is the first RAW_BYTES of that many
         "manifest_uri": item.manifest_uri,
         "batch_id": batch_id,
+        **_version(item),
     }
 
 

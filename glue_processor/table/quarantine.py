@@ -8,7 +8,8 @@ same guard (``history.append_once``: the snapshot summary names the query, batch
 the batch's quarantine files, which the parse tasks and the driver write as they find what they
 cannot load (JSON lines, kept under ``<QuarantineUri>`` too: they are where ``make reconcile``
 reads what to load again). A batch's files are appended in groups of at most :data:`GROUP_BYTES`
-(a group, a part), so the driver holds one group at a time however much a batch quarantined.
+(a group, a part), so the driver holds one group at a time however much a batch quarantined; a file
+past it (a task that read an object of bad lines) is one row saying where its records are.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ RECORD = pa.schema(
         pa.field("raw", pa.string()),
         pa.field("raw_bytes", pa.int64()),
         pa.field("manifest_uri", pa.string()),
+        pa.field("etag", pa.string()),
+        pa.field("version_id", pa.string()),
     ]
 )
 
@@ -79,12 +82,22 @@ def read_records(body: bytes) -> pa.Table:
 def quarantine_rows(record: CommitRecord, records: pa.Table, *, database: str, legacy: str) -> pa.Table:
     """The quarantine table's rows for ``records`` of a batch: each object's table and version from the
     batch's sources (a record names its object by URI), the raw text cut to :data:`RAW_CHARS`."""
+    # a record names its object by URI and, since issue 47, its version (eTag, S3 version): two
+    # versions of one key in a batch are told apart; a record from before, by the URI's loaded one
+    by_version: dict[tuple[str, str, str | None], tuple[str | None, str, str, str | None]] = {}
     by_uri: dict[str, tuple[str | None, str, str, str | None]] = {}
-    for s in record.sources:
+    loaded = ("ingested", "empty")
+    for s in sorted(record.sources, key=lambda s: s.status not in loaded):  # loaded ones first
         table = s.table if s.table is not None else (legacy if record.schema_version == 1 else None)
-        by_uri.setdefault(source_uri(s.bucket, s.key), (table or None, s.bucket, s.key, s.version_id))
+        this = (table or None, s.bucket, s.key, s.version_id)
+        uri = source_uri(s.bucket, s.key)
+        by_version.setdefault((uri, s.etag, s.version_id), this)
+        by_uri.setdefault(uri, this)
     uris = records.column("source_uri").to_pylist()
-    found = [by_uri.get(u) if u else None for u in uris]
+    versions = zip(uris, records.column("etag").to_pylist(), records.column("version_id").to_pylist(), strict=True)
+    found = [
+        (by_version.get((u, e, v)) if e is not None else None) or by_uri.get(u) if u else None for u, e, v in versions
+    ]
     n = len(uris)
     raw = records.column("raw")
     sizes = pc.if_else(pc.is_null(records.column("raw_bytes")), pc.binary_length(raw), records.column("raw_bytes"))
@@ -133,6 +146,16 @@ def groups(files: Sequence[PublishedFile], limit: int = GROUP_BYTES) -> list[lis
     return out
 
 
+def left_in_file(f: PublishedFile) -> pa.Table:
+    """The one row that stands for a quarantine file too large to read on the driver at once: where
+    its records are."""
+    reason = (
+        f"{f.bytes:,} bytes of quarantine records, more than the {GROUP_BYTES // 2**20} MiB read at once: "
+        f"they are in {f.final}, not in this table"
+    )
+    return pa.Table.from_pylist([{"kind": "records-in-file", "reason": reason, "raw_bytes": f.bytes}], schema=RECORD)
+
+
 class QuarantineTable:
     """Appends a committed batch's quarantine records to the quarantine table, once."""
 
@@ -153,6 +176,9 @@ class QuarantineTable:
     def open(self) -> None:
         self._table()
 
+    def _records(self, f: PublishedFile) -> pa.Table:
+        return left_in_file(f) if f.bytes > GROUP_BYTES else read_records(self._read(f))
+
     def publish(self, record: CommitRecord) -> bool:
         """Append the batch's quarantine records unless the table has them; True when they are in.
         Like the load history it never holds up the stream: a failure is logged (the records are in
@@ -161,7 +187,7 @@ class QuarantineTable:
             for n, group in enumerate(groups(record.quarantine_files)):
 
                 def rows(group: list[PublishedFile] = group) -> pa.Table:
-                    read = pa.concat_tables([read_records(self._read(f)) for f in group])
+                    read = pa.concat_tables([self._records(f) for f in group])
                     return quarantine_rows(record, read, database=self.database, legacy=self.legacy)
 
                 append_once(

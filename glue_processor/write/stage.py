@@ -144,4 +144,6 @@ def rejection_lines(rejections: list[Rejection], batch_id: int) -> bytes:
 
 def rejection_record(r: Rejection, batch_id: int) -> dict[str, Any]:
     record = {"kind": r.kind, "source_uri": r.source_uri, "reason": r.reason, "raw": r.raw}
+    if r.entry is not None:  # which version of the object (two of one key can be in a batch)
+        record |= {"etag": r.entry.etag, "version_id": r.entry.version_id}
     return {k: v for k, v in record.items() if v is not None} | {"manifest_uri": r.manifest_uri, "batch_id": batch_id}

@@ -91,6 +91,7 @@ def test_a_task_stages_rows_and_quarantines_bad_lines(tmp_path: Path) -> None:
         "raw": "nope",
         "manifest_uri": "s3://m/manifest.json",
         "batch_id": 7,
+        "etag": "etag-1",  # which version: the quarantine table's row (issue 47)
     }
 
 

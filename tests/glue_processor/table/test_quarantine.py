@@ -57,3 +57,45 @@ def test_a_record_s_unknown_fields_are_left_and_missing_ones_null() -> None:
         ("line", 3, None, None),
     ]
     assert read_records(b"").num_rows == 0
+
+
+def test_a_record_is_the_row_of_its_own_version_when_a_batch_has_two_of_a_key() -> None:
+    # review of issue 47, finding 6: the second version's bad line was labelled with the first's
+    # version, and with no table when the first was a rejected entry
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    import pyarrow as pa
+
+    from contracts.ledger import SourceRecord
+    from glue_processor.table.quarantine import RECORD, quarantine_rows
+
+    t = datetime(2026, 11, 27, 12, tzinfo=UTC)
+
+    def src(version: str, status: str, table: str | None) -> SourceRecord:
+        return SourceRecord(
+            bucket="b", key="k.ndjson", etag=f"e{version}", size=10, event_time=t, manifest_uri="m",
+            status=status, version_id=version, table=table,
+        )  # fmt: skip
+
+    line = {"kind": "line", "source_uri": "s3://b/k.ndjson", "line": 5, "reason": "bad", "raw": "x"}
+    for first in (src("v1", "ingested", "events"), src("v1", "rejected", None)):
+        record: Any = SimpleNamespace(
+            sources=(first, src("v2", "ingested", "events")), schema_version=2, batch_id=7, query_id="q", committed_at=t
+        )
+        versioned = pa.Table.from_pylist([line | {"etag": "ev2", "version_id": "v2"}], schema=RECORD)
+        (row,) = quarantine_rows(record, versioned, database="ingest", legacy="events").to_pylist()
+        assert (row["table_name"], row["version_id"], row["line"]) == ("ingest.events", "v2", 5)
+        # a record from before versions were written: the URI's loaded version
+        older = pa.Table.from_pylist([line], schema=RECORD)
+        (row,) = quarantine_rows(record, older, database="ingest", legacy="events").to_pylist()
+        assert row["table_name"] == "ingest.events"
+
+
+def test_a_file_too_large_to_read_at_once_is_one_row_saying_where_its_records_are() -> None:
+    from glue_processor.table.quarantine import GROUP_BYTES, left_in_file
+
+    big = PublishedFile(staged="s", final="s3://q/quarantine-00001.json", bytes=GROUP_BYTES + 1)
+    (row,) = left_in_file(big).to_pylist()
+    assert row["kind"] == "records-in-file" and "s3://q/quarantine-00001.json" in row["reason"]
+    assert row["raw_bytes"] == GROUP_BYTES + 1
