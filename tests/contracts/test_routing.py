@@ -96,6 +96,7 @@ def test_each_table_resolves_to_what_its_batches_need_and_bad_tables_stop_the_jo
         ({"tables": {"a": {"partition_by": "day(ts)"}}, "routes": [{"table": "a"}]}, "table 'a'.*day\\(ts\\)"),
         ({"tables": {"a": {"columns": {"x": "int32"}}}, "routes": [{"table": "a"}]}, "table 'a'.*int32"),
         ({"tables": {"load_history": {}}, "routes": [{"table": "load_history"}]}, "load history"),
+        ({"tables": {"quarantine": {}}, "routes": [{"table": "quarantine"}]}, "quarantine table"),
     ]
     for doc, says in bad:
         with pytest.raises(ConfigError, match=says):

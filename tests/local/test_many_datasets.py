@@ -99,7 +99,7 @@ def test_three_datasets_and_a_backfilled_fourth_land_in_their_tables_once(tmp_pa
             assert r["rows_written"] == len({**live, **old}[r["key"]])
     # And only the routed tables (and the load history) exist: no table of --table_name
     catalog = open_catalog(f"sqlite:///{work / 'output' / '_catalog' / 'catalog.db'}")
-    assert {t[-1] for t in catalog.list_tables("ingest")} == {*expected, "load_history"}
+    assert {t[-1] for t in catalog.list_tables("ingest")} == {*expected, "load_history", "quarantine"}
     # And the run's summary shows each table, and make query sees them all
     assert all(f"ingest.{t}" in first.stdout for t in ("orders", "clicks", "audit"))
     from glue_processor.local.query import connect
