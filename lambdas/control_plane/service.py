@@ -12,7 +12,7 @@ from typing import Any, Literal
 from aws_lambda_powertools import Logger
 
 from contracts import metrics as M
-from contracts.intake import JOB_MAX_FILES, JOB_MAX_MANIFEST_BYTES, most_manifests
+from contracts.intake import JOB_MAX_MANIFEST_BYTES, most_manifests
 from contracts.metrics import Datum, datum
 from lambdas.control_plane.decision import ACTIVE, Decision, JobView, Observation, batch_bytes, decide
 from lambdas.control_plane.exceptions import ControlPlaneError
@@ -274,8 +274,9 @@ class ControlPlane:
         )
         # the job counts manifests to the bound by their bytes, at most --max_files_per_trigger of
         # them: a bound past what its default count of full manifests holds raises the count too
-        files = most_manifests(bound, JOB_MAX_FILES, JOB_MAX_MANIFEST_BYTES) if bound else None
-        files = files if files is not None and files > JOB_MAX_FILES else None
+        base = self.s.max_files_per_trigger
+        files = most_manifests(bound, base, JOB_MAX_MANIFEST_BYTES) if bound else None
+        files = files if files is not None and files > base else None
         run_id = self.jobs.start(
             workers=self.s.max_workers if auto else workers,
             worker_type=self.s.worker_type,

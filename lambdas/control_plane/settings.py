@@ -54,6 +54,13 @@ class ControlSettings(BaseSettings):
     # inclusive bounds: the stack's parameters take them as they are (CloudFormation's MinValue and
     # MaxValue are inclusive; infra/parameters.py); the job takes the same trigger as a whole 1..3600
     trigger_interval_s: int = Field(default=30, ge=1, le=3600, description="the job's processing-time trigger")
+    max_files_per_trigger: int = Field(
+        default=100,
+        ge=1,
+        le=10_000,
+        description="the job's --max_files_per_trigger (the stack's MaxFilesPerTrigger): a run whose batch bound "
+        "needs more full manifests is started with more",
+    )
     latency_sla_s: float = Field(default=600, ge=1, description="the backlog age the sizing must stay under")
     resize_cost_s: float = Field(
         default=300,

@@ -533,3 +533,21 @@ def test_a_run_whose_bound_passes_100_full_manifests_is_started_with_the_count_i
     bound = int(args["--max_bytes_per_trigger"])
     assert bound == int(9 * (20e9 / 60) * 30 * 2)  # two triggers of 9 executors' work, past 64 GiB
     assert args["--max_files_per_trigger"] == str(math.ceil(bound / 1024**3))
+
+
+def test_the_count_a_run_is_started_with_starts_from_the_stack_s(plane: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a stack's MaxFilesPerTrigger of 500 (the template passes it as MAX_FILES_PER_TRIGGER): a bound
+    # that 500 full manifests hold needs no other (review of issue 46)
+    monkeypatch.setenv("MAX_FILES_PER_TRIGGER", "500")
+    handler._plane.cache_clear()
+    invoke()
+    first = runs(plane)[0]["Id"]
+    script(first, "RUNNING", ago_s=1800)
+    _put("InputBytes", [(m, 20e9) for m in range(1, 25)], DIMS, unit="Bytes")
+    _put("ProcessingDuration", [(m, 60_000) for m in range(1, 25)], DIMS, unit="Milliseconds")
+    _put("OldestBacklogAge", [(m, 20) for m in range(0, 25)], DIMS, unit="Seconds")
+    invoke()
+    invoke({"command": "scale", "workers": 10})
+    script(first, "STOPPED", ago_s=0)
+    assert invoke()["decision"]["action"] == "start"
+    assert "--max_files_per_trigger" not in runs(plane)[0]["Arguments"]  # 168 full manifests <= 500
