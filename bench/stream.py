@@ -78,11 +78,8 @@ def child(data: Path, out: Path, cores: str, batch_mb: int) -> dict[str, Any]:
     records = {r.batch_id: r for job in jobs for r in job.committed}
     steps = jobs[-1].steps.seconds  # the last batch's driver steps
     progress = {int(p["batchId"]): p for job in jobs for p in job.progress}
-    commits = [
-        json.loads(line)["value"]
-        for line in (out / "metrics.jsonl").read_text().splitlines()
-        if json.loads(line)["name"] == "TableCommitDuration"
-    ]
+    points = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    commits = [p["value"] for p in points if p["name"] == "TableCommitDuration"]
     out_rows = []
     for batch_id in sorted(records):
         r, p = records[batch_id], progress.get(batch_id, {})

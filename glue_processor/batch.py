@@ -142,11 +142,10 @@ class ManifestBatchJob:
     # -- the stream's side ------------------------------------------------------------------
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         self.steps = Stages()
-        t0 = time.monotonic()
-        with self.steps("collect"):
-            rows = batch_df.select("manifest_uri", "value").collect()
-        self.run([(r.manifest_uri, r.value) for r in rows], batch_id)
-        self.steps.seconds["total"] = round(time.monotonic() - t0, 3)
+        with self.steps("total"):
+            with self.steps("collect"):
+                rows = batch_df.select("manifest_uri", "value").collect()
+            self.run([(r.manifest_uri, r.value) for r in rows], batch_id)
 
     def start(self) -> None:
         """Before the stream starts: open the tables, so a wrong catalog or table stops the job at

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 
 from contracts.intake import REPLAN_MIN_S, manifests_per_trigger, replanned
-from contracts.layout import MANIFEST_SUFFIX, manifest_data_bytes
 from glue_processor.hadoop_fs import HadoopFS
+from glue_processor.metrics.backlog import measure, waiting
 from glue_processor.metrics.convert import Backlog
 from glue_processor.settings import JobSettings
 
@@ -37,11 +37,7 @@ class Intake:
     def first(self, fs: HadoopFS, manifest_uri: str) -> int:
         """The count to start the query with: from the manifests waiting now (in the order the file
         source takes them), or the job's assumption of full manifests when none wait."""
-        listed = [
-            i for i in fs.list(manifest_uri) if i.name.endswith(MANIFEST_SUFFIX) and not i.name.startswith(("_", "."))
-        ]
-        listed.sort(key=lambda i: (i.modified_ms, i.name))
-        sizes = [b for b in (manifest_data_bytes(i.name) for i in listed) if b is not None]
+        sizes = measure(waiting(fs.list(manifest_uri), set(), None), int(time.time() * 1000)).sizes
         return self.start(manifests_per_trigger(self.budget, sizes, most=self.most, unknown_size=self.unknown_size))
 
     def start(self, count: int) -> int:

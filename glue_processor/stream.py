@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -53,13 +54,7 @@ def stop_gracefully(query: StreamingQuery, *, poll_seconds: float = 0.5, timeout
 
     Stopping mid-batch is safe too (the batch re-runs from the checkpoint), but wastes its work.
     """
-    deadline = time.monotonic() + timeout_seconds
-    try:
-        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-            time.sleep(poll_seconds)
-        query.stop()
-    except Exception:  # noqa: BLE001 - the query, or Spark, ended first: there is nothing left to stop
-        logger.info("the query ended before it was stopped")
+    _stop_when(query, lambda: not query.status.get("isTriggerActive"), poll_seconds, timeout_seconds)
 
 
 def stop_after_batch(
@@ -68,12 +63,19 @@ def stop_after_batch(
     """Stop the query as soon as batch ``batch_id`` has ended (Spark reported its progress): between
     batches even when they run back to back, where an idle trigger is a gap of milliseconds that a
     poll would rarely see. A batch Spark started since is stopped, and replayed as it was planned."""
+
+    def ended() -> bool:
+        progress = query.lastProgress
+        return progress is not None and int(progress.get("batchId", -1)) >= batch_id
+
+    _stop_when(query, ended, poll_seconds, timeout_seconds)
+
+
+def _stop_when(query: StreamingQuery, ready: Callable[[], bool], poll_seconds: float, timeout_seconds: float) -> None:
+    """Stop the query once ``ready()`` (polled), or at the timeout, or not at all when it ended first."""
     deadline = time.monotonic() + timeout_seconds
     try:
-        while query.isActive and time.monotonic() < deadline:
-            progress = query.lastProgress
-            if progress is not None and int(progress.get("batchId", -1)) >= batch_id:
-                break
+        while query.isActive and not ready() and time.monotonic() < deadline:
             time.sleep(poll_seconds)
         query.stop()
     except Exception:  # noqa: BLE001 - the query, or Spark, ended first: there is nothing left to stop

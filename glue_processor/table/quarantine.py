@@ -23,8 +23,10 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 from pyiceberg.table import Table
 
+from contracts.exceptions import StorageError
 from contracts.layout import source_uri
 from contracts.ledger import CommitRecord, PublishedFile
+from glue_processor.read.objects import split_s3
 from glue_processor.table.history import TIME, append_once
 from glue_processor.table.iceberg import ExpiryCadence
 
@@ -104,8 +106,8 @@ def quarantine_rows(record: CommitRecord, records: pa.Table, *, database: str, l
     return pa.table(
         {
             "table_name": [f"{database}.{f[0]}" if f and f[0] else None for f in found],
-            "bucket": [f[1] if f else _bucket(u) for f, u in zip(found, uris, strict=True)],
-            "key": [f[2] if f else _key(u) for f, u in zip(found, uris, strict=True)],
+            "bucket": [f[1] if f else _where(u)[0] for f, u in zip(found, uris, strict=True)],
+            "key": [f[2] if f else _where(u)[1] for f, u in zip(found, uris, strict=True)],
             "version_id": [f[3] if f else None for f in found],
             "line": records.column("line"),
             "kind": records.column("kind"),
@@ -124,13 +126,12 @@ def quarantine_rows(record: CommitRecord, records: pa.Table, *, database: str, l
     )
 
 
-def _bucket(uri: str | None) -> str | None:
-    return uri.split("/", 3)[2] if uri and uri.startswith("s3://") else None
-
-
-def _key(uri: str | None) -> str | None:
-    parts = uri.split("/", 3) if uri and uri.startswith("s3://") else []
-    return parts[3] if len(parts) == 4 else None
+def _where(uri: str | None) -> tuple[str | None, str | None]:
+    """(bucket, key) of an s3:// URI no source of the batch names; (None, None) for another."""
+    try:
+        return split_s3(uri) if uri else (None, None)
+    except StorageError:
+        return None, None
 
 
 def groups(files: Sequence[PublishedFile], limit: int = GROUP_BYTES) -> list[list[PublishedFile]]:

@@ -197,29 +197,20 @@ def sink_for(
     from glue_processor.table.iceberg import IcebergSink
     from glue_processor.table.schema import typed_columns
 
-    lock = threading.Lock()
-    opened: list[Any] = []
     partitions = config.partitions or parse_partition_by("", None)
 
-    def table():  # type: ignore[no-untyped-def]
-        with lock:  # once, whichever thread asks first
-            if not opened:
-                if adopt:
-                    found = ensure_table(
-                        catalog(),
-                        settings.database,
-                        config.name,
-                        location=config.location,
-                        plan=partitions,
-                        columns=typed_columns(config.declared, partitions),
-                    )
-                else:
-                    found = catalog().load_table((settings.database, config.name))
-                opened.append(found)
-            return opened[0]
+    def table() -> Any:
+        if not adopt:
+            return catalog().load_table((settings.database, config.name))
+        columns = typed_columns(config.declared, partitions)
+        return ensure_table(
+            catalog(), settings.database, config.name, location=config.location, plan=partitions, columns=columns
+        )
 
     return IcebergSink(
-        table, snapshot_retention=timedelta(hours=settings.snapshot_retention_hours), location=config.location
+        opened_once(table),
+        snapshot_retention=timedelta(hours=settings.snapshot_retention_hours),
+        location=config.location,
     )
 
 

@@ -321,15 +321,20 @@ def test_the_sizing_reads_arrival_and_backlog_bytes_and_sizes_to_the_need(plane:
     assert body["decision"]["inputs"]["arrival_bytes_per_s"] == [pytest.approx(1e9 * 20 / 60)] * 4
 
 
+def _run_at_333_mb_s_per_executor() -> None:
+    """The job's metrics of a run whose executor read 20 GB a minute in 60 s of processing a minute."""
+    _put("InputBytes", [(m, 20e9) for m in range(1, 25)], DIMS, unit="Bytes")
+    _put("ProcessingDuration", [(m, 60_000) for m in range(1, 25)], DIMS, unit="Milliseconds")
+    _put("OldestBacklogAge", [(m, 20) for m in range(0, 25)], DIMS, unit="Seconds")
+
+
 def test_a_run_starts_with_a_batch_bound_from_the_rate_its_predecessor_measured(plane: Any) -> None:
     invoke()
     first = runs(plane)[0]["Id"]
     script(first, "RUNNING", ago_s=1800)
     # Given a run of one executor that read 20 GB a minute in 60 s of processing a minute: 333 MB/s
     assert runs(plane)[0]["NumberOfWorkers"] == 2
-    _put("InputBytes", [(m, 20e9) for m in range(1, 25)], DIMS, unit="Bytes")
-    _put("ProcessingDuration", [(m, 60_000) for m in range(1, 25)], DIMS, unit="Milliseconds")
-    _put("OldestBacklogAge", [(m, 20) for m in range(0, 25)], DIMS, unit="Seconds")
+    _run_at_333_mb_s_per_executor()
     body = invoke()
     rate = 20e9 / 60
     assert body["decision"]["inputs"]["worker_bytes_per_s"] == pytest.approx(rate)
@@ -521,9 +526,7 @@ def test_a_run_whose_bound_passes_100_full_manifests_is_started_with_the_count_i
     invoke()
     first = runs(plane)[0]["Id"]
     script(first, "RUNNING", ago_s=1800)
-    _put("InputBytes", [(m, 20e9) for m in range(1, 25)], DIMS, unit="Bytes")
-    _put("ProcessingDuration", [(m, 60_000) for m in range(1, 25)], DIMS, unit="Milliseconds")
-    _put("OldestBacklogAge", [(m, 20) for m in range(0, 25)], DIMS, unit="Seconds")
+    _run_at_333_mb_s_per_executor()
     invoke()  # learns 333 MB/s per executor
     assert runs(plane)[0]["Arguments"].get("--max_files_per_trigger") is None  # 2 workers: within 100
     invoke({"command": "scale", "workers": 10})
@@ -543,9 +546,7 @@ def test_the_count_a_run_is_started_with_starts_from_the_stack_s(plane: Any, mon
     invoke()
     first = runs(plane)[0]["Id"]
     script(first, "RUNNING", ago_s=1800)
-    _put("InputBytes", [(m, 20e9) for m in range(1, 25)], DIMS, unit="Bytes")
-    _put("ProcessingDuration", [(m, 60_000) for m in range(1, 25)], DIMS, unit="Milliseconds")
-    _put("OldestBacklogAge", [(m, 20) for m in range(0, 25)], DIMS, unit="Seconds")
+    _run_at_333_mb_s_per_executor()
     invoke()
     invoke({"command": "scale", "workers": 10})
     script(first, "STOPPED", ago_s=0)
