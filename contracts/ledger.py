@@ -78,6 +78,8 @@ class SourceRecord(_Frozen):
     # it extends the version loaded before, whose rows stay); left out when None and 1
     text: TextPrint | None = None
     from_line: int = Field(default=1, ge=1)
+    # rows that broke each of its table's rules (glue_processor/table/rules.py); left out when empty
+    rule_violations: dict[str, int] = Field(default_factory=dict)
 
 
 class BatchStats(_Frozen):
@@ -108,6 +110,10 @@ class BatchStats(_Frozen):
     # rows moved to the null partition (their partition values to _extra) past the share's
     # --partition_limit_per_batch; a record leaves it out at 0 (record_json)
     overflow_records: int = 0
+    # rows drop rules removed, and rows that broke each rule of the share's table (a batch's own
+    # figures leave the rules to its shares); a record leaves them out at 0 and empty (record_json)
+    dropped_records: int = 0
+    rule_violations: dict[str, int] = Field(default_factory=dict)
     output_files: int = 0
     output_bytes: int = 0
     partitions: int = 0  # table partitions the batch's data files are in
@@ -121,7 +127,7 @@ class BatchStats(_Frozen):
 # Fields of BatchStats added after records were first written: a record leaves them out at 0 (its
 # model forbids fields it does not know), so a job rolled back to the version before them still reads
 # every record that has nothing to say in them.
-OMITTED_AT_ZERO = ("overflow_records", "partial_files", "rows_removed", "rewrite_bytes")
+OMITTED_AT_ZERO = ("overflow_records", "partial_files", "rows_removed", "rewrite_bytes", "dropped_records")
 # Fields of TableShare added later, left out of a record when empty, for the same reason.
 OMITTED_WHEN_EMPTY = ("replaced", "rewrites")
 
@@ -245,12 +251,14 @@ def record_json(record: CommitRecord) -> bytes:
         for name in OMITTED_AT_ZERO:
             if stats.get(name) == 0:
                 del stats[name]
+        if not stats.get("rule_violations"):
+            stats.pop("rule_violations", None)
     for share in data["tables"]:
         for name in OMITTED_WHEN_EMPTY:
             if not share.get(name):
                 share.pop(name, None)
     for source in data["sources"]:
-        for name, default in (("sequencer", None), ("text", None), ("from_line", 1)):
+        for name, default in (("sequencer", None), ("text", None), ("from_line", 1), ("rule_violations", {})):
             if source.get(name) == default:
                 source.pop(name, None)
     return json.dumps(data, indent=1, ensure_ascii=False).encode()

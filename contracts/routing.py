@@ -11,6 +11,9 @@ the job writes one table (``--table_name``), as if every key matched one route t
         partition_by: day(ts)          # Iceberg transforms over the record (as --partition_by)
         target_file_mb: 256            # default: the job's --target_file_mb
         max_columns: 200               # default: the job's --max_columns
+        expect:                        # rules each record must keep (glue_processor/table/rules.py)
+          positive_amount: "amount > 0"                                     # on_fail: quarantine
+          known_country: {sql: "country IN ('DE', 'US')", on_fail: drop}    # or warn
       clicks: {}
     routes:                            # first match wins
       - {prefix: incoming/orders/, table: orders}
@@ -36,7 +39,16 @@ import re
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
 from contracts.column_names import MAX_DATA_COLUMNS
 from contracts.exceptions import ConfigError
@@ -82,6 +94,22 @@ OnOverwrite = Literal["replace", "tail", "append"]
 OnDelete = Literal["keep", "retract"]
 # What becomes of a landing object once the commit that loaded it is published.
 AfterLoad = Literal["keep", "archive", "delete"]
+# What a record that breaks a rule becomes: a row of the quarantine table, nothing, or a row kept.
+OnFail = Literal["quarantine", "drop", "warn"]
+MAX_RULES = 32  # a table's rules: each costs the parse tasks a pass over the columns it reads
+RULE_NAME_PATTERN = r"^[A-Za-z0-9_]{1,64}$"  # a metric dimension and a column value each
+RuleName = Annotated[str, StringConstraints(pattern=RULE_NAME_PATTERN)]
+
+
+class Expectation(_Frozen):
+    """A rule the table's records must keep: a boolean SQL expression over a record's columns."""
+
+    sql: str = Field(min_length=1, max_length=4096)
+    on_fail: OnFail = "quarantine"
+
+
+Expect = dict[RuleName, Annotated[str, StringConstraints(min_length=1, max_length=4096)] | Expectation]
+_EXPECT = TypeAdapter(Annotated[Expect, Field(max_length=MAX_RULES)])
 
 
 class TableSpec(_Frozen):
@@ -98,6 +126,11 @@ class TableSpec(_Frozen):
     )
     on_delete: OnDelete | None = Field(default=None, description="a deleted key, as --on_delete")
     after_load: AfterLoad | None = Field(default=None, description="a loaded landing object, as --after_load")
+    expect: Expect = Field(
+        default_factory=dict,
+        max_length=MAX_RULES,
+        description="rules each record must keep: name -> SQL, or name -> {sql, on_fail: quarantine|drop|warn}",
+    )
 
     def schema_document(self) -> bytes | None:
         """The declared columns as a --schema file (None: every column a string)."""
@@ -186,6 +219,19 @@ def parse_routing(text: str | bytes, *, source: str = "routing file") -> Routing
         return Routing.model_validate(doc)
     except ValidationError as exc:
         raise ConfigError(f"{source}: {describe(exc, root='routing')}") from exc
+
+
+def parse_expect(text: str | bytes, *, source: str = "--expect") -> Expect:
+    """A rules file (``--expect``: the ``expect:`` mapping of a routing file's table, as JSON),
+    validated; a :class:`ConfigError` names what is wrong."""
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: not valid JSON ({exc})") from exc
+    try:
+        return _EXPECT.validate_python(doc)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {describe(exc, root='expect')}") from exc
 
 
 def read_routing(s3: Any, uri: str) -> Routing:

@@ -354,7 +354,8 @@ class ManifestBatchJob:
             results,
             quarantine_dir=f"{self.settings.quarantine_uri}/{attempt.partition}",
             duration_s=time.monotonic() - started,
-            stage_s=stages.seconds,
+            # and the task seconds the tables' rules took, within read_parse_write (its share of the parse)
+            stage_s={**stages.seconds, **_rules_seconds(shares)},
         )
         committing = time.monotonic()
         with self.steps("commit_record"):
@@ -621,3 +622,8 @@ class Stages:
             yield
         finally:
             self.seconds[name] = round(self.seconds.get(name, 0.0) + time.monotonic() - t0, 3)
+
+
+def _rules_seconds(shares: Sequence[Any]) -> dict[str, float]:
+    seconds = sum(s.outcome.rules_s for s in shares)
+    return {"rules": round(seconds, 4)} if seconds else {}

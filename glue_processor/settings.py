@@ -56,6 +56,13 @@ class JobSettings(BaseModel):
         description="a declared-schema file (JSON: column -> type; see glue_processor/table/declared.py); "
         "empty: every column is a string",
     )
+    expect_uri: str = Field(
+        default="",
+        alias="expect",
+        pattern=r"^$|^(s3|file)://.+",
+        description="a rules file (JSON: rule name -> SQL, or -> {sql, on_fail: quarantine|drop|warn}; see "
+        "glue_processor/table/rules.py): what each record must keep; empty: no rules",
+    )
     partition_by: str = Field(
         default="",
         description="Iceberg partition transforms over columns, comma-separated: day(ts), hour(ts), month(ts), "

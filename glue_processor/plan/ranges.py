@@ -123,12 +123,17 @@ def object_outcomes(outcomes: Iterable[FileOutcome]) -> tuple[list[FileOutcome],
         good = sum(p.good for p in read)
         bad = sum(p.bad for p in parts)
         text_bytes = sum(p.text_bytes for p in parts)
-        if not good and failed:  # nothing loaded: the object is quarantined whole, as if read whole
+        if (
+            not good and failed and not any(p.violations for p in read)
+        ):  # nothing loaded: the object is quarantined whole, as if read whole
             merged.append(replace(failed[0], start=0, end=None, bad=bad, text_bytes=text_bytes))
             continue
         keys: dict[str, None] = {}
+        violations: dict[str, int] = {}
         for p in read:
             keys.update(dict.fromkeys(p.new_keys))
+            for rule, n in p.violations:
+                violations[rule] = violations.get(rule, 0) + n
         merged.append(
             FileOutcome(
                 parts[0].read_uri,
@@ -139,6 +144,8 @@ def object_outcomes(outcomes: Iterable[FileOutcome]) -> tuple[list[FileOutcome],
                 new_keys=tuple(keys),
                 reason=next((p.reason for p in read if p.reason), None),
                 item=parts[0].item,
+                violations=tuple(sorted(violations.items())),
+                dropped=sum(p.dropped for p in read),
             )
         )
         lost.extend(

@@ -4,7 +4,8 @@ Without ``--routes`` the job writes one table, ``--table_name``, with ``--schema
 ``--partition_by``: the routing of one route that every key matches. With a routing file
 (:mod:`contracts.routing`), each table has its own declared columns, partitioning, file size target
 and column bound; the job's ``--target_file_mb`` and ``--max_columns`` fill what a table leaves
-unset. Everything is checked at start-up, so a bad routing file stops the job naming the table.
+unset. Everything is checked at start-up, so a bad routing file stops the job naming the table (and a
+rule that cannot work, naming the rule: glue_processor/table/rules.py).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from contracts.exceptions import ConfigError
-from contracts.routing import AfterLoad, OnDelete, OnOverwrite, Routing, parse_routing
+from contracts.routing import AfterLoad, OnDelete, OnOverwrite, Routing, parse_expect, parse_routing
 from glue_processor.settings import MIB, JobSettings
 from glue_processor.table.declared import DeclaredSchema, parse_schema
 from glue_processor.table.partitioning import PartitionPlan, parse_partition_by
+from glue_processor.table.rules import Rules, compile_rules, rule_specs
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class TableConfig:
     on_overwrite: OnOverwrite = "append"
     on_delete: OnDelete = "keep"
     after_load: AfterLoad = "keep"
+    rules: Rules | None = None  # what each record must keep (None: no rules)
 
     @property
     def mirrors(self) -> bool:
@@ -61,6 +64,11 @@ def load_routes(settings: JobSettings, read: Callable[[str], bytes] | None = Non
     table of ``--table_name``, ``--schema`` and ``--partition_by``."""
     if not settings.routes_uri:
         declared = _read_schema(settings.schema_uri, read) if settings.schema_uri else None
+        rules = None
+        if settings.expect_uri:
+            where = f"--expect {settings.expect_uri}"
+            expect = parse_expect((read or _read)(settings.expect_uri), source=where)
+            rules = compile_rules(rule_specs(expect), declared, where=f"{where}: table {settings.table_name!r}")
         config = TableConfig(
             name=settings.table_name,
             location=settings.table_location,
@@ -73,10 +81,13 @@ def load_routes(settings: JobSettings, read: Callable[[str], bytes] | None = Non
             on_overwrite=settings.overwrite_mode,
             on_delete=settings.on_delete,
             after_load=settings.after_load,
+            rules=rules,
         )
         return Routes(Routing.single(settings.table_name), {config.name: config}, legacy=settings.table_name)
-    if settings.schema_uri or settings.partition_by:
-        raise ConfigError("--routes names each table's columns and partitioning: leave --schema and --partition_by")
+    if settings.schema_uri or settings.partition_by or settings.expect_uri:
+        raise ConfigError(
+            "--routes names each table's columns, partitioning and rules: leave --schema, --partition_by and --expect"
+        )
     source = f"--routes {settings.routes_uri}"
     text = (read or _read)(settings.routes_uri)
     return resolve(settings, parse_routing(text, source=source), source=source)
@@ -98,6 +109,7 @@ def resolve(settings: JobSettings, routing: Routing, *, source: str = "--routes"
             partitions = parse_partition_by(spec.partition_by, declared)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from exc
+        rules = compile_rules(rule_specs(spec.expect), declared, where=where)
         tables[name] = TableConfig(
             name=name,
             location=settings.location_of(name),
@@ -108,6 +120,7 @@ def resolve(settings: JobSettings, routing: Routing, *, source: str = "--routes"
             on_overwrite=spec.on_overwrite or settings.overwrite_mode,
             on_delete=spec.on_delete or settings.on_delete,
             after_load=spec.after_load or settings.after_load,
+            rules=rules,
         )
     return Routes(routing, tables, legacy=settings.table_name)
 

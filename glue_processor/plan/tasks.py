@@ -81,6 +81,7 @@ def plan_tasks(
             max_open_files=settings.max_open_files_per_task,
             limits=limits,
             declared=config.declared,
+            rules=config.rules,
             partitions=config.partitions,
             partition_limit=settings.partition_limit_per_batch if config.partitions is not None else None,
             max_columns=config.max_columns,

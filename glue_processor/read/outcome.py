@@ -21,6 +21,7 @@ from glue_processor.read.task import FileOutcome, Staged, TaskResult
 
 REASON_UNROUTED = "no route of the routing file leads its key to a table (unmatched: ignore)"
 REASON_ALL_BAD = "no line loaded: every line was quarantined"
+REASON_NONE_KEPT = "no row kept: {} dropped by the table's rules (on_fail: drop), the others quarantined"
 
 
 class Outcome:
@@ -41,6 +42,9 @@ class Outcome:
         self.bad_records = 0
         self.rescued = 0
         self.extra_values = 0
+        self.dropped = 0  # rows drop rules removed
+        self.rules_s = 0.0  # task seconds spent checking rows against the table's rules
+        self.violations: dict[str, int] = {}  # rule -> rows that broke it
         self.null_partitions = 0
         # rows moved to the null partition past the share's partition limit, by the parse tasks or
         # the write stage (glue_processor.plan.overflow)
@@ -68,6 +72,9 @@ class Outcome:
         quarantined (no longer told from an object with no line at all)."""
         self.records_out += found.good
         self.bad_records += found.bad
+        self.dropped += found.dropped
+        for rule, n in found.violations:
+            self.violations[rule] = self.violations.get(rule, 0) + n
         self.text_bytes += found.text_bytes
         if gzipped(source):
             self.gzip_bytes += source.entry.size
@@ -75,8 +82,8 @@ class Outcome:
         reason = found.reason
         if reason is not None:
             self.partial.add(_identity(source))
-        if reason is None and found.bad and not found.good:
-            reason = f"{REASON_ALL_BAD} ({found.bad})"
+        if reason is None and (found.bad or found.dropped) and not found.good:
+            reason = f"{REASON_ALL_BAD} ({found.bad})" if not found.dropped else REASON_NONE_KEPT.format(found.dropped)
         self._record(
             source.entry,
             source.manifest_uri,
@@ -86,6 +93,7 @@ class Outcome:
             reason=reason,
             text=source.text,
             from_line=source.tail_line if source.tail_from else 1,
+            violations=dict(found.violations),
         )
 
     def add(self, source: SourceFile, status: Any, *, reason: str | None = None) -> None:
@@ -110,6 +118,7 @@ class Outcome:
         # nothing of it is written: its files and its bad lines' records go (a requeue reads it again)
         share.data_files, share.quarantine_files = [], []
         share.records_out = share.bad_records = share.rescued = share.extra_values = share.null_partitions = 0
+        share.dropped, share.violations = 0, {}
         share.overflow_records = 0
         share.partial = set()
 
@@ -134,6 +143,7 @@ class Outcome:
                 sequencer=entry.sequencer,
                 text=extra.get("text"),
                 from_line=extra.get("from_line", 1),
+                rule_violations=extra.get("violations", {}),
             )
         )
 
@@ -158,6 +168,7 @@ def gather(
     for result in sorted(results, key=lambda r: r.index):
         outcome.rescued += result.rescued
         outcome.extra_values += result.extra_values
+        outcome.rules_s += result.rules_s
         outcome.null_partitions += result.null_partitions
         outcome.overflow_records += result.overflow_records
         outcome.data_files.extend(result.data)

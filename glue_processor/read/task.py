@@ -30,6 +30,7 @@ import dataclasses
 import functools
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -41,9 +42,10 @@ import numpy as np
 import pyarrow as pa
 
 from glue_processor.defaults import DEFAULT_MAX_COLUMNS
+from glue_processor.read.expect import Checked, check
 from glue_processor.read.extra import EXTRA, EXTRA_TYPE
 from glue_processor.read.names import LINEAGE_COLUMNS, column_names
-from glue_processor.read.ndjson import MAX_CELLS, STRING, BadLine, ParsedText, parse_pieces
+from glue_processor.read.ndjson import MAX_CELLS, RAW_BYTES, STRING, BadLine, ParsedText, parse_pieces
 from glue_processor.read.objects import ObjectMissing, ObjectStore, VersionGone, store_for
 from glue_processor.read.text import (
     MIB,
@@ -62,6 +64,7 @@ from glue_processor.read.text import (
 )
 from glue_processor.table.declared import RESCUED, DeclaredSchema, conform
 from glue_processor.table.partitioning import PartitionPlan
+from glue_processor.table.rules import Rules
 from glue_processor.write import parquet as parquet_writer
 from glue_processor.write.shared import SHARED_ROW_GROUP_BYTES, sort_spill
 
@@ -126,6 +129,8 @@ class TaskSpec:
     limits: Limits = field(default_factory=Limits)
     # Declared column types (--schema): converted here, what does not convert goes to _rescued.
     declared: DeclaredSchema | None = None
+    # The table's rules (glue_processor/table/rules.py), checked here on the typed rows.
+    rules: Rules | None = None
     # Partitions from the record: each row's partition, so each file holds one (None: one partition).
     partitions: PartitionPlan | None = None
     # The most partitions whose rows the task keeps apart; any other's join the null partition here
@@ -180,6 +185,8 @@ class FileOutcome:
     start: int = 0  # the byte range read (FileTask.start/end)
     end: int | None = None
     item: int = 0  # FileTask.item
+    violations: tuple[tuple[str, int], ...] = ()  # rows that broke each rule (of those that some did)
+    dropped: int = 0  # rows a drop rule removed
 
 
 @dataclass(frozen=True)
@@ -219,6 +226,7 @@ class TaskResult:
     null_partitions: int = 0  # rows whose partition value was missing (in the null partition)
     extra_values: int = 0  # values kept in _extra: keys past max_columns or no column (see ndjson.parse_ndjson)
     overflow_records: int = 0  # rows moved to the null partition past the partition limit
+    rules_s: float = 0.0  # seconds the task spent checking rows against the table's rules
 
 
 def overwritten(modified_epoch_s: float, event_time: datetime) -> bool:
@@ -244,6 +252,7 @@ def run_task(spec: TaskSpec, stores: Callable[[str], ObjectStore] = store_for) -
         out.null_partitions,
         out.extra_values,
         out.overflow_records,
+        out.rules_s,
     )
 
 
@@ -341,7 +350,8 @@ def _parse_stream(
     item: FileTask, text: Any, keys: list[str], *, spec: TaskSpec, out: _ParquetFiles, bad_records: _QuarantineFile
 ) -> FileOutcome:
     first_keys = set(keys)
-    good = bad = text_bytes = 0
+    good = bad = text_bytes = dropped = 0
+    violations: dict[str, int] = {}
     reason: str | None = None
     try:
         # a byte-order mark is skipped where an object starts (RFC 8259 section 8.1), nowhere else
@@ -361,7 +371,20 @@ def _parse_stream(
                 bad_records.extend(_quarantine_record(item, b, spec.batch_id) for b in parsed.bad)
                 if parsed.rows:
                     out.extra_values += parsed.extra_values
-                    out.add(_with_lineage(parsed, item, spec), tuple(keys))
+                    rows = _typed(_with_lineage(parsed, item, spec), spec, out)
+                    if spec.rules is not None:
+                        began = time.perf_counter()
+                        checked = check(rows, spec.rules, data_prefix=_DATA)
+                        rows = checked.kept
+                        good -= checked.removed
+                        bad += len(checked.quarantined)
+                        dropped += checked.dropped
+                        for rule, n in checked.violations.items():
+                            violations[rule] = violations.get(rule, 0) + n
+                        bad_records.extend(_rule_records(item, piece, parsed, checked, spec.batch_id))
+                        out.rules_s += time.perf_counter() - began
+                    if len(rows):
+                        out.add(rows, tuple(keys))
     except StreamStopped as exc:
         what = REASON_UNREADABLE if isinstance(exc, ReadFailed) else "object too large"
         if isinstance(exc, TooLarge):
@@ -371,19 +394,29 @@ def _parse_stream(
             reason = f"{REASON_CUT}: {exc}"
         if item.ranged:
             reason += f" (to the end of {byte_range(item.start, item.end)})"
-        if not good:  # nothing loaded: the driver quarantines the object whole, with this reason
+        if not good and not violations:  # nothing loaded: the driver quarantines the object whole, with this reason
             return FileOutcome(item.read_uri, "unreadable", bad=bad, text_bytes=exc.text_bytes, reason=reason)
         # some lines loaded: the record says exactly from which line on the rest was not
         bad_records.append(_stopped_record(item, reason, spec.batch_id))
     except _ParseFailed as exc:  # parsing is pure: a failure belongs to this object, which is quarantined
         logger.exception("object could not be parsed", extra={"uri": item.read_uri})
         reason = f"{REASON_UNPARSEABLE}: {type(exc.__cause__).__name__}: {exc.__cause__}"[:1000]
-        if not good:
+        if not good and not violations:
             return FileOutcome(item.read_uri, "unreadable", reason=reason)
         bad_records.append(_stopped_record(item, reason, spec.batch_id))
     status = "ingested" if good else "empty"
     new_keys = tuple(k for k in keys if k not in first_keys)
-    return FileOutcome(item.read_uri, status, good, bad, text_bytes, new_keys, reason)
+    return FileOutcome(
+        item.read_uri,
+        status,
+        good,
+        bad,
+        text_bytes,
+        new_keys,
+        reason,
+        violations=tuple(sorted(violations.items())),
+        dropped=dropped,
+    )
 
 
 class _ParseFailed(Exception):
@@ -440,6 +473,77 @@ def _stopped_record(item: FileTask, reason: str, batch_id: int) -> dict[str, Any
     }
 
 
+def _typed(rows: pa.Table, spec: TaskSpec, out: _ParquetFiles) -> pa.Table:
+    """The declared columns of ``rows`` converted, and ``_rescued`` holding what did not (its values
+    counted in ``out``): done per piece, before the rules, so a rule sees typed values."""
+    if spec.declared is None:
+        return rows
+    present = [k for k in spec.declared.keys if f"{_DATA}{k}" in rows.column_names]
+    data = {k: rows.column(f"{_DATA}{k}") for k in present}
+    typed, rescued, count = conform(data, spec.declared)
+    out.rescued += count
+    for k in present:
+        rows = rows.set_column(rows.schema.get_field_index(f"{_DATA}{k}"), f"{_DATA}{k}", typed[k])
+    return rows.append_column(RESCUED, rescued)
+
+
+def _rule_records(
+    item: FileTask, piece: Chunk, parsed: ParsedText, checked: Checked, batch_id: int
+) -> Iterator[dict[str, Any]]:
+    """A quarantine record per rule a quarantined row broke: the rule, why, and the row's line as
+    the object has it (a JSON document's record: its values as JSON, as it spans lines)."""
+    if not checked.quarantined:
+        return
+    lines = parsed.lines.to_numpy(zero_copy_only=False)
+    rows = [row for row, _ in checked.quarantined]
+    if piece.starts is None:
+        texts = _line_texts(piece, [int(lines[row]) for row in rows])
+    else:  # a JSON document's records: its lines are not the records
+        texts = [_record_text(checked.checked, row) for row in rows]
+    for (row, broken), (raw, size) in zip(checked.quarantined, texts, strict=True):
+        for verdict in broken:
+            yield {
+                "kind": "rule",
+                "source_uri": item.source_uri,
+                "line": int(lines[row]),
+                "reason": verdict.reason(row),
+                "rule": verdict.rule.name,
+                "raw": raw,
+                **({"raw_bytes": size} if size > RAW_BYTES else {}),
+                "manifest_uri": item.manifest_uri,
+                "batch_id": batch_id,
+                **_version(item),
+            }
+
+
+def _line_texts(piece: Chunk, lines: list[int]) -> list[tuple[str, int]]:
+    """The text of each of ``lines`` (numbers of the object's lines in ``piece``): its first
+    RAW_BYTES, and its size in bytes."""
+    text = piece.text
+    ends = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == 10)
+    out = []
+    for line in lines:
+        i = line - piece.first_line
+        start = 0 if i == 0 else int(ends[i - 1]) + 1
+        end = int(ends[i]) if i < len(ends) else len(text)
+        if end > start and text[end - 1] == 13:  # \r
+            end -= 1
+        out.append((bytes(text[start : min(end, start + RAW_BYTES)]).decode("utf-8", errors="replace"), end - start))
+    return out
+
+
+def _record_text(rows: pa.Table, row: int) -> tuple[str, int]:
+    """A row's data values as a JSON object (declared values as text), its first RAW_BYTES."""
+    values = {
+        name.removeprefix(_DATA): rows.column(name)[row].as_py()
+        for name in rows.column_names
+        if name.startswith(_DATA) and rows.column(name)[row].is_valid
+    }
+    text = json.dumps(values, ensure_ascii=False, default=str)
+    size = len(text.encode("utf-8"))
+    return (text if size <= RAW_BYTES else text.encode()[:RAW_BYTES].decode("utf-8", errors="ignore")), size
+
+
 def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec) -> pa.Table:
     """The parsed rows with their lineage and ``_extra``."""
     n = parsed.rows
@@ -485,6 +589,11 @@ def _output_table(
         names.append(RESCUED)
         arrays.append(rescued)
     return pa.table(arrays, names=names)
+
+
+def _type_of(key: str, declared: DeclaredSchema | None) -> pa.DataType:
+    column = declared.get(key) if declared is not None else None
+    return column.arrow_type if column is not None else STRING
 
 
 def _version(item: FileTask) -> dict[str, Any]:
@@ -590,6 +699,7 @@ class _ParquetFiles:
     null_partitions: int = 0
     extra_values: int = 0
     overflow_records: int = 0
+    rules_s: float = 0.0
     _kept: set[str] = field(default_factory=set)  # the partitions whose rows the task keeps apart
 
     def __enter__(self) -> _ParquetFiles:
@@ -643,13 +753,15 @@ class _ParquetFiles:
         self._pending_weight = 0
         self._pending_cells = 0
         present = set(merged.column_names)
+        declared = self.spec.declared
         data = {
-            k: merged.column(f"{_DATA}{k}") if f"{_DATA}{k}" in present else pa.nulls(len(merged), STRING) for k in keys
+            k: merged.column(f"{_DATA}{k}")
+            if f"{_DATA}{k}" in present
+            else pa.nulls(len(merged), _type_of(k, declared))
+            for k in keys
         }
-        rescued = None
-        if self.spec.declared is not None:
-            data, rescued, count = conform(data, self.spec.declared)
-            self.rescued += count
+        # declared columns were converted per piece (_typed), before the rules
+        rescued = merged.column(RESCUED) if declared is not None else None
         lineage = {c: merged.column(c) for c in LINEAGE_COLUMNS}
         table = _output_table(data, keys, lineage, rescued, merged.column(EXTRA))
         if self.spec.partitions is None:

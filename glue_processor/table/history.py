@@ -60,6 +60,8 @@ SCHEMA = pa.schema(
         pa.field("query_id", pa.string()),
         pa.field("snapshot_id", pa.int64()),
         pa.field("manifest_uri", pa.string()),
+        # rows of the object that broke each of its table's rules (NULL: none did)
+        pa.field("rule_violations", pa.map_(pa.string(), pa.int64())),
     ]
 )
 
@@ -94,6 +96,7 @@ def history_rows(
             "query_id": [record.query_id] * len(sources),
             "snapshot_id": [snapshots.get(t) if t else None for t in tables],
             "manifest_uri": [x.manifest_uri for x in sources],
+            "rule_violations": [list(x.rule_violations.items()) or None for x in sources],
         },
         schema=SCHEMA,
     )
@@ -144,6 +147,7 @@ def replaced_rows(
             "query_id": [record.query_id] * n,
             "snapshot_id": [snapshots.get(t) for t, _ in items],
             "manifest_uri": pa.array([None] * n, pa.string()),
+            "rule_violations": pa.nulls(n, SCHEMA.field("rule_violations").type),
         },
         schema=SCHEMA,
     )
@@ -164,7 +168,7 @@ def ensure_dated_table(catalog: Catalog, database: str, name: str, schema: pa.Sc
     transform with pyiceberg-core, which Glue does not provide."""
     identifier = (database, name)
     try:
-        return catalog.load_table(identifier)
+        return _with_columns(catalog.load_table(identifier), schema)
     except NoSuchTableError:
         pass
     with contextlib.suppress(NamespaceAlreadyExistsError):
@@ -176,6 +180,18 @@ def ensure_dated_table(catalog: Catalog, database: str, name: str, schema: pa.Sc
     with table.update_spec() as spec:
         spec.add_field("commit_date", IdentityTransform(), "commit_date")
     logger.info("created a table of the job's", extra={"table": f"{database}.{name}", "location": location})
+    return table
+
+
+def _with_columns(table: Table, schema: pa.Schema) -> Table:
+    """``table`` with the columns of ``schema`` a later version added (a table created before them
+    gains them, NULL in its older rows: Iceberg adds a column without rewriting a file)."""
+    have = set(table.schema().column_names)
+    if all(name in have for name in schema.names):
+        return table
+    with table.update_schema() as update:
+        update.union_by_name(schema)
+    logger.info("added the columns a later version has", extra={"table": table.name(), "columns": schema.names})
     return table
 
 

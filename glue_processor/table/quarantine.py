@@ -2,14 +2,16 @@
 
 ``<database>.quarantine`` (``--quarantine_table``) holds one row per quarantine record a batch made:
 the table the object was meant for, its bucket, key and version, the line, the kind (``line``, a
-whole object, a manifest), the reason, the raw text's first 64 KiB and its size, the batch, the
-manifest and the commit time. It is appended with the batch's load history, exactly once by the
-same guard (``history.append_once``: the snapshot summary names the query, batch and part), from
-the batch's quarantine files, which the parse tasks and the driver write as they find what they
-cannot load (JSON lines, kept under ``<QuarantineUri>`` too: they are where ``make reconcile``
-reads what to load again). A batch's files are appended in groups of at most :data:`GROUP_BYTES`
-(a group, a part), so the driver holds one group at a time however much a batch quarantined; a file
-past it (a task that read an object of bad lines) is one row saying where its records are.
+whole object, a manifest, a ``rule`` a row broke), the reason, the rule, the raw text's first 64 KiB
+and its size, the batch, the manifest and the commit time. It is appended with the batch's load
+history, exactly once by the same guard (``history.append_once``: the snapshot summary names the
+query, batch and part), from the batch's quarantine files, which the parse tasks and the driver
+write as they find what they cannot load (JSON lines under ``<QuarantineUri>``, expired by the
+bucket's lifecycle; ``make reconcile`` requeues from the load history, where an object quarantined
+whole has its status). A batch's files are appended in groups of at most :data:`GROUP_BYTES` (a
+group, a part), so the driver holds one group at a time however much a batch quarantined; a file
+past it (a task that read an object of bad lines) is one row saying where its records are: what the
+JSON lines hold that the table does not.
 """
 
 from __future__ import annotations

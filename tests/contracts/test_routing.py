@@ -106,7 +106,7 @@ def test_each_table_resolves_to_what_its_batches_need_and_bad_tables_stop_the_jo
 def test_routes_leave_the_one_table_settings_alone() -> None:
     from glue_processor.plan.routes import load_routes
 
-    with pytest.raises(ConfigError, match="leave --schema and --partition_by"):
+    with pytest.raises(ConfigError, match="leave --schema, --partition_by and --expect"):
         load_routes(settings(routes="file:///tmp/r/routes.json", partition_by="day(_event_time)"), read=lambda u: b"")
     with pytest.raises(ConfigError, match="routes needs table_format iceberg"):
         settings(routes="file:///tmp/r/routes.json", table_format="hive-parquet")

@@ -1,0 +1,117 @@
+"""A parse task checks its typed rows against the table's rules: what is kept, quarantined (with its
+line as the object has it), dropped, and counted per object."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from contracts.routing import parse_expect
+from glue_processor.read.objects import local_path
+from glue_processor.read.task import run_task
+from glue_processor.table.declared import parse_schema
+from glue_processor.table.rules import compile_rules, rule_specs
+from tests.glue_processor.read.test_task import file_task, spec
+
+DECLARED = parse_schema('{"columns": {"amount": "decimal(12,2)", "ts": "timestamp"}}')
+EXPECT = {
+    "positive_amount": "amount > 0",
+    "recent": "ts >= TIMESTAMP '2020-01-01 00:00:00'",
+    "known_country": {"sql": "country IN ('DE', 'US')", "on_fail": "drop"},
+    "sku_length": {"sql": "length(sku) = 3", "on_fail": "warn"},
+}
+LINES = [
+    b'{"id": "ok", "amount": "1.50", "ts": "2026-01-01T00:00:00Z", "country": "DE", "sku": "abc"}',
+    b'{"id": "negative", "amount": "-2", "ts": "2026-01-01T00:00:00Z", "country": "US", "sku": "abc"}',
+    b"",  # a blank line: a line number, no row
+    b'{"id": "old and negative", "amount": -3, "ts": "2019-05-05 10:00:00", "country": "DE", "sku": "abc"}',
+    b'{"id": "elsewhere", "amount": 4, "ts": "2026-01-01T00:00:00Z", "country": "FR", "sku": "abc"}',
+    b'{"id": "long sku", "amount": 5, "ts": "2026-01-01T00:00:00Z", "country": "US", "sku": "abcd"}',
+    b'{"id": "not a number", "amount": "x", "ts": "2026-01-01T00:00:00Z", "country": "US", "sku": "abc"}',
+    b"not json",
+]
+
+
+def rules():  # type: ignore[no-untyped-def]
+    return compile_rules(rule_specs(parse_expect(json.dumps(EXPECT))), DECLARED, where="table 'orders'")
+
+
+def test_rows_breaking_rules_are_quarantined_dropped_or_counted_each_with_its_line(tmp_path: Path) -> None:
+    # Given an object with CRLF line ends, declared types and four rules (two quarantine, a drop, a warn)
+    root = tmp_path / "src"
+    root.mkdir()
+    (root / "o.json").write_bytes(b"\r\n".join(LINES) + b"\r\n")
+    out = f"file://{tmp_path}/out"
+    # When a task reads it
+    result = run_task(
+        spec(
+            [file_task(f"file://{root}/o.json", source="s3://b/o.json")],
+            out,
+            known=(),
+            declared=DECLARED,
+            rules=rules(),
+        )
+    )
+    # Then the object's outcome counts kept rows, quarantined lines (rules' and the bad line) and drops
+    (found,) = result.files
+    assert (found.status, found.good, found.bad, found.dropped) == ("ingested", 2, 4, 1)
+    assert dict(found.violations) == {"positive_amount": 3, "recent": 1, "known_country": 1, "sku_length": 1}
+    # And the table gets the rows that kept every quarantine and drop rule, typed, the warned one too
+    (staged,) = result.data
+    rows = pq.read_table(local_path(staged.uri)).to_pylist()
+    assert [(r["id"], r["amount"], r["_line"]) for r in rows] == [
+        ("ok", Decimal("1.50"), 1),
+        ("long sku", Decimal("5.00"), 6),
+    ]
+    # And a quarantine record per broken quarantine rule: its rule, why, and the line as the object has it
+    (qfile,) = result.quarantine
+    records = [json.loads(line) for line in Path(local_path(qfile.uri)).read_text().splitlines()]
+    by_line = sorted((r["line"], r["kind"], r.get("rule"), r["raw"]) for r in records)
+    assert by_line == [
+        (2, "rule", "positive_amount", LINES[1].decode()),
+        (4, "rule", "positive_amount", LINES[3].decode()),
+        (4, "rule", "recent", LINES[3].decode()),
+        (7, "rule", "positive_amount", LINES[6].decode()),  # "x" is no decimal: NULL (rescued), which breaks it
+        (8, "line", None, "not json"),
+    ]
+    why = {(r["line"], r.get("rule")): r["reason"] for r in records}
+    assert why[2, "positive_amount"] == "rule positive_amount not kept (quarantine): amount > 0 is false"
+    assert why[7, "positive_amount"].endswith("is NULL (a value it reads is missing or NULL)")
+    assert all(r["source_uri"] == "s3://b/o.json" and r["etag"] == "etag-1" for r in records)
+    # And the value that did not convert is counted as rescued, as without rules
+    assert result.rescued == 1
+
+
+def test_an_object_whose_rows_all_break_rules_is_empty_not_unreadable(tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    root.mkdir()
+    (root / "all.json").write_bytes(LINES[1] + b"\n" + LINES[4] + b"\n")
+    result = run_task(
+        spec(
+            [file_task(f"file://{root}/all.json")], f"file://{tmp_path}/out", known=(), declared=DECLARED, rules=rules()
+        )
+    )
+    (found,) = result.files
+    assert (found.status, found.good, found.bad, found.dropped) == ("empty", 0, 1, 1)
+    assert result.data == ()
+
+
+def test_a_json_documents_record_is_quarantined_with_its_values(tmp_path: Path) -> None:
+    # Given a pretty-printed JSON array (records span lines): the raw text is the record's values
+    root = tmp_path / "src"
+    root.mkdir()
+    doc = [{"id": "a", "amount": "1", "ts": "2026-01-01T00:00:00Z", "country": "DE", "sku": "abc"}]
+    doc.append({"id": "b", "amount": "-1", "ts": "2026-01-01T00:00:00Z", "country": "DE", "sku": "abc"})
+    (root / "doc.json").write_text(json.dumps(doc, indent=2))
+    result = run_task(
+        spec(
+            [file_task(f"file://{root}/doc.json")], f"file://{tmp_path}/out", known=(), declared=DECLARED, rules=rules()
+        )
+    )
+    (qfile,) = result.quarantine
+    (record,) = [json.loads(line) for line in Path(local_path(qfile.uri)).read_text().splitlines()]
+    assert record["rule"] == "positive_amount" and record["line"] == 9  # the line the record starts on
+    assert json.loads(record["raw"]) == {**doc[1], "amount": "-1.00", "ts": "2026-01-01 00:00:00+00:00"}

@@ -1,0 +1,174 @@
+"""The tables' rules: what compiles, what is refused at start-up (one line naming table and rule), and
+what a rule says of typed rows, with SQL's NULLs."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from contracts.exceptions import ConfigError
+from contracts.routing import parse_expect, parse_routing
+from glue_processor.table.declared import TIMESTAMP, parse_schema
+from glue_processor.table.rules import Rules, compile_rules, rule_specs
+
+DECLARED = parse_schema(
+    '{"columns": {"amount": "decimal(12,2)", "ts": "timestamp", "qty": "bigint", "paid": "boolean", "day": "date"}}'
+)
+
+
+def rules(expect: dict[str, Any]) -> Rules:
+    compiled = compile_rules(rule_specs(parse_expect(json.dumps(expect))), DECLARED, where="table 'orders'")
+    assert compiled is not None
+    return compiled
+
+
+def failed(compiled: Rules, columns: dict[str, pa.Array]) -> dict[str, list[bool]]:
+    rows = len(next(iter(columns.values())))
+    return {v.rule.name: v.failed.tolist() for v in compiled.evaluate(columns.get, rows)}
+
+
+ROWS = {
+    "amount": pa.array([Decimal("12.50"), Decimal("-1.00"), None, Decimal("0.01")], pa.decimal128(12, 2)),
+    "ts": pa.array(
+        [
+            datetime(2026, 1, 1, tzinfo=UTC),
+            datetime(2019, 12, 31, 23, 59, tzinfo=UTC),
+            None,
+            datetime(2020, 1, 1, tzinfo=UTC),
+        ],
+        TIMESTAMP,
+    ),
+    "country": pa.array(["DE", "FR", None, "US"]),
+    "sku": pa.array(["ABCDEFGHIJKL", "short", "ABCDEFGHIJKL", None]),
+    "event_id": pa.array(["e1", None, "e3", "e4"]),
+    "_line": pa.array([1, 2, 3, 4], pa.int64()),
+}
+
+
+def test_the_issues_rules_hold_on_typed_values_and_a_null_breaks_a_rule() -> None:
+    # Given the rules the issue names, a decimal and a timestamp among them
+    compiled = rules(
+        {
+            "positive_amount": "amount > 0",
+            "has_id": "event_id IS NOT NULL",
+            "known_country": {"sql": "country IN ('DE','US')", "on_fail": "drop"},
+            "sku_length": {"sql": "length(sku) = 12", "on_fail": "warn"},
+            "recent": "ts >= TIMESTAMP '2020-01-01 00:00:00'",
+            "missing_ok": "amount IS NULL OR amount > 0",
+        }
+    )
+    # When they are evaluated on four rows (the third has no amount, ts or country)
+    got = failed(compiled, ROWS)
+    # Then a rule is kept only where it is TRUE: FALSE and NULL both break it
+    assert got == {
+        "positive_amount": [False, True, True, False],
+        "has_id": [False, True, False, False],
+        "known_country": [False, True, True, False],
+        "sku_length": [False, True, False, True],
+        "recent": [False, True, True, False],
+        "missing_ok": [False, True, False, False],
+    }
+    # and the reason tells FALSE from NULL
+    verdict = next(v for v in compiled.evaluate(ROWS.get, 4) if v.rule.name == "positive_amount")
+    assert verdict.reason(1) == "rule positive_amount not kept (quarantine): amount > 0 is false"
+    assert "is NULL (a value it reads is missing or NULL)" in verdict.reason(2)
+
+
+def test_sql_constructs_compile_to_arrow_with_sqls_semantics() -> None:
+    compiled = rules(
+        {
+            "not_in": "country NOT IN ('FR')",  # NULL NOT IN (...) is NULL, not TRUE
+            "between": "amount BETWEEN 0 AND 20",
+            "like": "sku LIKE 'ABC%'",
+            "not_like": "sku NOT LIKE 'ABC%'",  # sqlglot marks it with negate, not a NOT node
+            "not_ilike": "country NOT ILIKE 'de'",
+            "regexp": "regexp_like(sku, '^[A-Z]{12}$')",
+            "arith": "amount * 2 - 1 > 0 AND amount / 0 > 0",  # a real quotient: x / 0 is infinite, not an error
+            "lower": "lower(country) <> 'fr' AND upper(trim(country)) = country",
+            "coalesce": "coalesce(amount, 0) >= 0",
+            "lineage": "_line < 4",
+            "ts_offset": "ts < TIMESTAMP '2026-01-01T01:00:00+02:00'",  # 2025-12-31 23:00 UTC
+        }
+    )
+    assert failed(compiled, ROWS) == {
+        "not_in": [False, True, True, False],
+        "between": [False, True, True, False],
+        "like": [False, True, False, True],
+        "not_like": [True, False, True, True],
+        "not_ilike": [True, False, True, False],
+        "regexp": [False, True, False, True],
+        "arith": [False, True, True, True],
+        "lower": [False, True, True, False],
+        "coalesce": [False, True, False, False],
+        "lineage": [False, False, False, True],
+        "ts_offset": [True, False, True, False],
+    }
+
+
+def test_a_column_no_row_has_is_null_and_breaks_the_rule() -> None:
+    compiled = rules({"has_ref": "ref IS NOT NULL", "no_ref_ok": "ref IS NULL"})
+    assert failed(compiled, {"_line": pa.array([1, 2])}) == {"has_ref": [True, True], "no_ref_ok": [False, False]}
+
+
+@pytest.mark.parametrize(
+    ("sql", "says"),
+    [
+        ("amount >", "not SQL"),
+        ("foo(amount) = 1", "function foo() is not one a rule may use"),
+        ("country > 0", "country is an undeclared column, a string"),  # compares a string with a number
+        ("length(amount) = 3", "amount is decimal(12,2)"),
+        ("amount + 1", "is of type decimal(13,2), not a boolean condition"),
+        ("CAST(country AS INT) > 1", "a column's type comes from its declared type"),
+        ("a = 1; DROP TABLE x", "one expression, not several statements"),
+        ("_extra IS NULL", "_extra is a map of the job's own"),
+        ("country IN ('DE', NULL)", "IN takes a list of values that are not NULL"),
+        ("ts > TIMESTAMP 'yesterday'", "TIMESTAMP 'yesterday'"),
+        ("o.amount > 0", "a column of the record, without a table name"),
+        ("country IN (SELECT 1)", "IN takes a list of values"),
+        ("paid > 'x'", "paid is boolean"),
+        ("regexp_like(country, '(')", "regexp_like"),
+    ],
+)
+def test_a_rule_that_cannot_work_is_refused_in_one_line_naming_table_and_rule(sql: str, says: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        rules({"my_rule": sql})
+    message = str(caught.value)
+    assert message.startswith(f"table 'orders': rule 'my_rule' ({sql}): "), message
+    assert says in message and "\n" not in message
+
+
+def test_the_routing_file_names_a_bad_rule_with_its_table_before_anything_runs() -> None:
+    from glue_processor.plan.routes import resolve
+    from glue_processor.settings import settings_from_mapping
+
+    routing = parse_routing(
+        '{"tables": {"orders": {"columns": {"amount": "decimal(12,2)"}, "expect": {"pos": "amount > 0", '
+        '"bad": {"sql": "amount LIKE 1", "on_fail": "warn"}}}}, "routes": [{"table": "orders"}]}'
+    )
+    roots = {k: f"file:///tmp/{k}" for k in ("manifest_uri", "output_uri", "quarantine_uri", "checkpoint_uri")}
+    with pytest.raises(ConfigError, match=r"^routes.json: table 'orders': rule 'bad' \(amount LIKE 1\): "):
+        resolve(settings_from_mapping(roots), routing, source="routes.json")
+
+
+def test_rule_names_modes_and_counts_are_bounded_by_the_contract() -> None:
+    with pytest.raises(ConfigError, match="String should match pattern"):
+        parse_expect('{"bad name": "a = 1"}')
+    with pytest.raises(ConfigError, match="'quarantine', 'drop' or 'warn'"):
+        parse_expect('{"r": {"sql": "a = 1", "on_fail": "explode"}}')
+    with pytest.raises(ConfigError, match="at most 32"):
+        parse_expect(json.dumps({f"r{i}": "a = 1" for i in range(33)}))
+    with pytest.raises(ConfigError, match="at most 4096"):
+        parse_expect(json.dumps({"r": "a = '" + "x" * 4096 + "'"}))
+
+
+def test_compiled_rules_travel_to_the_tasks_as_plain_data() -> None:
+    import pickle
+
+    compiled = rules({"positive_amount": "amount > 0"})
+    again = pickle.loads(pickle.dumps(compiled))
+    assert failed(again, ROWS) == failed(compiled, ROWS)
