@@ -25,6 +25,8 @@ class Source(StrEnum):
 JOB_DIMENSIONS = ("JobName", "QueryName")
 # A metric of one table (contracts/routing.py) is also published per table, with this dimension more.
 TABLE_DIMENSION = "Table"
+# A rule's metric (glue_processor/table/rules.py) is also published per table and rule.
+RULE_DIMENSION = "Rule"
 MANIFEST_LAMBDA_DIMENSIONS = ("service",)  # powertools' default dimension
 CONTROL_PLANE_DIMENSIONS = ("JobName",)
 
@@ -37,6 +39,7 @@ class MetricDef:
     description: str
     # also published per table (the job's dimensions and Table): the dashboard's top tables
     per_table: bool = False
+    per_rule: bool = False  # also published per table and rule (the job's dimensions, Table and Rule)
 
     @property
     def dimensions(self) -> tuple[str, ...]:
@@ -51,9 +54,16 @@ class MetricDef:
         """The dimensions of its per-table series (only for ``per_table`` metrics)."""
         return (*self.dimensions, TABLE_DIMENSION) if self.per_table else ()
 
+    @property
+    def rule_dimensions(self) -> tuple[str, ...]:
+        """The dimensions of its per-rule series (only for ``per_rule`` metrics)."""
+        return (*self.dimensions, TABLE_DIMENSION, RULE_DIMENSION) if self.per_rule else ()
 
-def _m(name: str, unit: Unit, source: Source, description: str, *, per_table: bool = False) -> MetricDef:
-    return MetricDef(name, unit, source, description, per_table)
+
+def _m(
+    name: str, unit: Unit, source: Source, description: str, *, per_table: bool = False, per_rule: bool = False
+) -> MetricDef:
+    return MetricDef(name, unit, source, description, per_table, per_rule)
 
 
 J, L, C = Source.JOB, Source.MANIFEST_LAMBDA, Source.CONTROL_PLANE
@@ -169,6 +179,14 @@ BACKLOG_AGE = _m("OldestBacklogAge", "Seconds", J, "age of the oldest waiting ma
 LATENCY_MAX = _m("EndToEndLatencyMax", "Seconds", J, "max S3 event time -> Parquet commit in the batch")
 LATENCY_P95 = _m("EndToEndLatencyP95", "Seconds", J, "p95 S3 event time -> Parquet commit in the batch")
 BAD_RECORDS = _m("BadRecords", "Count", J, "lines quarantined (not a JSON object, not UTF-8, ...)", per_table=True)
+RULE_VIOLATIONS = _m(
+    "RuleViolations",
+    "Count",
+    J,
+    "rows that broke a rule of their table (quarantined, dropped or kept, as the rule's on_fail says); per table "
+    "and rule too (glue_processor/table/rules.py)",
+    per_rule=True,
+)
 REFUSED_OBJECTS = _m(
     "RefusedObjects",
     "Count",
@@ -245,10 +263,9 @@ class Datum:
 
 def datum(metric: MetricDef, value: float, dimensions: dict[str, str], when: datetime | None = None) -> Datum:
     """A datum of a defined metric; its dimensions must be exactly the metric's (or, for a metric
-    published per table, the metric's and ``Table``)."""
+    published per table, the metric's and ``Table``; per rule, and ``Rule``)."""
     got = tuple(sorted(dimensions))
-    if got != tuple(sorted(metric.dimensions)) and (
-        not metric.per_table or got != tuple(sorted(metric.table_dimensions))
-    ):
+    allowed = {tuple(sorted(d)) for d in (metric.dimensions, metric.table_dimensions, metric.rule_dimensions) if d}
+    if got not in allowed:
         raise ValueError(f"{metric.name} takes dimensions {metric.dimensions}, got {sorted(dimensions)}")
     return Datum(metric.name, float(value), metric.unit, dict(dimensions), when or datetime.now(UTC))

@@ -200,8 +200,10 @@ def routes_artifact(path: Path, params: dict[str, str]) -> bytes:
 
     if not path.is_file():
         raise DeployError(f"ROUTES={path} is not a file")
-    if params.get("SchemaUri") or params.get("PartitionBy"):
-        raise DeployError("ROUTES names each table's columns and partitioning: leave SchemaUri and PartitionBy")
+    if params.get("SchemaUri") or params.get("PartitionBy") or params.get("ExpectUri"):
+        raise DeployError(
+            "ROUTES names each table's columns, partitioning and rules: leave SchemaUri, PartitionBy and ExpectUri"
+        )
     try:
         routing = parse_routing(path.read_bytes(), source=str(path))
         roots = {k: f"s3://check/{k}" for k in ("manifest_uri", "output_uri", "quarantine_uri", "checkpoint_uri")}

@@ -192,6 +192,7 @@ def dashboard_body() -> dict[str, Any]:
                 top_tables(M.REFUSED_OBJECTS, "SUM", "refused", qid="r"),
             ],
         ),
+        ("Top rules broken, by table (rows per minute)", [top_rules(M.RULE_VIOLATIONS, "SUM", "violations")]),
         (
             "Slowest tables to publish (ms) and publication failures",
             [
@@ -228,6 +229,21 @@ def top_tables(metric: MetricDef, aggregate: str, label: str, *, qid: str = "q",
         f'GROUP BY "{M.TABLE_DIMENSION}" ORDER BY {aggregate}() DESC LIMIT {TOP_TABLES}'
     )
     return [{"expression": query, "label": label, "id": qid, "period": 60, **options}]
+
+
+def top_rules(metric: MetricDef, aggregate: str, label: str, *, qid: str = "q") -> list[Any]:
+    """A Metrics Insights query over the metric's per-rule series: the rules broken most, one line
+    per table and rule (rules are the routing file's: no resource can name them in advance)."""
+    if not metric.per_rule:
+        raise ValueError(f"{metric.name} is not published per rule")
+    names = ", ".join(f'"{d}"' for d in metric.rule_dimensions)
+    where = " AND ".join(f"\"{d}\" = '{DIMENSION_VALUES[d]}'" for d in metric.dimensions)
+    group = f'"{M.TABLE_DIMENSION}", "{M.RULE_DIMENSION}"'
+    query = (
+        f'SELECT {aggregate}("{metric.name}") FROM SCHEMA("{NAMESPACE}", {names}) WHERE {where} '  # noqa: S608
+        f"GROUP BY {group} ORDER BY {aggregate}() DESC LIMIT {TOP_TABLES}"
+    )
+    return [{"expression": query, "label": label, "id": qid, "period": 60}]
 
 
 def dashboard_resource(latency_sla_param: str = "LatencySlaSeconds") -> dict[str, Any]:
@@ -468,6 +484,35 @@ def alarm_resources() -> dict[str, dict[str, Any]]:
             threshold=0,
             operator="GreaterThanThreshold",
         ),
+        # rules are the routing file's, so no alarm can name one: the band learns the job's usual
+        # violations (all rules of all tables), and the dashboard's top rules say which one rose
+        # (CloudWatch User Guide, "Create a CloudWatch alarm based on anomaly detection")
+        "RuleViolationsSurge": {
+            "Type": "AWS::CloudWatch::Alarm",
+            "Properties": {
+                "AlarmName": {"Fn::Sub": "${ProjectName}-rule-violations-surge"},
+                "AlarmDescription": "rows break the tables' rules far more often than usual (above the band "
+                "CloudWatch's anomaly detection learned from the last two weeks): a producer changed what it sends, "
+                "or a rule no longer fits; the dashboard's top rules name the table and rule, the quarantine table "
+                "the rows",
+                "Metrics": [
+                    {**_query("violations", M.RULE_VIOLATIONS, "Sum"), "ReturnData": True},
+                    {
+                        "Id": "band",
+                        "Label": "usual rule violations",
+                        "ReturnData": True,
+                        "Expression": "ANOMALY_DETECTION_BAND(violations, 3)",
+                    },
+                ],
+                "ThresholdMetricId": "band",
+                "EvaluationPeriods": 5,
+                "DatapointsToAlarm": 3,
+                "ComparisonOperator": "GreaterThanUpperThreshold",
+                "TreatMissingData": "notBreaching",
+                "AlarmActions": [{"Ref": "AlarmTopic"}],
+                "OKActions": [{"Ref": "AlarmTopic"}],
+            },
+        },
         "NoRecordsWhileFilesArrive": {
             "Type": "AWS::CloudWatch::Alarm",
             "Properties": {

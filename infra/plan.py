@@ -85,8 +85,10 @@ def summary(changes: list[dict[str, Any]], *, stack: str, change_set: str, kind:
 
 def costs(template: Mapping[str, Any], values: Mapping[str, str]) -> str:
     """The monthly cost table for ``values`` (the alarms counted as the template creates them)."""
-    alarms = sum(1 for kind in created(template, values).values() if kind == "AWS::CloudWatch::Alarm")
-    return prices.render(prices.estimate(values, alarms=alarms), values)
+    resources = template.get("Resources", {})
+    made = [name for name, kind in created(template, values).items() if kind == "AWS::CloudWatch::Alarm"]
+    anomaly = sum(1 for name in made if "ThresholdMetricId" in resources[name].get("Properties", {}))
+    return prices.render(prices.estimate(values, alarms=len(made) - anomaly, anomaly_alarms=anomaly), values)
 
 
 def reviewer(

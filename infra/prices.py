@@ -30,6 +30,7 @@ S3_STANDARD_GB_MONTH = 0.023  # Amazon S3 pricing, S3 Standard, first 50 TB a mo
 CW_METRIC_MONTH = 0.30  # Amazon CloudWatch pricing, custom metric (first 10,000)
 CW_PUT_METRIC_DATA_REQUEST = 0.01 / 1000  # Amazon CloudWatch pricing, PutMetricData
 CW_ALARM_MONTH = 0.10  # Amazon CloudWatch pricing, standard-resolution alarm metric
+ANOMALY_ALARM_METRICS = 3  # Amazon CloudWatch pricing: an anomaly detection alarm is 3 alarm metrics
 CW_DASHBOARD_MONTH = 3.00  # Amazon CloudWatch pricing, dashboard (beyond the first 3)
 KMS_KEY_MONTH = 1.00  # AWS KMS pricing, customer managed key
 DYNAMODB_WRITE = 0.625 / 1_000_000  # Amazon DynamoDB pricing, on-demand, per write request unit (1 KB)
@@ -65,9 +66,10 @@ class Line:
     basis: str
 
 
-def estimate(values: Mapping[str, str], *, alarms: int, tables: int = 1) -> list[Line]:
+def estimate(values: Mapping[str, str], *, alarms: int, anomaly_alarms: int = 0, tables: int = 1) -> list[Line]:
     """The monthly cost lines at ``MinWorkers`` and at ``MaxWorkers`` for the stack's parameter
-    ``values`` (``WorkerType``, ``MinWorkers``, ``MaxWorkers``), with ``alarms`` alarms created."""
+    ``values`` (``WorkerType``, ``MinWorkers``, ``MaxWorkers``), with ``alarms`` static-threshold alarms
+    and ``anomaly_alarms`` anomaly detection alarms created."""
     worker = values.get("WorkerType", "G.1X")
     dpu = DPU_PER_WORKER[worker]
     low, high = int(values.get("MinWorkers", "2")), int(values.get("MaxWorkers", "10"))
@@ -90,7 +92,8 @@ def estimate(values: Mapping[str, str], *, alarms: int, tables: int = 1) -> list
     s3 = (puts * S3_PUT_REQUEST + gets * S3_GET_REQUEST) * month
     series = len(metrics.ALL) + tables * sum(1 for m in metrics.ALL if m.per_table)
     cw = series * CW_METRIC_MONTH + BATCHES_PER_HOUR * PUT_METRIC_DATA_PER_BATCH * month * CW_PUT_METRIC_DATA_REQUEST
-    cw += alarms * CW_ALARM_MONTH + CW_DASHBOARD_MONTH
+    # an anomaly detection alarm is priced as three alarm metrics: the metric and its band's two
+    cw += (alarms + ANOMALY_ALARM_METRICS * anomaly_alarms) * CW_ALARM_MONTH + CW_DASHBOARD_MONTH
     return [
         Line(
             f"Glue job ({worker}, {dpu:g} DPU/worker)",
@@ -114,7 +117,9 @@ def estimate(values: Mapping[str, str], *, alarms: int, tables: int = 1) -> list
         same(
             "CloudWatch (metrics, alarms, dashboard)",
             cw,
-            f"{series} custom metric series, {alarms} alarms, 1 dashboard, PutMetricData per batch",
+            f"{series} custom metric series, {alarms + anomaly_alarms} alarms "
+            f"({anomaly_alarms} of anomaly detection, priced as {ANOMALY_ALARM_METRICS}), 1 dashboard, "
+            "PutMetricData per batch",
         ),
         same("KMS key", KMS_KEY_MONTH, "one customer managed key (requests: bucket keys, negligible)"),
         *_key_index(values),

@@ -107,6 +107,12 @@ def record_datums(
         datum(M.EXTRA_VALUES, s.extra_values, dimensions, when),
         datum(M.ROWS_REPLACED, s.rows_removed, dimensions, when),
         datum(M.BYTES_REWRITTEN, s.rewrite_bytes, dimensions, when),
+        datum(
+            M.RULE_VIOLATIONS,
+            sum(n for share in record.tables for n in share.stats.rule_violations.values()),
+            dimensions,
+            when,
+        ),
     ]
     processing = sum(s.stage_s.get(stage, 0.0) for stage in PARALLEL_STAGES)
     if processing > 0:
@@ -147,6 +153,8 @@ def share_datums(
         ]
         if share.table in commit_ms:
             out.append(datum(M.TABLE_COMMIT_DURATION, commit_ms[share.table], dims, when))
+        for rule, n in s.rule_violations.items():
+            out.append(datum(M.RULE_VIOLATIONS, n, {**dims, M.RULE_DIMENSION: rule}, when))
     return out
 
 

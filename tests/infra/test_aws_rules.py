@@ -320,10 +320,13 @@ def test_the_declared_schema_is_optional_and_readable_by_the_job() -> None:
     assert arg == {"Fn::If": ["HasSchema", {"Ref": "SchemaUri"}, {"Ref": "AWS::NoValue"}]}
     statements = role_statements(R["GlueJob"]["Properties"]["Role"])
     read = [st for st in statements if st.get("Sid") == "ReadDeclaredSchema"]
-    assert len(read) == 1 and [r["Fn::If"][0] for r in read[0]["Resource"]] == ["HasSchema", "HasRoutes"]
-    # and the routing file, the same way
+    assert [r["Fn::If"][0] for r in read[0]["Resource"]] == ["HasSchema", "HasRoutes", "HasExpect"]
+    assert len(read) == 1
+    # and the routing file and the rules file, the same way
     routes = R["GlueJob"]["Properties"]["DefaultArguments"]["--routes"]
     assert routes == {"Fn::If": ["HasRoutes", {"Ref": "RoutesUri"}, {"Ref": "AWS::NoValue"}]}
+    expect = R["GlueJob"]["Properties"]["DefaultArguments"]["--expect"]
+    assert expect == {"Fn::If": ["HasExpect", {"Ref": "ExpectUri"}, {"Ref": "AWS::NoValue"}]}
 
 
 def test_a_role_that_reads_an_object_which_may_be_missing_may_list_its_bucket_unconditionally() -> None:

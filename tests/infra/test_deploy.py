@@ -742,7 +742,7 @@ def test_a_routing_file_is_checked_as_the_job_checks_it_then_shipped_as_json(tmp
     bad.write_text("tables: {orders: {partition_by: 'day(ts)'}}\nroutes: [{table: orders}]\n")
     with pytest.raises(DeployError, match=r"table 'orders'.*day\(ts\)"):
         deploy.routes_artifact(bad, {})
-    with pytest.raises(DeployError, match="leave SchemaUri and PartitionBy"):
+    with pytest.raises(DeployError, match="leave SchemaUri, PartitionBy and ExpectUri"):
         deploy.routes_artifact(good, {"PartitionBy": "day(_event_time)"})
     with pytest.raises(DeployError, match="is not a file"):
         deploy.routes_artifact(tmp_path / "missing.yaml", {})

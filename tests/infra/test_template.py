@@ -251,7 +251,14 @@ def test_the_top_tables_widgets_query_only_metrics_published_per_table_for_this_
         if isinstance(m[0], dict) and "expression" in m[0]
     ]
     assert len(queries) >= 5
-    for q in queries:
+    rules = [q for q in queries if '"Rule"' in q]
+    assert rules == [
+        'SELECT SUM("RuleViolations") FROM SCHEMA("${MetricsNamespace}", "JobName", "QueryName", "Table", "Rule") '
+        "WHERE \"JobName\" = '${ProjectName}-streaming' AND \"QueryName\" = '${QueryName}' "
+        'GROUP BY "Table", "Rule" ORDER BY SUM() DESC LIMIT 10'
+    ]
+    assert M.RULE_VIOLATIONS.per_rule  # the code publishes it with the Table and Rule dimensions
+    for q in (q for q in queries if q not in rules):
         found = re.match(
             r'^SELECT (SUM|MAX)\("(\w+)"\) FROM SCHEMA\("\$\{MetricsNamespace\}", "JobName", "QueryName", "Table"\) '
             r"WHERE \"JobName\" = '\$\{ProjectName\}-streaming' AND \"QueryName\" = '\$\{QueryName\}' "
