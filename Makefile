@@ -43,6 +43,7 @@ SQL ?=
 # handed to the recipe through the environment, never pasted into its shell line: SQL holds quotes
 export SQL
 SCHEMA ?=
+EXPECT ?=
 PARTITION_BY ?=
 ROUTES ?=
 ON_OVERWRITE ?=
@@ -52,7 +53,7 @@ FORMAT ?= table
 FUZZ_SECONDS ?= 300
 VALUES ?= 200000
 LIMIT ?= 10000
-.PHONY: help setup setup-dev parity run metrics query compact commit-cost conversion autoscale status reconcile backfill reliability bench bench-stream bench-commits bench-overwrites bench-partitions bench-cardinality bench-routing sizing intake bookkeeping memory template package plan deploy destroy smoke test test-fast sanitize fuzz lint format clean
+.PHONY: help setup setup-dev parity run metrics query compact commit-cost conversion autoscale status reconcile backfill reliability bench bench-stream bench-rules bench-commits bench-overwrites bench-partitions bench-cardinality bench-routing sizing intake bookkeeping memory template package plan deploy destroy smoke test test-fast sanitize fuzz lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -78,8 +79,8 @@ $(STAMP): $(RUN_STAMP)
 	@test -x $(TOOLS)/bin/checkov || { $(PYTHON) -m venv $(TOOLS) && $(TOOLS)/bin/python -m pip install -q '$(CHECKOV)'; }
 	@touch $(STAMP)
 
-run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<dir>] [CORES=N, default all] [TABLE_FORMAT=hive-parquet] [SCHEMA=types.json] [PARTITION_BY='day(ts)'] [ROUTES=routes.yaml] [ON_OVERWRITE=replace|tail|append] [ON_DELETE=keep|retract]
-	@$(BIN)/python -m glue_processor.local.cli --workdir "$(WORKDIR)" $(if $(TABLE_FORMAT),--table-format "$(TABLE_FORMAT)") $(if $(SCHEMA),--schema "$(SCHEMA)") $(if $(PARTITION_BY),--partition-by "$(PARTITION_BY)") $(if $(ROUTES),--routes "$(ROUTES)") $(if $(DATA),--data "$(DATA)") $(if $(CORES),--cores "$(CORES)") $(if $(ON_OVERWRITE),--on-overwrite "$(ON_OVERWRITE)") $(if $(ON_DELETE),--on-delete "$(ON_DELETE)")
+run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<dir>] [CORES=N, default all] [TABLE_FORMAT=hive-parquet] [SCHEMA=types.json] [EXPECT=rules.json] [PARTITION_BY='day(ts)'] [ROUTES=routes.yaml] [ON_OVERWRITE=replace|tail|append] [ON_DELETE=keep|retract]
+	@$(BIN)/python -m glue_processor.local.cli --workdir "$(WORKDIR)" $(if $(TABLE_FORMAT),--table-format "$(TABLE_FORMAT)") $(if $(SCHEMA),--schema "$(SCHEMA)") $(if $(EXPECT),--expect "$(EXPECT)") $(if $(PARTITION_BY),--partition-by "$(PARTITION_BY)") $(if $(ROUTES),--routes "$(ROUTES)") $(if $(DATA),--data "$(DATA)") $(if $(CORES),--cores "$(CORES)") $(if $(ON_OVERWRITE),--on-overwrite "$(ON_OVERWRITE)") $(if $(ON_DELETE),--on-delete "$(ON_DELETE)")
 
 metrics: setup ## the metrics of the last local run (make metrics [WORKDIR=...] [ALL=1: every run's])
 	@$(BIN)/python -m glue_processor.local.metrics_report --workdir "$(WORKDIR)" $(if $(ALL),--all)
@@ -121,13 +122,17 @@ backfill: setup ## manifests for existing objects from an S3 Inventory report, s
 reconcile: setup ## objects that landed but were never ingested (or twice), per table, from the load history: make reconcile [WORKDIR=...] [REQUEUE=1] [FROM=ledger]
 	@$(BIN)/python -m glue_processor.reconcile --workdir "$(WORKDIR)" $(if $(REQUEUE),--requeue) $(if $(FROM),--from $(FROM))
 
-bench: setup-dev ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on the same files, then the stream per producer shape on one core, then partitioned batches, then three datasets routed to three tables, then overwrites on a 1,000-file table, then a batch's commit path through 3,000 batches: make bench [BENCH_MB=1024]
+bench: setup-dev ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on the same files, then the stream per producer shape on one core (and again checking five rules), then partitioned batches, then three datasets routed to three tables, then overwrites on a 1,000-file table, then a batch's commit path through 3,000 batches: make bench [BENCH_MB=1024]
 	$(BIN)/python -m bench.run --mb $(BENCH_MB)
 	$(BIN)/python -m bench.stream
+	$(BIN)/python -m bench.stream --rules --json .bench/stream-rules.json
 	$(BIN)/python -m bench.partitions
 	$(BIN)/python -m bench.routing
 	$(BIN)/python -m bench.overwrites
 	$(BIN)/python -m bench.commit_path
+
+bench-rules: setup-dev ## what rules cost: the stream per producer shape as bench-stream, each batch checking five rules (bench/five-rules.json); their seconds and share of the warm batch
+	$(BIN)/python -m bench.stream --rules --json .bench/stream-rules.json
 
 bench-stream: setup-dev ## the job as it streams, per producer shape: two ~120 MB batches through the real query on one core, the warm one's BatchDuration, parallel and serial parts, slowest first
 	$(BIN)/python -m bench.stream

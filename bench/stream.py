@@ -12,7 +12,11 @@ the modules and the table open, as a 24/7 job's batches are). Per warm batch it 
   planning, the manifests' collect and plan, the commit record, the table and history commits,
   the report), itemised as far as the job times it.
 
-``python -m bench.stream [--shapes a,b] [--mb 120] [--cores 1]``; rows slowest first.
+With ``--rules`` each batch also checks the five rules of ``bench/five-rules.json`` (over the ``id``
+every shape has and the lineage; no row breaks them, as in a healthy stream), and the table gains
+what they cost: the seconds the parse tasks spent in them, and their share of the batch.
+
+``python -m bench.stream [--shapes a,b] [--mb 120] [--cores 1] [--rules]``; rows slowest first.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ MB = 1024 * 1024
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / ".bench" / "stream"
 FILE_MB = 8
+FIVE_RULES = ROOT / "bench" / "five-rules.json"
 
 
 def _manifests(files: list[Path], into: Path, parts: int) -> None:
@@ -51,7 +56,7 @@ def _manifests(files: list[Path], into: Path, parts: int) -> None:
         os.utime(path, (1_700_000_000 + n, 1_700_000_000 + n))
 
 
-def child(data: Path, out: Path, cores: str, batch_mb: int) -> dict[str, Any]:
+def child(data: Path, out: Path, cores: str, batch_mb: int, *, rules: bool = False) -> dict[str, Any]:
     """One shape's two batches through the real query; the figures of each batch."""
     from bench.batch import local_job
     from glue_processor.local.session import local_session
@@ -70,6 +75,7 @@ def child(data: Path, out: Path, cores: str, batch_mb: int) -> dict[str, Any]:
             max_manifest_bytes=budget,
             metrics_sinks="jsonl",
             metrics_jsonl_path=str(out / "metrics.jsonl"),
+            **({"expect": FIVE_RULES.as_uri()} if rules else {}),
         )
     )
     spark = local_session("bench-stream", cores=cores, driver_memory="4g", quiet=True)
@@ -140,7 +146,7 @@ def stage_row(shape: str, w: dict[str, Any]) -> list[str]:
     ]
 
 
-def measure(shape: str, *, mb: int, cores: str) -> dict[str, Any]:
+def measure(shape: str, *, mb: int, cores: str, rules: bool = False) -> dict[str, Any]:
     data = DATA / shape / "bkt"
     generate(data, shape, total_mb=2 * mb, file_mb=FILE_MB)
     out = DATA / "runs" / f"{shape}-{cores}"
@@ -148,11 +154,19 @@ def measure(shape: str, *, mb: int, cores: str) -> dict[str, Any]:
     cpus = ",".join(str(c) for c in range(int(cores)))
     pin = ["taskset", "-c", cpus] if shutil.which("taskset") else []
     cmd = [sys.executable, "-m", "bench.stream", "--child", str(data), "--out", str(out), "--cores", cores]
-    proc = subprocess.run([*pin, *cmd, "--mb", str(mb)], cwd=ROOT, capture_output=True, text=True, check=False)
+    extra = ["--rules"] if rules else []
+    proc = subprocess.run([*pin, *cmd, "--mb", str(mb), *extra], cwd=ROOT, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{shape} failed:\n{proc.stderr[-4000:]}")
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     return {"shape": shape, **lines[-1]}
+
+
+def _rules_cells(w: dict[str, Any], cores: int) -> list[str]:
+    """The task seconds the rules took (a part of the parse; over the cores, as the tasks share
+    them), and their share of the batch."""
+    seconds = w["stages"].get("rules", 0.0) / max(1, cores)
+    return [f"{seconds:.2f}", f"{100 * seconds / w['batch_s']:.1f}" if w["batch_s"] else "-"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,20 +174,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shapes", default=",".join(SHAPES))
     p.add_argument("--mb", type=int, default=120, help="MB per batch (two batches per shape)")
     p.add_argument("--cores", default="1")
+    p.add_argument("--rules", action="store_true", help=f"check the five rules of {FIVE_RULES.name} too")
     p.add_argument("--json", type=Path, default=ROOT / ".bench" / "stream.json")
     p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child, args.out, args.cores, args.mb)), flush=True)
+        print(json.dumps(child(args.child, args.out, args.cores, args.mb, rules=args.rules)), flush=True)
         return 0
-    results = [measure(s, mb=args.mb, cores=args.cores) for s in args.shapes.split(",") if s]
+    results = [measure(s, mb=args.mb, cores=args.cores, rules=args.rules) for s in args.shapes.split(",") if s]
     rows = []
     for r in results:
         warm = r["batches"][-1]
         rows.append((warm["mb"] / warm["batch_s"] / int(args.cores), r["shape"], warm))
     rows.sort(key=lambda x: x[0])
     headers = ["shape", "MB", "BatchDuration s", "MB/s/core", "parallel s", "serial s", "Spark s", "commit ms"]
+    if args.rules:
+        headers += ["rules s", "rules %"]
     table = [
         [
             shape,
@@ -184,10 +201,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{w['serial_s']:.2f}",
             f"{w['spark_s']:.2f}",
             f"{w['commit_ms']:.0f}" if w["commit_ms"] is not None else "-",
+            *(_rules_cells(w, int(args.cores)) if args.rules else []),
         ]
         for rate, shape, w in rows
     ]
-    print(f"the stream, warm batch of ~{args.mb} MB per shape on {args.cores} core(s), slowest first")
+    with_rules = f", checking the five rules of {FIVE_RULES.name}" if args.rules else ""
+    print(f"the stream, warm batch of ~{args.mb} MB per shape on {args.cores} core(s){with_rules}, slowest first")
     print(aligned(headers, table, left=1))
     print("\nwhere a warm batch's time goes (s), slowest first")
     print(aligned(STAGE_HEADERS, [stage_row(shape, w) for _, shape, w in rows], left=1))

@@ -102,6 +102,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--schema", type=Path, help="a declared-schema JSON file (column -> type); default: all strings")
     p.add_argument(
+        "--expect",
+        type=Path,
+        help="a rules JSON file (rule name -> SQL, or -> {sql, on_fail}; glue_processor/table/rules.py): what each "
+        "record must keep; kept in WORKDIR for the next runs (EXPECT=default: none); with ROUTES, each table's expect",
+    )
+    p.add_argument(
         "--table-format",
         choices=["iceberg", "hive-parquet"],
         default=None,
@@ -159,6 +165,7 @@ def job_settings(layout: LocalLayout, args: argparse.Namespace, routes: Path | N
             "target_file_mb": str(args.target_file_mb),
             "table_format": args.table_format,
             **({"schema": local_uri(_schema_file(args.schema))} if args.schema else {}),
+            **({"expect": local_uri(_expect_file(args.expect))} if args.expect else {}),
             **({"partition_by": args.partition_by} if args.partition_by else {}),
             **({"routes": local_uri(routes)} if routes else {}),
             **({"on_overwrite": args.on_overwrite} if args.on_overwrite else {}),
@@ -215,18 +222,20 @@ def _table_settings(args: argparse.Namespace, layout: LocalLayout) -> dict[str, 
         elif known.get(name):
             setattr(args, name, known[name])
             used.append(f"{name.upper()}={known[name]}")
-    if args.schema is not None and str(args.schema) == "default":
-        args.schema = None
-        known.pop("schema", None)
-    elif args.schema is not None:
-        known["schema"] = str(args.schema.resolve())
-    elif known.get("schema"):
-        args.schema = Path(known["schema"])
-        used.append(f"SCHEMA={args.schema}")
+    for name in ("schema", "expect"):
+        given = getattr(args, name)
+        if given is not None and str(given) == "default":
+            setattr(args, name, None)
+            known.pop(name, None)
+        elif given is not None:
+            known[name] = str(given.resolve())
+        elif known.get(name):
+            setattr(args, name, Path(known[name]))
+            used.append(f"{name.upper()}={known[name]}")
     if used:
         print(
             f"using this WORKDIR's {' and '.join(used)} "
-            "(give another to change it; PARTITION_BY=default and SCHEMA=default reset)"
+            "(give another to change it; PARTITION_BY=default, SCHEMA=default and EXPECT=default reset)"
         )
     return known
 
@@ -256,6 +265,12 @@ def _format_on_disk(layout: LocalLayout) -> str | None:
     if (layout.output / "_catalog" / "catalog.db").exists():
         return "iceberg"
     return None
+
+
+def _expect_file(path: Path) -> Path:
+    if not path.is_file():
+        raise ConfigError(f'EXPECT={path} is not a file: give a JSON file like {{"positive_amount": "amount > 0"}}')
+    return path
 
 
 def _schema_file(path: Path) -> Path:
@@ -408,6 +423,8 @@ def _main(args: argparse.Namespace, layout: LocalLayout, *, started: float, here
         text = str(exc)
         if routes is not None and args.routes is not None:
             text = text.replace(local_uri(routes), str(args.routes))
+        if args.expect is not None:
+            text = text.replace(local_uri(args.expect), str(args.expect))
         if args.schema is not None:
             text = text.replace(local_uri(args.schema), str(args.schema))
             if "declared types do not fit" in text:
@@ -418,6 +435,7 @@ def _main(args: argparse.Namespace, layout: LocalLayout, *, started: float, here
         settings.model_dump_json(),
         routes.read_bytes() if routes else b"",
         args.schema.read_bytes() if args.schema else b"",
+        args.expect.read_bytes() if args.expect else b"",
     )
     feeder = Feeder(layout, builder, sqs_batch_size=args.sqs_batch_size, metrics=JsonlSink(layout.metrics))
     if not feeder.pending():
@@ -524,6 +542,12 @@ def _run_job(
             known_keys=known,
             shown_keys=_shown_keys(layout, known),
             unpublished=progress.unpublished,
+            rule_modes={
+                (table, rule.name): rule.on_fail
+                for table, config in load_routes(settings).tables.items()
+                if config.rules is not None
+                for rule in config.rules.specs
+            },
         )
         print(render(report, here=here), flush=True)
     finally:

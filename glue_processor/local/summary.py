@@ -55,6 +55,7 @@ class RunReport:
     # (batch id, table) -> (how its share settled, why) for each share not published: "abandoned"
     # (the table refused it; its files are not in the table) or "deferred" (set aside, published later)
     unpublished: dict[tuple[int, str], tuple[str, str]] = field(default_factory=dict)
+    rule_modes: dict[tuple[str, str], str] = field(default_factory=dict)  # (table, rule) -> its on_fail
 
     def outcome(self, record: CommitRecord, source: SourceRecord) -> str:
         """What happened to one object version of this run: :func:`outcome`, unless its table's
@@ -191,6 +192,8 @@ def _problems(
         where = path_of(uri.removeprefix(LANDING)) if uri.startswith(LANDING) else uri
         if q.get("kind") == "line":
             out.append(("line quarantined", f"{where}:{q.get('line')}", str(q.get("reason", ""))))
+        elif q.get("kind") == "rule":
+            out.append(("rule broken", f"{where}:{q.get('line')}", str(q.get("reason", ""))))
     for s, kind in sources:
         if kind in ("loaded", "already loaded", "not published"):
             continue
@@ -215,10 +218,13 @@ def _values(report: RunReport, workdir: str) -> list[tuple[str, str, str]]:
     """Values that did not land where their key says: declared types that did not convert, rows in
     the null partition, values past the column bound."""
     total = Counter[str]()
+    rules = Counter[tuple[str, str]]()  # (table, rule) -> rows that broke it
     for record in report.records:
         for share in record.tables:
             total["replaced"] += sum(1 for r in share.replaced if r.status == "replaced")
             total["rows_removed"] += share.stats.rows_removed
+            for rule, n in share.stats.rule_violations.items():
+                rules[share.table, rule] += n
         total["rescued"] += record.stats.rescued_values
         total["null"] += record.stats.null_partition_records
         total["extra"] += record.stats.extra_values
@@ -232,6 +238,16 @@ def _values(report: RunReport, workdir: str) -> list[tuple[str, str, str]]:
                 "that added the new (on_overwrite: replace)",
             )
         )
+    for (table, rule), n in sorted(rules.items()):
+        mode = report.rule_modes.get((table, rule), "")
+        # a rule's name is letters, digits and _ (contracts.routing.RULE_NAME_PATTERN): nothing to escape
+        sql = f"SELECT key, line, reason, raw FROM quarantine WHERE rule = '{rule}'"  # noqa: S608
+        what = {
+            "quarantine": f'broke it: in the quarantine table, not the table; make query WORKDIR={workdir} SQL="{sql}"',
+            "drop": "broke it: dropped (on_fail: drop), counted in load_history.rule_violations",
+            "warn": "broke it: kept (on_fail: warn), counted in load_history.rule_violations",
+        }.get(mode, "broke it (counted in load_history.rule_violations)")
+        out.append((f"rule {rule}", f"{n:,} row{'s' * (n != 1)} of {table}", what))
     if total["rescued"]:
         out.append(
             (

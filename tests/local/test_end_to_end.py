@@ -113,7 +113,11 @@ def test_kill_9_mid_run_then_resume_gives_each_record_once(tmp_path: Path) -> No
     for rel in files:  # and a malformed last line in each: a quarantine record (line 51) per file
         with (data / rel).open("ab") as f:
             f.write(b"{not json\n")
+    # and a rule the ids from 2000 on break (files f020-f023): a quarantine row each (issue 47)
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"below_2000": "id NOT LIKE '2___'"}))
     args = ["--data", str(data), "--workdir", str(work), "--sqs-batch-size", "2", "--max-files-per-trigger", "1"]
+    args += ["--expect", str(rules)]
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "glue_processor.local.cli", *args],
@@ -135,14 +139,17 @@ def test_kill_9_mid_run_then_resume_gives_each_record_once(tmp_path: Path) -> No
     resumed = run_local(*args)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     rows = read_rows(work / "output")
-    want = sorted((f"s3://local-landing/{rel}", n + 1) for rel, recs in files.items() for n in range(len(recs)))
+    kept = {rel: recs for rel, recs in files.items() if rel < "f020"}
+    want = sorted((f"s3://local-landing/{rel}", n + 1) for rel, recs in kept.items() for n in range(len(recs)))
     assert lineage(rows) == want  # nothing lost, nothing twice
-    assert sorted(int(r["id"]) for r in rows) == sorted(r["id"] for recs in files.values() for r in recs)
-    # every quarantined line a row of the quarantine table, once (issue 47)
+    assert sorted(int(r["id"]) for r in rows) == sorted(r["id"] for recs in kept.values() for r in recs)
+    # every quarantined line, and every row that broke the rule, a row of the quarantine table, once
     from glue_processor.local.query import connect
 
-    quarantined = connect(work / "output").execute("SELECT key, line, kind FROM quarantine ORDER BY key").fetchall()
-    assert quarantined == [(rel, 51, "line") for rel in sorted(files)]
+    sql = "SELECT key, line, kind, rule FROM quarantine ORDER BY key, line"
+    quarantined = connect(work / "output").execute(sql).fetchall()
+    broke = [(rel, n + 1, "rule", "below_2000") for rel, recs in files.items() if rel >= "f020" for n in range(50)]
+    assert quarantined == sorted([(rel, 51, "line", None) for rel in files] + broke)
 
 
 def test_checkpoint_generations_rotate_without_loss_or_duplicates(tmp_path: Path) -> None:
