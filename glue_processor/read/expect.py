@@ -2,11 +2,14 @@
 
 Rows come here typed (declared types applied first) with their lineage; what leaves is the rows the
 table keeps, the rows to quarantine with the rules each broke, and the counts: per rule every row
-that broke it, whatever the other rules did; rows dropped.
+that broke it, whatever the other rules did; rows dropped. Vectorised: a quarantined row is an index
+and a code (which quarantine rules it broke, and which of them because of a NULL), so a batch whose
+every row breaks a rule costs a few array passes, and each distinct code's reason is worded once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,21 +22,31 @@ from glue_processor.table.rules import LINEAGE_TYPES, Rules, Verdict
 class Checked:
     checked: pa.Table  # the rows as they came
     kept: pa.Table
-    # the rows to quarantine (their index in the rows checked) and the quarantine rules each broke
-    quarantined: list[tuple[int, list[Verdict]]] = field(default_factory=list)
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # the rows quarantined
+    codes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # each one's, see below
+    # the quarantine rules some row broke: bit 2i of a code says the row broke the i-th, bit 2i+1
+    # that it did because the rule was NULL
+    verdicts: list[Verdict] = field(default_factory=list)
     dropped: int = 0
     violations: dict[str, int] = field(default_factory=dict)  # rule -> rows that broke it
 
     @property
     def removed(self) -> int:
         """Rows not kept: quarantined or dropped."""
-        return len(self.quarantined) + self.dropped
+        return len(self.rows) + self.dropped
+
+    def broken(self) -> Iterator[tuple[int, str, str]]:
+        """(code, the first rule broken, why each was) for each distinct code of the rows quarantined."""
+        for code in np.unique(self.codes).tolist():
+            row = int(self.rows[int(np.argmax(self.codes == code))])
+            which = [v for i, v in enumerate(self.verdicts) if code >> (2 * i) & 1]
+            yield code, which[0].rule.name, "; ".join(v.reason(row) for v in which)
 
 
 def check(table: pa.Table, rules: Rules, *, data_prefix: str) -> Checked:
     """``table``'s rows against ``rules``: data columns are named ``data_prefix + key``, lineage
     columns by their own names. A row breaking a quarantine rule is quarantined, else one breaking a
-    drop rule is dropped; a warn rule only counts."""
+    drop rule is dropped (quarantined if the rule could not be evaluated); a warn rule only counts."""
     rows = len(table)
     present = set(table.column_names)
 
@@ -41,20 +54,23 @@ def check(table: pa.Table, rules: Rules, *, data_prefix: str) -> Checked:
         wanted = name if name in LINEAGE_TYPES else data_prefix + name
         return table.column(wanted) if wanted in present else None
 
-    verdicts = rules.evaluate(column, rows)
-    violations = {v.rule.name: int(v.failed.sum()) for v in verdicts if v.failed.any()}
-    if not violations:
+    verdicts = rules.evaluate(column, rows)  # the rules some row broke
+    if not verdicts:
         return Checked(table, table)
-    quarantine = [v for v in verdicts if v.rule.on_fail == "quarantine" and v.failed.any()]
-    drop = [v for v in verdicts if v.rule.on_fail == "drop" and v.failed.any()]
-    to_quarantine = np.zeros(rows, dtype=bool)
-    for v in quarantine:
-        to_quarantine |= v.failed
+    violations = {v.rule.name: int(v.failed.sum()) for v in verdicts}
+    # a rule Arrow could not evaluate on these rows (rare: its types were checked at start-up) keeps
+    # them out of the table only in the quarantine table, where they can be loaded again, never dropped
+    quarantine = [v for v in verdicts if v.rule.on_fail == "quarantine" or (v.error and v.rule.on_fail == "drop")]
+    drop = [v for v in verdicts if v.rule.on_fail == "drop" and not v.error]
+    codes = np.zeros(rows, dtype=np.int64)
+    for i, v in enumerate(quarantine):
+        codes |= v.failed.astype(np.int64) << (2 * i) | (v.failed & v.null).astype(np.int64) << (2 * i + 1)
+    to_quarantine = codes != 0
     to_drop = np.zeros(rows, dtype=bool)
     for v in drop:
         to_drop |= v.failed
     to_drop &= ~to_quarantine
-    quarantined = [(int(row), [v for v in quarantine if v.failed[row]]) for row in np.flatnonzero(to_quarantine)]
     removed = to_quarantine | to_drop
     kept = table.filter(pa.array(~removed)) if removed.any() else table
-    return Checked(table, kept, quarantined, int(to_drop.sum()), violations)
+    quarantined = np.flatnonzero(to_quarantine)
+    return Checked(table, kept, quarantined, codes[quarantined], quarantine, int(to_drop.sum()), violations)

@@ -10,7 +10,8 @@ from ``--expect`` (a JSON file of the same mapping)::
 
 A record keeps a rule when the expression is TRUE; FALSE or NULL (a value it needs is missing) is a
 violation (write ``amount IS NULL OR amount > 0`` to let a missing value through). ``on_fail``:
-``quarantine`` (the row goes to the quarantine table, one row per rule it breaks, not to the table),
+``quarantine`` (the row goes to the quarantine table, not to the table: one row of it, naming the
+first quarantine rule it broke and why it broke each, its text once whatever their number),
 ``drop`` (the row is not kept, and is counted) or ``warn`` (the row is kept, and is counted). A row
 breaking several rules: quarantined if any of them says so, else dropped if any says so. Every
 rule's violations are counted, whatever the others did: per table and rule (``RuleViolations``),
@@ -110,8 +111,9 @@ class Rules:
     columns: tuple[tuple[str, pa.DataType], ...]
 
     def evaluate(self, column: Callable[[str], pa.Array | pa.ChunkedArray | None], rows: int) -> list[Verdict]:
-        """Each rule over ``rows`` rows whose columns ``column`` gives by name (None: no such column
-        in these rows, so NULL)."""
+        """The rules some of ``rows`` rows broke (a rule every row kept has no verdict: in a healthy
+        stream, the common case, that costs one pass over its result's bits), the rows given by
+        their columns (``column`` gives one by name; None: no such column in these rows, so NULL)."""
         arrays = []
         for name, type_ in self.columns:
             found = column(name)
@@ -136,6 +138,8 @@ class Rules:
                 everything = np.ones(rows, dtype=bool)
                 out.append(Verdict(rule, everything, np.zeros(rows, dtype=bool), error))
                 continue
+            if result.null_count == 0 and pc.all(result).as_py() is not False:
+                continue  # every row kept it
             kept = pc.fill_null(result, False).to_numpy(zero_copy_only=False)
             null = pc.is_null(result).to_numpy(zero_copy_only=False)
             out.append(Verdict(rule, ~kept, null))
@@ -427,8 +431,8 @@ def _is_constant(node: Any) -> bool:
 
 
 def _literal(node: Any) -> pa.Scalar:
-    """A constant of the rule as an Arrow scalar: a number as an exact decimal (Arrow compares it with
-    any numeric column), a date, a timestamp in UTC."""
+    """A constant of the rule as an Arrow scalar: a number as a small integer or an exact decimal
+    (Arrow compares either with any numeric column), a date, a timestamp in UTC."""
     from sqlglot import expressions as exp
 
     if isinstance(node, exp.Null):
@@ -463,4 +467,11 @@ def _number(text: str) -> pa.Scalar:
         raise _Refused(f"{text!r} is not a number") from None
     if "e" in text.lower() or not value.is_finite() or len(value.as_tuple().digits) > 38:
         return pa.scalar(float(value), pa.float64())
+    if value == value.to_integral_value() and "." not in text:
+        # an integer in the smallest type that holds it: Arrow compares it with any numeric column
+        # without widening the column (an int64 column against a decimal literal casts every value)
+        for type_ in (pa.int8(), pa.int16(), pa.int32()):
+            bits = type_.bit_width - 1
+            if -(2**bits) <= value < 2**bits:
+                return pa.scalar(int(value), type_)
     return pa.scalar(value)

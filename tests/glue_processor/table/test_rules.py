@@ -28,8 +28,10 @@ def rules(expect: dict[str, Any]) -> Rules:
 
 
 def failed(compiled: Rules, columns: dict[str, pa.Array]) -> dict[str, list[bool]]:
+    """Each rule's broken rows (a rule no row broke has no verdict: all False)."""
     rows = len(next(iter(columns.values())))
-    return {v.rule.name: v.failed.tolist() for v in compiled.evaluate(columns.get, rows)}
+    verdicts = {v.rule.name: v.failed.tolist() for v in compiled.evaluate(columns.get, rows)}
+    return {r.name: verdicts.get(r.name, [False] * rows) for r in compiled.specs}
 
 
 ROWS = {
@@ -172,3 +174,32 @@ def test_compiled_rules_travel_to_the_tasks_as_plain_data() -> None:
     compiled = rules({"positive_amount": "amount > 0"})
     again = pickle.loads(pickle.dumps(compiled))
     assert failed(again, ROWS) == failed(compiled, ROWS)
+
+
+def test_a_rule_arrow_cannot_evaluate_on_some_rows_quarantines_them_never_drops_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from glue_processor.read.expect import check
+    from glue_processor.table import rules as module
+
+    # Given two rules, and Arrow failing on the drop rule's expression in these rows (its types were
+    # checked at start-up; say a value past what a kernel takes)
+    compiled = rules({"fine": "amount > 0", "fragile": {"sql": "amount < 100", "on_fail": "drop"}})
+    real = module._project
+
+    def project(table: pa.Table, expressions: list[Any]) -> list[Any]:
+        if any("< 100" in str(e) for e in expressions):
+            raise pa.ArrowInvalid("overflow")
+        return real(table, expressions)
+
+    monkeypatch.setattr(module, "_project", project)
+    rows = pa.table({"k/amount": ROWS["amount"], "_line": ROWS["_line"]})
+    # When the rows are checked
+    checked = check(rows, compiled, data_prefix="k/")
+    # Then the other rule is evaluated as ever, and every row goes to the quarantine table saying why
+    assert checked.dropped == 0 and len(checked.kept) == 0
+    assert checked.violations == {"fine": 2, "fragile": 4}
+    assert checked.rows.tolist() == [0, 1, 2, 3]
+    reasons = {why for _, _, why in checked.broken()}
+    assert "rule fragile could not be evaluated (overflow): amount < 100" in reasons
+    assert "rule positive_amount" not in str(reasons) and any("rule fine not kept" in r for r in reasons)
