@@ -125,14 +125,15 @@ reconcile: setup ## objects that landed but were never ingested (or twice), per 
 bench: setup-dev ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on the same files, then the stream per producer shape on one core (and again checking five rules), then partitioned batches, then three datasets routed to three tables, then overwrites on a 1,000-file table, then a batch's commit path through 3,000 batches: make bench [BENCH_MB=1024]
 	$(BIN)/python -m bench.run --mb $(BENCH_MB)
 	$(BIN)/python -m bench.stream
-	$(BIN)/python -m bench.stream --rules --json .bench/stream-rules.json
+	$(MAKE) --no-print-directory bench-rules
 	$(BIN)/python -m bench.partitions
 	$(BIN)/python -m bench.routing
 	$(BIN)/python -m bench.overwrites
 	$(BIN)/python -m bench.commit_path
 
-bench-rules: setup-dev ## what rules cost: the stream per producer shape as bench-stream, each batch checking five rules (bench/five-rules.json); their seconds and share of the warm batch
+bench-rules: setup-dev ## what rules cost: the stream per producer shape as bench-stream, each batch checking five rules (bench/five-rules.json), their seconds and share of the warm batch; then the worst day, a rule every row breaks
 	$(BIN)/python -m bench.stream --rules --json .bench/stream-rules.json
+	$(BIN)/python -m bench.stream --rules bench/every-row-breaks.json --shapes compact,tiny-records,audit-logs --json .bench/stream-rules-broken.json
 
 bench-stream: setup-dev ## the job as it streams, per producer shape: two ~120 MB batches through the real query on one core, the warm one's BatchDuration, parallel and serial parts, slowest first
 	$(BIN)/python -m bench.stream

@@ -13,10 +13,12 @@ the modules and the table open, as a 24/7 job's batches are). Per warm batch it 
   the report), itemised as far as the job times it.
 
 With ``--rules`` each batch also checks the five rules of ``bench/five-rules.json`` (over the ``id``
-every shape has and the lineage; no row breaks them, as in a healthy stream), and the table gains
+most shapes have and the lineage; no row breaks them, as in a healthy stream), and the table gains
 what they cost: the seconds the parse tasks spent in them, and their share of the batch.
+``--rules bench/every-row-breaks.json``: the worst day, a rule every row breaks (each row a row of the
+quarantine table).
 
-``python -m bench.stream [--shapes a,b] [--mb 120] [--cores 1] [--rules]``; rows slowest first.
+``python -m bench.stream [--shapes a,b] [--mb 120] [--cores 1] [--rules [FILE]]``; rows slowest first.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def _manifests(files: list[Path], into: Path, parts: int) -> None:
         os.utime(path, (1_700_000_000 + n, 1_700_000_000 + n))
 
 
-def child(data: Path, out: Path, cores: str, batch_mb: int, *, rules: bool = False) -> dict[str, Any]:
+def child(data: Path, out: Path, cores: str, batch_mb: int, *, rules: Path | None = None) -> dict[str, Any]:
     """One shape's two batches through the real query; the figures of each batch."""
     from bench.batch import local_job
     from glue_processor.local.session import local_session
@@ -75,7 +77,7 @@ def child(data: Path, out: Path, cores: str, batch_mb: int, *, rules: bool = Fal
             max_manifest_bytes=budget,
             metrics_sinks="jsonl",
             metrics_jsonl_path=str(out / "metrics.jsonl"),
-            **({"expect": FIVE_RULES.as_uri()} if rules else {}),
+            **({"expect": rules.resolve().as_uri()} if rules else {}),
         )
     )
     spark = local_session("bench-stream", cores=cores, driver_memory="4g", quiet=True)
@@ -146,7 +148,7 @@ def stage_row(shape: str, w: dict[str, Any]) -> list[str]:
     ]
 
 
-def measure(shape: str, *, mb: int, cores: str, rules: bool = False) -> dict[str, Any]:
+def measure(shape: str, *, mb: int, cores: str, rules: Path | None = None) -> dict[str, Any]:
     data = DATA / shape / "bkt"
     generate(data, shape, total_mb=2 * mb, file_mb=FILE_MB)
     out = DATA / "runs" / f"{shape}-{cores}"
@@ -154,7 +156,7 @@ def measure(shape: str, *, mb: int, cores: str, rules: bool = False) -> dict[str
     cpus = ",".join(str(c) for c in range(int(cores)))
     pin = ["taskset", "-c", cpus] if shutil.which("taskset") else []
     cmd = [sys.executable, "-m", "bench.stream", "--child", str(data), "--out", str(out), "--cores", cores]
-    extra = ["--rules"] if rules else []
+    extra = ["--rules", str(rules)] if rules else []
     proc = subprocess.run([*pin, *cmd, "--mb", str(mb), *extra], cwd=ROOT, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{shape} failed:\n{proc.stderr[-4000:]}")
@@ -174,7 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shapes", default=",".join(SHAPES))
     p.add_argument("--mb", type=int, default=120, help="MB per batch (two batches per shape)")
     p.add_argument("--cores", default="1")
-    p.add_argument("--rules", action="store_true", help=f"check the five rules of {FIVE_RULES.name} too")
+    p.add_argument(
+        "--rules", type=Path, nargs="?", const=FIVE_RULES, help=f"check rules too (default {FIVE_RULES.name})"
+    )
     p.add_argument("--json", type=Path, default=ROOT / ".bench" / "stream.json")
     p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -205,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         for rate, shape, w in rows
     ]
-    with_rules = f", checking the five rules of {FIVE_RULES.name}" if args.rules else ""
+    with_rules = f", checking the rules of {args.rules.name}" if args.rules else ""
     print(f"the stream, warm batch of ~{args.mb} MB per shape on {args.cores} core(s){with_rules}, slowest first")
     print(aligned(headers, table, left=1))
     print("\nwhere a warm batch's time goes (s), slowest first")
