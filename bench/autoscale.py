@@ -27,7 +27,7 @@ Assumptions (the numbers the model runs on):
   their median size (1 GiB when none wait); after each batch, a new count when the waiting ones ask
   for twice it while more wait than it takes, or it would take twice the budget (at most once a
   minute; the next trigger 2 s later, the query's restart). The control plane starts each run with
-  ``batch_bytes()`` (150 s of its executors' work, 1-64 GiB, never under two triggers' work), Glue
+  ``batch_bytes()`` (150 s of its executors' work, 1 GiB to 10,000 GiB, never under two triggers' work), Glue
   auto scaling's run with that of max workers, hindsight's as the control plane would. A batch
   lasts 5 s + (20 s for a run's first, cold, batch) + bytes / (executors x speed). When
   a batch ends it publishes Utilization (duration / 30 s), BatchDuration, InputBytes and

@@ -180,16 +180,17 @@ PAYBACK_HORIZON_S = 3600.0
 DOWN_AFTER_UP_S = 3600.0
 # A batch planned at the bytes per trigger the job is started with lasts at most this share of the SLA,
 # so a resize never waits long for the batch in flight; at least one manifest's bytes (1 GiB), and at
-# most 64 GiB (the job's default is 16 GiB, which caps a run at 573 MB/s whatever its size: 16 GiB
-# per 30 s trigger; 64 GiB is ~18,000 objects of 3.5 MB, a plan the driver makes in seconds) unless
-# the run's executors process more than that in INTAKE_TRIGGERS triggers: a run's intake is never
-# below its processing. The job counts manifests to the budget by their data bytes
-# (``contracts.intake``); a count takes at least half the budget (one manifest more would pass it),
-# so INTAKE_TRIGGERS = 2 keeps the intake at or above a trigger's processing whatever the manifests'
-# sizes.
+# most what the most manifests a trigger may take hold (the job's JOB_FILES_LIMIT of 1 GiB ones: the
+# driver's bound on a batch's plan, whatever the run's size). A big run's batches so take a backlog
+# in a few long batches rather than many of two triggers each: each batch costs the driver its fixed
+# part (a 22 TB dump drained by 299 workers of 168 MB/s: 3 batches, not 7-8, and within the SLA,
+# make autoscale's backfill; it was 20 s over with batches of at most 64 GiB or two triggers). Never
+# under INTAKE_TRIGGERS triggers of the run's processing: the job counts manifests to the budget by
+# their data bytes (``contracts.intake``); a count takes at least half the budget (one manifest more
+# would pass it), so INTAKE_TRIGGERS = 2 keeps the intake at or above a trigger's processing whatever
+# the manifests' sizes.
 BATCH_SHARE = 0.25
 MIN_BATCH_BYTES = 1024**3
-MAX_BATCH_BYTES = 64 * 1024**3
 INTAKE_TRIGGERS = 2
 
 
@@ -287,10 +288,11 @@ def batch_bytes(workers: int, obs: Observation, s: ControlSettings) -> int:
     of the SLA, within the job's intake bounds, and never takes in less than INTAKE_TRIGGERS
     triggers of the run's processing."""
     per_s = (workers - 1) * worker_rate(obs, s)
-    planned = per_s * s.latency_sla_s * BATCH_SHARE
-    # ... at most what the most manifests a trigger may take hold (the job refuses a larger count)
-    keep_up = min(per_s * s.trigger_interval_s * INTAKE_TRIGGERS, JOB_FILES_LIMIT * JOB_MAX_MANIFEST_BYTES)
-    return int(max(MIN_BATCH_BYTES, keep_up, min(MAX_BATCH_BYTES, planned)))
+    # at most what the most manifests a trigger may take hold (the job refuses a larger count)
+    most = JOB_FILES_LIMIT * JOB_MAX_MANIFEST_BYTES
+    planned = min(most, per_s * s.latency_sla_s * BATCH_SHARE)
+    keep_up = min(most, per_s * s.trigger_interval_s * INTAKE_TRIGGERS)
+    return int(max(MIN_BATCH_BYTES, keep_up, planned))
 
 
 def _size_by_need(  # noqa: PLR0917

@@ -534,7 +534,7 @@ def test_a_run_whose_bound_passes_100_full_manifests_is_started_with_the_count_i
     assert invoke()["decision"]["action"] == "start"
     args = runs(plane)[0]["Arguments"]
     bound = int(args["--max_bytes_per_trigger"])
-    assert bound == int(9 * (20e9 / 60) * 30 * 2)  # two triggers of 9 executors' work, past 64 GiB
+    assert bound == int(9 * (20e9 / 60) * 600 * 0.25)  # 150 s (a quarter of the SLA) of 9 executors' work
     assert args["--max_files_per_trigger"] == str(math.ceil(bound / 1024**3))
 
 
