@@ -58,19 +58,33 @@ def check(table: pa.Table, rules: Rules, *, data_prefix: str) -> Checked:
     if not verdicts:
         return Checked(table, table)
     violations = {v.rule.name: int(v.failed.sum()) for v in verdicts}
-    # a rule Arrow could not evaluate on these rows (rare: its types were checked at start-up) keeps
-    # them out of the table only in the quarantine table, where they can be loaded again, never dropped
-    quarantine = [v for v in verdicts if v.rule.on_fail == "quarantine" or (v.error and v.rule.on_fail == "drop")]
-    drop = [v for v in verdicts if v.rule.on_fail == "drop" and not v.error]
+    # rows a rule could not be evaluated on (an overflow, a bigint's / 0) leave the table only for the
+    # quarantine table, where they can be loaded again: a drop rule's too, never dropped
+    quarantine = [(v, _quarantining(v)) for v in verdicts]
+    quarantine = [(v, mask) for v, mask in quarantine if mask.any()]
     codes = np.zeros(rows, dtype=np.int64)
-    for i, v in enumerate(quarantine):
-        codes |= v.failed.astype(np.int64) << (2 * i) | (v.failed & v.null).astype(np.int64) << (2 * i + 1)
+    for i, (v, mask) in enumerate(quarantine):
+        codes |= mask.astype(np.int64) << (2 * i) | (mask & v.null).astype(np.int64) << (2 * i + 1)
     to_quarantine = codes != 0
     to_drop = np.zeros(rows, dtype=bool)
-    for v in drop:
-        to_drop |= v.failed
+    for v in verdicts:
+        if v.rule.on_fail == "drop":
+            to_drop |= v.failed if v.errored is None else v.failed & ~v.errored
     to_drop &= ~to_quarantine
     removed = to_quarantine | to_drop
     kept = table.filter(pa.array(~removed)) if removed.any() else table
     quarantined = np.flatnonzero(to_quarantine)
-    return Checked(table, kept, quarantined, codes[quarantined], quarantine, int(to_drop.sum()), violations)
+    return Checked(
+        table, kept, quarantined, codes[quarantined], [v for v, _ in quarantine], int(to_drop.sum()), violations
+    )
+
+
+def _quarantining(v: Verdict) -> np.ndarray:
+    """The rows a verdict sends to the quarantine table: a quarantine rule's broken rows, and a drop
+    rule's rows it could not be evaluated on (a warn rule's stay in the table, counted: warn never
+    takes a row out)."""
+    if v.rule.on_fail == "quarantine":
+        return v.failed
+    if v.rule.on_fail == "drop" and v.errored is not None:
+        return v.errored
+    return np.zeros(len(v.failed), dtype=bool)

@@ -22,10 +22,13 @@ timestamp in UTC (``TIMESTAMP '...'`` without an offset is UTC too, as a declare
 not declared is a string. Lineage columns (``_line``, ``_source_uri``, ``_event_time``...) may be used.
 
 The language: SQL as Athena (Trino) writes it, parsed by sqlglot and compiled to ``pyarrow.compute``
-expressions, which Arrow evaluates on the task's columns where they are (no copy, no row loop):
-comparisons, ``AND``/``OR``/``NOT``, ``IS [NOT] NULL``, ``[NOT] IN (...)``, ``BETWEEN``, ``LIKE``,
-``regexp_like``, ``+ - * /``, ``length``, ``lower``, ``upper``, ``trim``, ``abs``, ``coalesce``,
-``starts_with``, literals (numbers, strings, ``TRUE``/``FALSE``, ``DATE '...'``, ``TIMESTAMP '...'``).
+expressions (:mod:`glue_processor.table.rule_sql`), which Arrow evaluates on the task's columns where
+they are (no copy, no row loop): comparisons, ``AND``/``OR``/``NOT``, ``IS [NOT] NULL``, ``[NOT] IN
+(...)``, ``BETWEEN``, ``LIKE``, ``regexp_like``, ``+ - * /`` (checked: an overflow or a bigint's
+``/ 0`` is an error, the row quarantined saying so; ``/`` of two bigints truncates, as Trino's does,
+and with a decimal or a double is a double), ``length``, ``lower``, ``upper``, ``trim``, ``abs``,
+``coalesce``, ``starts_with``, literals (numbers, strings, ``TRUE``/``FALSE``, ``DATE '...'``,
+``TIMESTAMP '...'``). Names are the record's keys, as they are cased.
 Why these two: sqlglot is a maintained, pure-Python SQL parser (nothing to compile for Glue) that
 gives a typed tree in the dialect our users query in; Arrow is what the task's rows already are, and
 its compute functions are vectorised and typed, so a rule costs a few passes over the columns it
@@ -44,21 +47,20 @@ dimension and a column value each).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any, get_args
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyarrow import acero
 
 from contracts.exceptions import ConfigError
 from contracts.routing import Expect, OnFail
 from glue_processor.read.ndjson import STRING
+from glue_processor.table import rule_sql
 from glue_processor.table.declared import TIMESTAMP, DeclaredSchema
 
 ON_FAIL: tuple[OnFail, ...] = get_args(OnFail)
@@ -72,7 +74,6 @@ LINEAGE_TYPES: dict[str, pa.DataType] = {
     "_ingest_time": TIMESTAMP,
 }
 _MAPS = ("_extra", "_rescued")
-DIALECT = "trino"
 
 
 @dataclass(frozen=True)
@@ -86,15 +87,17 @@ class RuleSpec:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A rule over some rows: which broke it (``failed``), and of those which because it was NULL."""
+    """A rule over some rows: which broke it (``failed``), of those which because it was NULL, and
+    which because Arrow could not evaluate it on them (``errored``: an overflow, a bigint's / 0)."""
 
     rule: RuleSpec
-    failed: np.ndarray  # bool per row: FALSE or NULL
+    failed: np.ndarray  # bool per row: FALSE, NULL or an error
     null: np.ndarray  # bool per row: NULL
-    error: str | None = None  # the expression raised on these rows (every row counts as failed)
+    errored: np.ndarray | None = None  # bool per row: the expression raised on it (None: on none)
+    error: str = ""  # what it raised
 
     def reason(self, row: int) -> str:
-        if self.error is not None:
+        if self.errored is not None and self.errored[row]:
             return f"rule {self.rule.name} could not be evaluated ({self.error}): {self.rule.sql}"
         why = "NULL (a value it reads is missing or NULL)" if self.null[row] else "false"
         return f"rule {self.rule.name} not kept ({self.rule.on_fail}): {self.rule.sql} is {why}"
@@ -105,7 +108,7 @@ class Rules:
     """A table's compiled rules: what each reads (``columns``: name -> type) and how to evaluate them.
 
     Plain data (the SQL texts and the types), so it travels to the parse tasks as it is; each process
-    compiles the expressions once (:func:`_compiled`)."""
+    compiles the expressions once (:func:`rule_sql.compiled`)."""
 
     specs: tuple[RuleSpec, ...]
     columns: tuple[tuple[str, pa.DataType], ...]
@@ -121,22 +124,20 @@ class Rules:
         table = pa.table(arrays, names=[name for name, _ in self.columns]) if arrays else None
         if table is None:  # rules of literals alone
             table = pa.table({"_": pa.nulls(rows, pa.bool_())})
-        expressions = [_compiled(r.sql, self.columns) for r in self.specs]
+        expressions = [rule_sql.compiled(r.sql, self.columns) for r in self.specs]
         try:
-            results = _project(table, expressions)
+            results = rule_sql.project(table, expressions)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             results = [None] * len(self.specs)  # one rule raised: each on its own, to say which
         out = []
         for i, rule in enumerate(self.specs):
-            result, error = results[i], None
-            if result is None:
-                try:
-                    result = _project(table, [expressions[i]])[0]
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-                    error = str(exc).splitlines()[0][:300]
-            if result is None:
-                everything = np.ones(rows, dtype=bool)
-                out.append(Verdict(rule, everything, np.zeros(rows, dtype=bool), error))
+            result = results[i]
+            if result is None:  # it raised on some rows: found by halves, the others evaluated
+                kept, null, errored, error = _bisected(table, expressions[i])
+                if errored.any():
+                    out.append(Verdict(rule, ~kept, null, errored, error))
+                elif not kept.all():
+                    out.append(Verdict(rule, ~kept, null))
                 continue
             if result.null_count == 0 and pc.all(result).as_py() is not False:
                 continue  # every row kept it
@@ -146,18 +147,37 @@ class Rules:
         return out
 
 
-def _project(table: pa.Table, expressions: list[pc.Expression]) -> list[pa.ChunkedArray]:
-    """The expressions over ``table``, by Arrow's engine (one pass, the task's own thread)."""
-    plan = acero.Declaration.from_sequence(
-        [
-            acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
-            acero.Declaration(
-                "project", acero.ProjectNodeOptions(expressions, [f"r{i}" for i in range(len(expressions))])
-            ),
-        ]
-    )
-    result = plan.to_table(use_threads=False)
-    return [result.column(i) for i in range(len(expressions))]
+# The most evaluations a rule that raised on some rows gets to find them, halving the rows that
+# raise: a few rows that overflow are found exactly (~2 log2(rows) evaluations each); past it, the
+# halves left are counted as rows that raised, so a piece whose every row raises costs 64, not one a row.
+SPLITS = 64
+
+
+def _bisected(table: pa.Table, expression: pc.Expression) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """(kept, NULL, raised) per row of ``table`` for an expression that raised on some of them, and
+    the first error."""
+    rows = len(table)
+    kept, null, errored = np.zeros(rows, dtype=bool), np.zeros(rows, dtype=bool), np.zeros(rows, dtype=bool)
+    error, calls, pending = "", 0, [(0, rows)]
+    while pending:
+        start, stop = pending.pop()
+        if calls >= SPLITS:
+            errored[start:stop] = True
+            continue
+        calls += 1
+        try:
+            result = rule_sql.project(table.slice(start, stop - start), [expression])[0]
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            error = error or str(exc).splitlines()[0][:300]
+            if stop - start == 1:
+                errored[start] = True
+            else:
+                middle = (start + stop) // 2
+                pending += [(middle, stop), (start, middle)]
+            continue
+        kept[start:stop] = pc.fill_null(result, False).to_numpy(zero_copy_only=False)
+        null[start:stop] = pc.is_null(result).to_numpy(zero_copy_only=False)
+    return kept, null, errored, error
 
 
 def rule_specs(expect: Expect) -> tuple[RuleSpec, ...]:
@@ -176,15 +196,15 @@ def compile_rules(specs: tuple[RuleSpec, ...], declared: DeclaredSchema | None, 
     columns: dict[str, pa.DataType] = {}
     for rule in specs:
         try:
-            for name in _columns_of(_tree(rule.sql)):
+            for name in rule_sql.columns_of(rule_sql.tree(rule.sql)):
                 columns[name] = _type_of(name, declared)
-        except _Refused as exc:
+        except rule_sql.Refused as exc:
             raise ConfigError(f"{where}: rule {rule.name!r} ({rule.sql}): {exc}") from None
     rules = Rules(specs, tuple(sorted(columns.items())))
     for rule in specs:
         _check(
             rule,
-            {n: t for n, t in rules.columns if n in _columns_of(_tree(rule.sql))},
+            {n: t for n, t in rules.columns if n in rule_sql.columns_of(rule_sql.tree(rule.sql))},
             rules.columns,
             declared,
             where=where,
@@ -204,14 +224,18 @@ def _check(
     a type Arrow has no kernel for, or a pattern it cannot compile, is found now, not in a batch."""
     what = f"{where}: rule {rule.name!r} ({rule.sql})"
     try:
-        expression = _compiled(rule.sql, columns)
-    except _Refused as exc:
+        expression = rule_sql.compiled(rule.sql, columns)
+    except rule_sql.TypesDoNotFit as exc:
+        raise ConfigError(
+            f"{what}: its types do not go together ({_described(names, declared)}; Arrow: {exc})"
+        ) from None
+    except rule_sql.Refused as exc:
         raise ConfigError(f"{what}: {exc}") from None
     sample = pa.table(
         [pa.array([None, _some(t)], t) for t in names.values()] or [pa.nulls(2)], names=list(names) or ["_"]
     )
     try:
-        result = _project(sample, [expression])[0]
+        result = rule_sql.project(sample, [expression])[0]
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         message = str(exc).splitlines()[0]
         raise ConfigError(
@@ -263,215 +287,6 @@ def _type_of(name: str, declared: DeclaredSchema | None) -> pa.DataType:
     if name in LINEAGE_TYPES:
         return LINEAGE_TYPES[name]
     if name in _MAPS:
-        raise _Refused(f"{name} is a map of the job's own; a rule reads the record's columns")
+        raise rule_sql.Refused(f"{name} is a map of the job's own; a rule reads the record's columns")
     column = declared.get(name) if declared is not None else None
     return column.arrow_type if column is not None else STRING
-
-
-class _Refused(Exception):
-    """What in a rule cannot work (said in the ConfigError that names the rule)."""
-
-
-def _tree(sql: str) -> Any:
-    import sqlglot
-    from sqlglot.errors import ParseError, TokenError
-
-    try:
-        statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
-    except (ParseError, TokenError) as exc:
-        raise _Refused(f"not SQL: {str(exc).splitlines()[0]}") from None
-    if len(statements) != 1:
-        raise _Refused("one expression, not several statements")
-    return statements[0]
-
-
-def _columns_of(tree: Any) -> list[str]:
-    from sqlglot import expressions as exp
-
-    out = []
-    for column in tree.find_all(exp.Column):
-        if column.table:
-            raise _Refused(f"{column.sql()}: a column of the record, without a table name")
-        out.append(column.name)
-    return out
-
-
-@functools.lru_cache(maxsize=256)
-def _compiled(sql: str, columns: tuple[tuple[str, pa.DataType], ...]) -> pc.Expression:
-    """The rule as a pyarrow.compute expression (each process compiles each rule once)."""
-    return _Compiler(dict(columns)).expression(_tree(sql))
-
-
-class _Compiler:
-    """sqlglot's tree of a rule into a pyarrow.compute expression, node by node; what has no
-    counterpart here is refused (:class:`_Refused`)."""
-
-    def __init__(self, columns: dict[str, pa.DataType]) -> None:
-        self.columns = columns
-
-    def type_of(self, expression: pc.Expression) -> pa.DataType:
-        """The type of an expression over the rule's columns (Arrow binds it on no rows)."""
-        empty = pa.schema(list(self.columns.items()) or [("_", pa.bool_())]).empty_table()
-        try:
-            return _project(empty, [expression])[0].type
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-            raise _Refused(f"its types do not go together ({str(exc).splitlines()[0]})") from None
-
-    def expression(self, node: Any) -> Any:
-        """The node's expression; negated where sqlglot marks the node so (``NOT LIKE``, ``NOT ILIKE``)."""
-        compiled = self._one(node)
-        return ~compiled if node.args.get("negate") else compiled
-
-    def _one(self, node: Any) -> Any:  # one case per SQL construct
-        from sqlglot import expressions as exp
-
-        e = self.expression
-        if isinstance(node, exp.Paren):
-            return e(node.this)
-        if isinstance(node, exp.Column):
-            return pc.field(node.name)
-        if _is_constant(node):
-            return pc.scalar(_literal(node))
-        if isinstance(node, exp.And):
-            return e(node.this) & e(node.expression)
-        if isinstance(node, exp.Or):
-            return e(node.this) | e(node.expression)
-        if isinstance(node, exp.Not):
-            return ~e(node.this)
-        comparisons = {exp.EQ: "equal", exp.NEQ: "not_equal", exp.GT: "greater", exp.GTE: "greater_equal"}
-        comparisons.update({exp.LT: "less", exp.LTE: "less_equal"})
-        for kind, function in comparisons.items():
-            if type(node) is kind:
-                return getattr(pc, function)(e(node.this), e(node.expression))
-        arithmetic = {exp.Add: "add", exp.Sub: "subtract", exp.Mul: "multiply"}
-        for kind, function in arithmetic.items():
-            if type(node) is kind:
-                return getattr(pc, function)(e(node.this), e(node.expression))
-        if isinstance(node, exp.Div):  # a real quotient (x / 0 is infinite, not an error)
-            return pc.divide(e(node.this).cast(pa.float64()), e(node.expression).cast(pa.float64()))
-        if isinstance(node, exp.Neg):
-            return pc.negate(e(node.this))
-        if isinstance(node, exp.Is):
-            target = node.expression
-            if isinstance(target, exp.Null):
-                return e(node.this).is_null()
-            if isinstance(target, exp.Boolean):
-                value = e(node.this)
-                return pc.coalesce(value if target.this else ~value, pc.scalar(False))
-            raise _Refused(f"{node.sql(dialect=DIALECT)}: IS takes NULL, TRUE or FALSE")
-        if isinstance(node, exp.In):
-            if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
-                raise _Refused("IN takes a list of values")
-            values = node.expressions
-            if not values or not all(_is_constant(v) and not isinstance(v, exp.Null) for v in values):
-                raise _Refused("IN takes a list of values that are not NULL")
-            scalars = [_literal(v) for v in values]
-            value_set = pa.array([s.as_py() for s in scalars], scalars[0].type)
-            subject = e(node.this)
-            # SQL: NULL IN (...) is NULL (Arrow's is_in says false)
-            return pc.if_else(
-                subject.is_null(), pc.scalar(pa.scalar(None, pa.bool_())), pc.is_in(subject, value_set=value_set)
-            )
-        if isinstance(node, exp.Between):
-            subject = e(node.this)
-            return (subject >= e(node.args["low"])) & (subject <= e(node.args["high"]))
-        if isinstance(node, (exp.Like, exp.ILike)):
-            pattern = node.expression
-            if not (isinstance(pattern, exp.Literal) and pattern.is_string) or node.args.get("escape"):
-                raise _Refused("LIKE takes a string pattern (without ESCAPE)")
-            return pc.match_like(e(node.this), pattern=pattern.this, ignore_case=isinstance(node, exp.ILike))
-        if isinstance(node, exp.RegexpLike):
-            pattern = node.expression
-            if not (isinstance(pattern, exp.Literal) and pattern.is_string):
-                raise _Refused("regexp_like takes a string pattern")
-            return pc.match_substring_regex(e(node.this), pattern=pattern.this)
-        if isinstance(node, exp.StartsWith):
-            prefix = node.expression
-            if not (isinstance(prefix, exp.Literal) and prefix.is_string):
-                raise _Refused("starts_with takes a string prefix")
-            return pc.starts_with(e(node.this), pattern=prefix.this)
-        if isinstance(node, exp.Length):
-            return pc.utf8_length(e(node.this)).cast(pa.int64())
-        if isinstance(node, exp.Lower):
-            return pc.utf8_lower(e(node.this))
-        if isinstance(node, exp.Upper):
-            return pc.utf8_upper(e(node.this))
-        if isinstance(node, exp.Trim) and not node.args.get("expression") and not node.args.get("position"):
-            return pc.utf8_trim_whitespace(e(node.this))
-        if isinstance(node, exp.Abs):
-            return pc.abs(e(node.this))
-        if isinstance(node, exp.Coalesce):  # Arrow's takes one type: the others cast to the first's
-            first = e(node.this)
-            target = self.type_of(first)
-            return pc.coalesce(first, *(e(x).cast(target) for x in node.expressions))
-        if isinstance(node, exp.Cast):
-            raise _Refused(
-                f"{node.sql(dialect=DIALECT)}: a column's type comes from its declared type (columns:), not a CAST"
-            )
-        if isinstance(node, (exp.Anonymous, exp.Func)):
-            name = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
-            raise _Refused(f"function {name.lower()}() is not one a rule may use ({SUPPORTED})")
-        raise _Refused(f"{node.sql(dialect=DIALECT)}: not something a rule may use ({SUPPORTED})")
-
-
-SUPPORTED = (
-    "comparisons, AND/OR/NOT, IS [NOT] NULL, IN, BETWEEN, LIKE, + - * /, regexp_like, length, lower, upper, "
-    "trim, abs, coalesce, starts_with"
-)
-
-
-def _is_constant(node: Any) -> bool:
-    from sqlglot import expressions as exp
-
-    if isinstance(node, (exp.Literal, exp.Boolean, exp.Null)):
-        return True
-    if isinstance(node, exp.Neg):
-        return isinstance(node.this, exp.Literal) and not node.this.is_string
-    return isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string
-
-
-def _literal(node: Any) -> pa.Scalar:
-    """A constant of the rule as an Arrow scalar: a number as a small integer or an exact decimal
-    (Arrow compares either with any numeric column), a date, a timestamp in UTC."""
-    from sqlglot import expressions as exp
-
-    if isinstance(node, exp.Null):
-        return pa.scalar(None, pa.null())
-    if isinstance(node, exp.Boolean):
-        return pa.scalar(bool(node.this), pa.bool_())
-    if isinstance(node, exp.Neg):
-        number = _literal(node.this)
-        return pa.scalar(-number.as_py(), number.type)
-    if isinstance(node, exp.Literal):
-        if node.is_string:
-            return pa.scalar(node.this, STRING)
-        return _number(node.this)
-    text, kind = node.this.this, node.to.this.value  # CAST('...' AS <type>), as DATE '...' parses
-    try:
-        if kind == "DATE":
-            return pa.scalar(datetime.fromisoformat(text).date(), pa.date32())
-        if kind.startswith("TIMESTAMP"):
-            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-            return pa.scalar(when if when.tzinfo else when.replace(tzinfo=UTC), TIMESTAMP)
-    except ValueError as exc:
-        raise _Refused(f"{kind} {text!r}: {exc}") from None
-    if kind.startswith("DECIMAL") or kind in ("DOUBLE", "BIGINT", "INT"):
-        return _number(text)
-    raise _Refused(f"{node.sql(dialect=DIALECT)}: a literal of type {kind.lower()} is not one a rule may use")
-
-
-def _number(text: str) -> pa.Scalar:
-    try:
-        value = Decimal(text)
-    except InvalidOperation:
-        raise _Refused(f"{text!r} is not a number") from None
-    if "e" in text.lower() or not value.is_finite() or len(value.as_tuple().digits) > 38:
-        return pa.scalar(float(value), pa.float64())
-    if value == value.to_integral_value() and "." not in text:
-        # an integer in the smallest type that holds it: Arrow compares it with any numeric column
-        # without widening the column (an int64 column against a decimal literal casts every value)
-        for type_ in (pa.int8(), pa.int16(), pa.int32()):
-            bits = type_.bit_width - 1
-            if -(2**bits) <= value < 2**bits:
-                return pa.scalar(int(value), type_)
-    return pa.scalar(value)

@@ -180,19 +180,19 @@ def test_a_rule_arrow_cannot_evaluate_on_some_rows_quarantines_them_never_drops_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from glue_processor.read.expect import check
-    from glue_processor.table import rules as module
+    from glue_processor.table import rule_sql as module
 
     # Given two rules, and Arrow failing on the drop rule's expression in these rows (its types were
     # checked at start-up; say a value past what a kernel takes)
     compiled = rules({"fine": "amount > 0", "fragile": {"sql": "amount < 100", "on_fail": "drop"}})
-    real = module._project
+    real = module.project
 
     def project(table: pa.Table, expressions: list[Any]) -> list[Any]:
         if any("< 100" in str(e) for e in expressions):
             raise pa.ArrowInvalid("overflow")
         return real(table, expressions)
 
-    monkeypatch.setattr(module, "_project", project)
+    monkeypatch.setattr(module, "project", project)
     rows = pa.table({"k/amount": ROWS["amount"], "_line": ROWS["_line"]})
     # When the rows are checked
     checked = check(rows, compiled, data_prefix="k/")
@@ -203,3 +203,79 @@ def test_a_rule_arrow_cannot_evaluate_on_some_rows_quarantines_them_never_drops_
     reasons = {why for _, _, why in checked.broken()}
     assert "rule fragile could not be evaluated (overflow): amount < 100" in reasons
     assert "rule positive_amount" not in str(reasons) and any("rule fine not kept" in r for r in reasons)
+
+
+TYPED = {
+    "qty": pa.array([7, 3600, 86400, 2**63 - 1], pa.int64()),
+    "price": pa.array([0.5, 1.0, 2.0, None], pa.float64()),
+    "amount": pa.array([Decimal("1.50"), Decimal("1.00"), Decimal("2.00"), None], pa.decimal128(12, 2)),
+    "path": pa.array(["C:\\temp", "C:%", "a\\xb", "a_b"]),
+}
+
+
+def typed_rules(expect: dict[str, Any]) -> Rules:
+    declared = parse_schema('{"columns": {"qty": "bigint", "price": "double", "amount": "decimal(12,2)"}}')
+    compiled = compile_rules(rule_specs(parse_expect(json.dumps(expect))), declared, where="table 't'")
+    assert compiled is not None
+    return compiled
+
+
+def test_numbers_keep_trinos_types_and_semantics() -> None:
+    # Review of issue 47: literals were typed by the smallest integer that held them (24 * 60 * 60
+    # wrapped in int8), an IN list by its first value (0.5 cut to 0), / always a double, and Arrow's
+    # LIKE took a backslash as an escape, which Trino's LIKE without ESCAPE has not
+    compiled = typed_rules(
+        {
+            "literal_arithmetic": "qty <= 24 * 60 * 60 AND 100 + 100 > 0",
+            "in_doubles": "price IN (0, 0.5, 1)",
+            "in_decimals": "amount IN (2, 1.5)",
+            "integer_division": "qty / 2 = 3",  # bigint / bigint truncates, as Trino's does
+            "decimal_beside_integers": "amount BETWEEN 1 AND 1.75",
+            "backslash": "path LIKE 'C:\\%' OR path LIKE 'a\\_b'",  # Trino: \ is a character here
+        }
+    )
+    assert failed(compiled, TYPED) == {
+        "literal_arithmetic": [False, False, False, True],
+        "in_doubles": [False, False, True, True],
+        "in_decimals": [False, True, False, True],
+        "integer_division": [False, True, True, True],
+        "decimal_beside_integers": [False, False, True, True],
+        "backslash": [False, True, False, True],
+    }
+
+
+def test_a_row_a_rule_cannot_be_evaluated_on_is_found_alone_and_the_others_are_judged() -> None:
+    # qty + 1 overflows on the last row only (checked arithmetic: an error, as Trino's, not a wrap)
+    compiled = typed_rules({"grows": {"sql": "qty + 1 > qty", "on_fail": "drop"}, "halves": "qty / (qty - 7) >= 0"})
+    verdicts = {v.rule.name: v for v in compiled.evaluate(TYPED.get, 4)}
+    grows, halves = verdicts["grows"], verdicts["halves"]
+    assert grows.failed.tolist() == [False, False, False, True] and grows.errored is not None
+    assert grows.errored.tolist() == [False, False, False, True] and "overflow" in grows.error
+    assert grows.reason(3).startswith("rule grows could not be evaluated (")
+    assert halves.errored is not None and halves.errored.tolist() == [True, False, False, False]  # 7 / 0
+    # and a drop rule's row that raised is quarantined, never dropped
+    from glue_processor.read.expect import check
+
+    table = pa.table({f"k/{k}": v for k, v in TYPED.items()})
+    checked = check(table, compiled, data_prefix="k/")
+    assert checked.rows.tolist() == [0, 3] and checked.dropped == 0 and len(checked.kept) == 2
+
+
+@pytest.mark.parametrize(
+    ("sql", "says"),
+    [
+        ("qty IN (1, 0.5)", "IN lists a value of another type than int64"),
+        ("amount IN (1.555)", "IN lists a value of another type than decimal128(12, 2)"),
+        ("path IN (1, 2)", "IN lists 1 beside a column of type string"),
+        ("qty BETWEEN SYMMETRIC 3 AND 1", "not something a rule may use"),
+        ("regexp_like(path, 'a', 'i')", "not something a rule may use"),
+    ],
+)
+def test_what_sqlglot_parses_but_the_rule_would_not_honour_is_refused(sql: str, says: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        compile_rules(
+            rule_specs(parse_expect(json.dumps({"r": sql}))),
+            parse_schema('{"columns": {"qty": "bigint", "amount": "decimal(12,2)"}}'),
+            where="table 't'",
+        )
+    assert says in str(caught.value) and str(caught.value).startswith(f"table 't': rule 'r' ({sql}): ")
