@@ -127,6 +127,7 @@ def share_stats(outcome: Outcome, data_files: list[PublishedFile], input_bytes: 
         overflow_records=outcome.overflow_records,
         dropped_records=outcome.dropped,
         rule_violations=dict(sorted(outcome.violations.items())),
+        object_violations=outcome.object_violations,
         output_files=len(data_files),
         output_bytes=sum(f.bytes for f in data_files),
         partitions=len({f.partition for f in outcome.data_files}),

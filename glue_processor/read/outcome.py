@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from contracts.ledger import SourceRecord
+from contracts.ledger import SourceRecord, object_identity
 from glue_processor.plan.manifests import BatchPlan, Rejection, SourceFile
 from glue_processor.plan.ranges import object_outcomes
 from glue_processor.plan.tasks import gzipped
@@ -45,6 +45,7 @@ class Outcome:
         self.dropped = 0  # rows drop rules removed
         self.rules_s = 0.0  # task seconds spent checking rows against the table's rules
         self.violations: dict[str, int] = {}  # rule -> rows that broke it
+        self.object_violations: dict[str, dict[str, int]] = {}  # object_identity -> rule -> rows
         self.null_partitions = 0
         # rows moved to the null partition past the share's partition limit, by the parse tasks or
         # the write stage (glue_processor.plan.overflow)
@@ -75,6 +76,9 @@ class Outcome:
         self.dropped += found.dropped
         for rule, n in found.violations:
             self.violations[rule] = self.violations.get(rule, 0) + n
+        if found.violations:
+            e = source.entry
+            self.object_violations[object_identity(e.bucket, e.key, e.etag, e.version_id)] = dict(found.violations)
         self.text_bytes += found.text_bytes
         if gzipped(source):
             self.gzip_bytes += source.entry.size
@@ -93,7 +97,6 @@ class Outcome:
             reason=reason,
             text=source.text,
             from_line=source.tail_line if source.tail_from else 1,
-            violations=dict(found.violations),
         )
 
     def add(self, source: SourceFile, status: Any, *, reason: str | None = None) -> None:
@@ -118,7 +121,7 @@ class Outcome:
         # nothing of it is written: its files and its bad lines' records go (a requeue reads it again)
         share.data_files, share.quarantine_files = [], []
         share.records_out = share.bad_records = share.rescued = share.extra_values = share.null_partitions = 0
-        share.dropped, share.violations = 0, {}
+        share.dropped, share.violations, share.object_violations = 0, {}, {}
         share.overflow_records = 0
         share.partial = set()
 
@@ -143,7 +146,6 @@ class Outcome:
                 sequencer=entry.sequencer,
                 text=extra.get("text"),
                 from_line=extra.get("from_line", 1),
-                rule_violations=extra.get("violations", {}),
             )
         )
 

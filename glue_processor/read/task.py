@@ -62,7 +62,7 @@ from glue_processor.read.text import (
     decompressed,
     read_from,
 )
-from glue_processor.table.declared import RESCUED, DeclaredSchema, conform
+from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema, conform
 from glue_processor.table.partitioning import PartitionPlan
 from glue_processor.table.rules import Rules
 from glue_processor.write import parquet as parquet_writer
@@ -371,13 +371,13 @@ def _parse_stream(
                 continue
             text_bytes += len(piece.text)
             # keys past the column bound never become columns: their values come back in parsed.extra
-            for parsed in _parsed(piece, keys, spec):
+            for parsed, in_text in _parsed(piece, keys, spec):
                 good += parsed.rows
                 bad += len(parsed.bad)
                 bad_records.extend(_quarantine_record(item, b, spec.batch_id) for b in parsed.bad)
                 if parsed.rows:
                     out.extra_values += parsed.extra_values
-                    rows = _typed(_with_lineage(parsed, item, spec), spec, out)
+                    rows = _typed(_with_lineage(parsed, item, spec), spec)
                     if spec.rules is not None:
                         began = time.perf_counter()
                         checked = check(rows, spec.rules, data_prefix=_DATA)
@@ -387,8 +387,14 @@ def _parse_stream(
                         dropped += checked.dropped
                         for rule, n in checked.violations.items():
                             violations[rule] = violations.get(rule, 0) + n
-                        bad_records.write(_rule_lines(item, piece, parsed, checked, spec.batch_id))
+                        bad_records.write(
+                            _rule_lines(
+                                item, piece, checked, lines=parsed.lines, in_text=in_text, batch_id=spec.batch_id
+                            )
+                        )
                         out.rules_s += time.perf_counter() - began
+                    if RESCUED in rows.column_names:  # the values the rows kept did not convert
+                        out.rescued += _entries(rows.column(RESCUED))
                     if len(rows):
                         out.add(rows, tuple(keys))
     except StreamStopped as exc:
@@ -429,9 +435,11 @@ class _ParseFailed(Exception):
     """The parser itself failed on a chunk (any error, out of memory included)."""
 
 
-def _parsed(piece: Chunk, keys: list[str], spec: TaskSpec) -> Iterator[ParsedText]:
+def _parsed(piece: Chunk, keys: list[str], spec: TaskSpec) -> Iterator[tuple[ParsedText, pa.Array]]:
     """The chunk's rows, in pieces of at most MAX_CELLS cells (rows x columns: the bound on a
-    piece's memory whatever the shape); ``keys`` grows with the columns they admit."""
+    piece's memory whatever the shape), each with the numbers of its rows' lines in the chunk's text
+    (a JSON document's records: one a line there, numbered by the object's lines in the piece);
+    ``keys`` grows with the columns they admit."""
     pieces: Iterator[ParsedText] | None = None
     while True:
         try:
@@ -449,7 +457,7 @@ def _parsed(piece: Chunk, keys: list[str], spec: TaskSpec) -> Iterator[ParsedTex
             raise _ParseFailed(str(exc)) from exc
         if parsed is None:
             return
-        yield parsed if piece.starts is None else _renumbered(parsed, piece.starts)
+        yield (parsed if piece.starts is None else _renumbered(parsed, piece.starts)), parsed.lines
 
 
 def _renumbered(parsed: ParsedText, starts: np.ndarray) -> ParsedText:
@@ -479,33 +487,37 @@ def _stopped_record(item: FileTask, reason: str, batch_id: int) -> dict[str, Any
     }
 
 
-def _typed(rows: pa.Table, spec: TaskSpec, out: _ParquetFiles) -> pa.Table:
-    """The declared columns of ``rows`` converted, and ``_rescued`` holding what did not (its values
-    counted in ``out``): done per piece, before the rules, so a rule sees typed values."""
+def _typed(rows: pa.Table, spec: TaskSpec) -> pa.Table:
+    """The declared columns of ``rows`` converted, and ``_rescued`` holding what did not: done per
+    piece, before the rules, so a rule sees typed values."""
     if spec.declared is None:
         return rows
     present = [k for k in spec.declared.keys if f"{_DATA}{k}" in rows.column_names]
-    data = {k: rows.column(f"{_DATA}{k}") for k in present}
-    typed, rescued, count = conform(data, spec.declared)
-    out.rescued += count
+    if not present:  # none of the declared keys in these rows: nothing to convert, nothing rescued
+        return rows.append_column(RESCUED, pa.nulls(len(rows), RESCUED_TYPE))
+    typed, rescued, _ = conform({k: rows.column(f"{_DATA}{k}") for k in present}, spec.declared)
     for k in present:
         rows = rows.set_column(rows.schema.get_field_index(f"{_DATA}{k}"), f"{_DATA}{k}", typed[k])
     return rows.append_column(RESCUED, rescued)
 
 
-def _rule_lines(item: FileTask, piece: Chunk, parsed: ParsedText, checked: Checked, batch_id: int) -> str:
+def _entries(maps: pa.ChunkedArray) -> int:
+    """How many entries a map column's rows hold (a NULL row none): its offsets' span, no pass."""
+    return sum(int(c.offsets[-1].as_py()) - int(c.offsets[0].as_py()) for c in maps.chunks if len(c))
+
+
+def _rule_lines(
+    item: FileTask, piece: Chunk, checked: Checked, *, lines: pa.Array, in_text: pa.Array, batch_id: int
+) -> str:
     """The quarantine records of the rows ``checked`` quarantined, as JSON lines: one a row (its text
     once, however many rules it broke), naming the first quarantine rule it broke (as the table lists
-    them) and why it broke each, with the row's line as the object has it (a JSON document's record:
-    its values as JSON, as it spans lines). Built from pieces worded once per object and per kind of
+    them) and why it broke each, with the row's line as the object has it (a JSON document's record
+    as the chunk holds it, on one line). Built from pieces worded once per object and per kind of
     break, so a piece whose every row breaks a rule costs ~1 us a row, not a dict and a dump each."""
     if not len(checked.rows):
         return ""
-    lines = parsed.lines.to_numpy(zero_copy_only=False)[checked.rows]
-    if piece.starts is None:
-        texts = _line_texts(piece, lines)
-    else:  # a JSON document's records: its lines are not the records
-        texts = [_record_text(checked.checked, int(row)) for row in checked.rows]
+    numbers = lines.to_numpy(zero_copy_only=False)[checked.rows]
+    texts = _line_texts(piece, in_text.to_numpy(zero_copy_only=False)[checked.rows])
     same = {"kind": "rule", "source_uri": item.source_uri, "manifest_uri": item.manifest_uri, "batch_id": batch_id}
     head = json.dumps({**same, **_version(item)}, ensure_ascii=False)[:-1]  # the closing brace comes last
     why = {
@@ -513,7 +525,7 @@ def _rule_lines(item: FileTask, piece: Chunk, parsed: ParsedText, checked: Check
         for code, rule, reason in checked.broken()
     }
     out = []
-    for line, code, (raw, size) in zip(lines.tolist(), checked.codes.tolist(), texts, strict=True):
+    for line, code, (raw, size) in zip(numbers.tolist(), checked.codes.tolist(), texts, strict=True):
         longer = f', "raw_bytes": {size}' if size > RAW_BYTES else ""
         out.append(f'{head}, "line": {line}{why[code]}, "raw": {_json_string(raw)}{longer}}}\n')
     return "".join(out)
@@ -537,18 +549,6 @@ def _line_texts(piece: Chunk, lines: np.ndarray) -> list[tuple[str, int]]:
         (bytes(view[a:b]).decode("utf-8", errors="replace"), n)
         for a, b, n in zip(starts.tolist(), cut.tolist(), (stops - starts).tolist(), strict=True)
     ]
-
-
-def _record_text(rows: pa.Table, row: int) -> tuple[str, int]:
-    """A row's data values as a JSON object (declared values as text), its first RAW_BYTES."""
-    values = {
-        name.removeprefix(_DATA): rows.column(name)[row].as_py()
-        for name in rows.column_names
-        if name.startswith(_DATA) and rows.column(name)[row].is_valid
-    }
-    text = json.dumps(values, ensure_ascii=False, default=str)
-    size = len(text.encode("utf-8"))
-    return (text if size <= RAW_BYTES else text.encode()[:RAW_BYTES].decode("utf-8", errors="ignore")), size
 
 
 def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec) -> pa.Table:

@@ -77,6 +77,7 @@ def history_rows(
     """Rows of the load history for ``sources`` of a batch: their table (``<database>.<table>``, null
     for an object no table took), and the snapshot that published their table's share."""
     tables = [_table_of(record, x, legacy) for x in sources]
+    broke = {k: v for share in record.tables for k, v in share.stats.object_violations.items()}
     return pa.table(
         {
             "table_name": [f"{database}.{t}" if t else None for t in tables],
@@ -96,7 +97,7 @@ def history_rows(
             "query_id": [record.query_id] * len(sources),
             "snapshot_id": [snapshots.get(t) if t else None for t in tables],
             "manifest_uri": [x.manifest_uri for x in sources],
-            "rule_violations": [list(x.rule_violations.items()) or None for x in sources],
+            "rule_violations": [list(broke[x.identity].items()) if x.identity in broke else None for x in sources],
         },
         schema=SCHEMA,
     )

@@ -113,6 +113,13 @@ def test_kill_9_mid_run_then_resume_gives_each_record_once(tmp_path: Path) -> No
     for rel in files:  # and a malformed last line in each: a quarantine record (line 51) per file
         with (data / rel).open("ab") as f:
             f.write(b"{not json\n")
+    # and an object that is no gzip (quarantined whole), and a manifest that is no manifest
+    (data / "broken.json.gz").write_bytes(b"not gzip at all")
+    from glue_processor.local.layout import LocalLayout
+
+    manifests = LocalLayout(work).manifests
+    manifests.mkdir(parents=True)
+    (manifests / "0-not-a-manifest.json").write_text("{not json")
     # and a rule the ids from 2000 on break (files f020-f023): a quarantine row each (issue 47)
     rules = tmp_path / "rules.json"
     rules.write_text(json.dumps({"below_2000": "id NOT LIKE '2___'"}))
@@ -143,13 +150,15 @@ def test_kill_9_mid_run_then_resume_gives_each_record_once(tmp_path: Path) -> No
     want = sorted((f"s3://local-landing/{rel}", n + 1) for rel, recs in kept.items() for n in range(len(recs)))
     assert lineage(rows) == want  # nothing lost, nothing twice
     assert sorted(int(r["id"]) for r in rows) == sorted(r["id"] for recs in kept.values() for r in recs)
-    # every quarantined line, and every row that broke the rule, a row of the quarantine table, once
+    # every quarantined line, object, manifest and row that broke the rule a row of the quarantine
+    # table, once
     from glue_processor.local.query import connect
 
-    sql = "SELECT key, line, kind, rule FROM quarantine ORDER BY key, line"
+    sql = "SELECT coalesce(key, ''), coalesce(line, 0), kind, rule FROM quarantine ORDER BY 1, 2, 3"
     quarantined = connect(work / "output").execute(sql).fetchall()
     broke = [(rel, n + 1, "rule", "below_2000") for rel, recs in files.items() if rel >= "f020" for n in range(50)]
-    assert quarantined == sorted([(rel, 51, "line", None) for rel in files] + broke)
+    whole = [("", 0, "manifest", None), ("broken.json.gz", 0, "file", None)]
+    assert quarantined == sorted([(rel, 51, "line", None) for rel in files] + broke + whole, key=lambda r: r[:3])
 
 
 def test_checkpoint_generations_rotate_without_loss_or_duplicates(tmp_path: Path) -> None:

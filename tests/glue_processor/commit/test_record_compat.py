@@ -67,3 +67,28 @@ def test_a_figure_a_later_version_adds_is_read_past_by_this_one() -> None:
     # what is not a figure is still refused
     with pytest.raises(ValidationError, match="a_later_field"):
         CommitRecord.model_validate({**data, "a_later_field": 1})
+
+
+def test_rule_counts_per_object_ride_in_the_share_s_figures_which_a_build_before_rules_reads_past() -> None:
+    # Review of issue 47: SourceRecord refuses fields it does not know, so a count per object in it
+    # made every record with a broken rule unreadable to the build before (a rollback would not start)
+    from contracts.ledger import SourceRecord, object_identity
+    from glue_processor.table.history import history_rows
+
+    source = SourceRecord(
+        bucket="b", key="k.json", etag="e1", size=9, event_time=datetime(2026, 11, 26, tzinfo=UTC),
+        manifest_uri="m", status="ingested", records=2, table="events",
+    )  # fmt: skip
+    counts = {object_identity("b", "k.json", "e1", None): {"positive_amount": 3}}
+    stats = BatchStats(records_out=2, rule_violations={"positive_amount": 3}, object_violations=counts)
+    record = _record().model_copy(update={"sources": (source,), "tables": (TableShare(table="events", stats=stats),)})
+    data = json.loads(record_json(record))
+    # Then a source says nothing new (the model the build before has reads it)
+    assert set(data["sources"][0]) <= set(SourceRecord.model_fields)
+    assert SourceRecord.model_config["extra"] == "forbid"
+    # and the share's figures carry the counts, which BatchStats of any build reads past if it must
+    assert data["tables"][0]["stats"]["object_violations"] == counts
+    assert BatchStats.model_config["extra"] == "ignore"
+    # and the load history gets them per object
+    rows = history_rows(record, record.sources, database="ingest", legacy="events", snapshots={})
+    assert rows.column("rule_violations").to_pylist() == [[("positive_amount", 3)]]

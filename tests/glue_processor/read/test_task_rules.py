@@ -85,8 +85,9 @@ def test_rows_breaking_rules_are_quarantined_dropped_or_counted_each_with_its_li
     )
     assert why[7].endswith("is NULL (a value it reads is missing or NULL)")
     assert all(r["source_uri"] == "s3://b/o.json" and r["etag"] == "etag-1" for r in records)
-    # And the value that did not convert is counted as rescued, as without rules
-    assert result.rescued == 1
+    # And a value that did not convert counts as rescued only in a row the table keeps (line 7's
+    # "x" is in the quarantine table's raw text, not in the table's _rescued)
+    assert result.rescued == 0
 
 
 def test_an_object_whose_rows_all_break_rules_is_empty_not_unreadable(tmp_path: Path) -> None:
@@ -104,11 +105,12 @@ def test_an_object_whose_rows_all_break_rules_is_empty_not_unreadable(tmp_path: 
 
 
 def test_a_json_documents_record_is_quarantined_with_its_values(tmp_path: Path) -> None:
-    # Given a pretty-printed JSON array (records span lines): the raw text is the record's values
+    # Given a pretty-printed JSON array (records span lines): the raw text is the record, whole
     root = tmp_path / "src"
     root.mkdir()
     doc = [{"id": "a", "amount": "1", "ts": "2026-01-01T00:00:00Z", "country": "DE", "sku": "abc"}]
-    doc.append({"id": "b", "amount": "-1", "ts": "2026-01-01T00:00:00Z", "country": "DE", "sku": "abc"})
+    # its amount breaks the rule; its "extra" value is in no column: both are in the raw text
+    doc.append({"id": "b", "amount": -1, "ts": "2026-01-01T00:00:00Z", "country": "DE", "sku": "abc", "x": {"y": [1]}})
     (root / "doc.json").write_text(json.dumps(doc, indent=2))
     result = run_task(
         spec(
@@ -118,4 +120,21 @@ def test_a_json_documents_record_is_quarantined_with_its_values(tmp_path: Path) 
     (qfile,) = result.quarantine
     (record,) = [json.loads(line) for line in Path(local_path(qfile.uri)).read_text().splitlines()]
     assert record["rule"] == "positive_amount" and record["line"] == 9  # the line the record starts on
-    assert json.loads(record["raw"]) == {**doc[1], "amount": "-1.00", "ts": "2026-01-01 00:00:00+00:00"}
+    assert json.loads(record["raw"]) == doc[1]
+
+
+def test_a_piece_with_none_of_the_declared_keys_loads_beside_one_that_has_them(tmp_path: Path) -> None:
+    # Given a declared column and a task whose first object has none of the declared keys (a new
+    # table's first batch): the piece's _rescued had no rows, and the whole task failed (review)
+    root = tmp_path / "src"
+    root.mkdir()
+    (root / "a.json").write_bytes(b'{"id": "1"}\n')
+    (root / "b.json").write_bytes(b'{"id": "2", "amount": "5"}\n')
+    declared = parse_schema('{"columns": {"amount": "bigint"}}')
+    files = [file_task(f"file://{root}/a.json"), file_task(f"file://{root}/b.json")]
+    # When one task reads both, with no rules at all
+    result = run_task(spec(files, f"file://{tmp_path}/out", known=(), declared=declared))
+    # Then both load, the declared column typed
+    assert [(f.status, f.good) for f in result.files] == [("ingested", 1), ("ingested", 1)]
+    rows = [r for s in result.data for r in pq.read_table(local_path(s.uri)).to_pylist()]
+    assert sorted((r["id"], r.get("amount")) for r in rows) == [("1", None), ("2", 5)]
