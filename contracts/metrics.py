@@ -187,6 +187,17 @@ RULE_VIOLATIONS = _m(
     "and rule too (glue_processor/table/rules.py)",
     per_rule=True,
 )
+RULE_VIOLATION_SURGE = _m(
+    "RuleViolationSurge",
+    "None",
+    J,
+    "the batch's highest ratio of a rule's share of broken rows to that rule's usual share (its table's last "
+    "~hour of batches; 0 until known): a rule suddenly broken far more often than usual "
+    "(glue_processor/metrics/rule_surge.py)",
+)
+# RuleViolationSurge past which the stack alarms: a rule broken 10x as often as usual (a rule no row
+# used to break: by one row in a thousand)
+RULE_SURGE_ALARM = 10.0
 REFUSED_OBJECTS = _m(
     "RefusedObjects",
     "Count",

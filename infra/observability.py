@@ -484,35 +484,20 @@ def alarm_resources() -> dict[str, dict[str, Any]]:
             threshold=0,
             operator="GreaterThanThreshold",
         ),
-        # rules are the routing file's, so no alarm can name one: the band learns the job's usual
-        # violations (all rules of all tables), and the dashboard's top rules say which one rose
-        # (CloudWatch User Guide, "Create a CloudWatch alarm based on anomaly detection")
-        "RuleViolationsSurge": {
-            "Type": "AWS::CloudWatch::Alarm",
-            "Properties": {
-                "AlarmName": {"Fn::Sub": "${ProjectName}-rule-violations-surge"},
-                "AlarmDescription": "rows break the tables' rules far more often than usual (above the band "
-                "CloudWatch's anomaly detection learned from the last two weeks): a producer changed what it sends, "
-                "or a rule no longer fits; the dashboard's top rules name the table and rule, the quarantine table "
-                "the rows",
-                "Metrics": [
-                    {**_query("violations", M.RULE_VIOLATIONS, "Sum"), "ReturnData": True},
-                    {
-                        "Id": "band",
-                        "Label": "usual rule violations",
-                        "ReturnData": True,
-                        "Expression": "ANOMALY_DETECTION_BAND(violations, 3)",
-                    },
-                ],
-                "ThresholdMetricId": "band",
-                "EvaluationPeriods": 5,
-                "DatapointsToAlarm": 3,
-                "ComparisonOperator": "GreaterThanUpperThreshold",
-                "TreatMissingData": "notBreaching",
-                "AlarmActions": [{"Ref": "AlarmTopic"}],
-                "OKActions": [{"Ref": "AlarmTopic"}],
-            },
-        },
+        # rules are the routing file's, so no alarm can name one: the job compares each rule with its
+        # own usual (glue_processor/metrics/rule_surge.py) and publishes the highest ratio
+        "RuleViolationSurge": _metric_alarm(
+            "rule-violation-surge",
+            f"a rule of a table is broken {M.RULE_SURGE_ALARM:g}x as often as usual (its share of the table's rows "
+            "against its last hour's): a producer changed what it sends, or a rule no longer fits; the dashboard's "
+            "top rules name the table and rule, the quarantine table the rows",
+            M.RULE_VIOLATION_SURGE,
+            stat="Maximum",
+            period=300,
+            periods=1,
+            threshold=M.RULE_SURGE_ALARM,
+            operator="GreaterThanThreshold",
+        ),
         "NoRecordsWhileFilesArrive": {
             "Type": "AWS::CloudWatch::Alarm",
             "Properties": {

@@ -117,9 +117,9 @@ def estimate(values: Mapping[str, str], *, alarms: int, anomaly_alarms: int = 0,
         same(
             "CloudWatch (metrics, alarms, dashboard)",
             cw,
-            f"{series} custom metric series, {alarms + anomaly_alarms} alarms "
-            f"({anomaly_alarms} of anomaly detection, priced as {ANOMALY_ALARM_METRICS}), 1 dashboard, "
-            "PutMetricData per batch",
+            f"{series} custom metric series, {alarms + anomaly_alarms} alarms"
+            + (f" ({anomaly_alarms} of anomaly detection, priced as {ANOMALY_ALARM_METRICS})" if anomaly_alarms else "")
+            + ", 1 dashboard, PutMetricData per batch",
         ),
         same("KMS key", KMS_KEY_MONTH, "one customer managed key (requests: bucket keys, negligible)"),
         *_key_index(values),

@@ -6,7 +6,9 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from contracts import metrics as M
 from contracts.ledger import CommitRecord
+from contracts.metrics import datum
 from glue_processor.metrics.convert import record_datums, share_datums, table_datums
 
 if TYPE_CHECKING:
@@ -39,6 +41,8 @@ def report(
             share_datums(record, {s.table: s.commit_ms for s in settlements}, dimensions=dims, table_of=table_of)
         )
         metrics.publisher.emit(table_datums(commit_ms, tables or {}, dimensions=dims, when=record.committed_at))
+        surge = metrics.rule_baseline.surge(record)
+        metrics.publisher.emit([datum(M.RULE_VIOLATION_SURGE, surge, dims, record.committed_at)])
         metrics.emit_backlog(metrics.probe.mark_processed(record.manifests))
     except Exception:
         logger.exception("batch metrics failed", extra={"batch_id": record.batch_id})

@@ -13,6 +13,7 @@ from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.metrics.backlog import BacklogProbe
 from glue_processor.metrics.convert import Backlog, backlog_datums
 from glue_processor.metrics.listener import MetricsListener
+from glue_processor.metrics.rule_surge import RuleBaseline
 from glue_processor.metrics.sinks import AsyncPublisher, CloudWatchSink, JsonlSink, Sink
 from glue_processor.settings import JobSettings
 
@@ -38,6 +39,7 @@ class JobMetrics:
     probe: BacklogProbe
     dimensions: dict[str, str]
     records_by_batch: dict[int, int] = field(default_factory=dict)
+    rule_baseline: RuleBaseline = field(default_factory=RuleBaseline)
     listener: MetricsListener | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
 

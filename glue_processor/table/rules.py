@@ -14,8 +14,10 @@ violation (write ``amount IS NULL OR amount > 0`` to let a missing value through
 first quarantine rule it broke and why it broke each, its text once whatever their number),
 ``drop`` (the row is not kept, and is counted) or ``warn`` (the row is kept, and is counted). A row
 breaking several rules: quarantined if any of them says so, else dropped if any says so. Every
-rule's violations are counted, whatever the others did: per table and rule (``RuleViolations``),
-per object (``load_history.rule_violations``) and per batch (the run's summary).
+rule's violations are counted, whatever the others did: per table and rule (``RuleViolations``;
+``RuleViolationSurge`` and its alarm when one is broken far more often than usual:
+:mod:`glue_processor.metrics.rule_surge`), per object (``load_history.rule_violations``) and per
+batch (the run's summary).
 
 Declared types apply first (``columns:``/``--schema``), so a rule sees typed values: a decimal, a
 timestamp in UTC (``TIMESTAMP '...'`` without an offset is UTC too, as a declared value is); a column
