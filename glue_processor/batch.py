@@ -58,6 +58,7 @@ from glue_processor.read.task import FileOutcome, TaskResult, TaskSpec, run_task
 from glue_processor.settings import JobSettings
 from glue_processor.table.datafiles import WrittenFile
 from glue_processor.table.footer import metadata_of
+from glue_processor.table.rules import misnamed
 from glue_processor.table.sink import Sink, Tables
 from glue_processor.write.stage import Destination, write_files, write_rejections
 
@@ -138,6 +139,7 @@ class ManifestBatchJob:
         self.interrupted = False  # stopped by a signal between batches: what was listed may not be drained
         self.sleep: Any = None  # how publication waits between attempts (None: time.sleep; tests: no wait)
         self.steps = Stages()  # the latest batch's driver steps, timed (bench/stream.py reports them)
+        self._said: set[tuple[str, str]] = set()  # (table, column) a misnamed rule was said of
 
     # -- the stream's side ------------------------------------------------------------------
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -222,6 +224,19 @@ class ManifestBatchJob:
     @property
     def known_keys(self) -> set[str]:
         return self.memory.known_keys
+
+    def _misnamed_rules(self, share: Share) -> None:
+        """Say, once a job, a rule that reads another case of one of the table's keys (it breaks for
+        every row: glue_processor/table/rules.py, ``misnamed``)."""
+        if share.config.rules is None:
+            return
+        for column, key in misnamed(share.config.rules, share.outcome.final_keys):
+            if not _said_once(self._said, share.config.name, column):
+                logger.error(
+                    "a rule reads a column no record has; the records have another case of it (names are "
+                    "case-sensitive): every row breaks the rule",
+                    extra={"table": share.config.name, "column": column, "key": key},
+                )
 
     @property
     def gzip_expansion(self) -> Any:
@@ -321,6 +336,7 @@ class ManifestBatchJob:
                 )
         for s in shares:
             check_rows(s)
+            self._misnamed_rules(s)
         removed = {}
         if replacing:  # the files holding the rows of the versions replaced, without them
             with stages("rewrite"):
@@ -591,6 +607,14 @@ def carry_manifest(manifest_uri: str, carried: Sequence[SourceFile], attempt: At
     batch = f"{attempt.query_id[:8]}-{attempt.batch_id}"
     name = f"{stamp}-carried-{batch}-{manifest.manifest_id[:16]}-{manifest.total_bytes}b.json"
     return f"{manifest_uri.rstrip('/')}/{name}", manifest.to_json()
+
+
+def _said_once(said: set[tuple[str, str]], table: str, column: str) -> bool:
+    """Whether (table, column) was said already; remembered from now on."""
+    if (table, column) in said:
+        return True
+    said.add((table, column))
+    return False
 
 
 def check_rows(share: Share) -> None:

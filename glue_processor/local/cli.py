@@ -40,6 +40,7 @@ from glue_processor.local.text import counted
 from glue_processor.metrics.sinks import JsonlSink
 from glue_processor.plan.routes import load_routes
 from glue_processor.settings import JobSettings, settings_from_mapping
+from glue_processor.table.rules import misnamed
 from lambdas.manifest_builder.settings import load_settings
 
 if TYPE_CHECKING:
@@ -528,6 +529,7 @@ def _run_job(
         if not drained:
             print("stopped before every waiting manifest was loaded: make run loads the rest", flush=True)
         known = {name: tuple(sorted(jobs[-1].memory.keys_of(name))) for name in jobs[-1].routes.tables} if jobs else {}
+        tables = load_routes(settings).tables
         report = RunReport(
             records=committed,
             fed_files=feed.files,
@@ -544,9 +546,14 @@ def _run_job(
             unpublished=progress.unpublished,
             rule_modes={
                 (table, rule.name): rule.on_fail
-                for table, config in load_routes(settings).tables.items()
+                for table, config in tables.items()
                 if config.rules is not None
                 for rule in config.rules.specs
+            },
+            misnamed={
+                table: misnamed(config.rules, known.get(table, ()))
+                for table, config in tables.items()
+                if config.rules is not None
             },
         )
         print(render(report, here=here), flush=True)

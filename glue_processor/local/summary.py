@@ -56,6 +56,8 @@ class RunReport:
     # (the table refused it; its files are not in the table) or "deferred" (set aside, published later)
     unpublished: dict[tuple[int, str], tuple[str, str]] = field(default_factory=dict)
     rule_modes: dict[tuple[str, str], str] = field(default_factory=dict)  # (table, rule) -> its on_fail
+    # table -> (a column its rules read, the key of another case the records have)
+    misnamed: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
 
     def outcome(self, record: CommitRecord, source: SourceRecord) -> str:
         """What happened to one object version of this run: :func:`outcome`, unless its table's
@@ -238,6 +240,16 @@ def _values(report: RunReport, workdir: str) -> list[tuple[str, str, str]]:
                 "that added the new (on_overwrite: replace)",
             )
         )
+    for table, pairs in sorted(report.misnamed.items()):
+        for column, key in pairs:
+            out.append(
+                (
+                    f"rule column {column}",
+                    f"table {table}",
+                    f'no record has "{column}"; they have "{key}" (names are case-sensitive): every row breaks '
+                    "the rules that read it",
+                )
+            )
     for (table, rule), n in sorted(rules.items()):
         mode = report.rule_modes.get((table, rule), "")
         # a rule's name is letters, digits and _ (contracts.routing.RULE_NAME_PATTERN): nothing to escape

@@ -49,7 +49,7 @@ dimension and a column value each).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -292,3 +292,15 @@ def _type_of(name: str, declared: DeclaredSchema | None) -> pa.DataType:
         raise rule_sql.Refused(f"{name} is a map of the job's own; a rule reads the record's columns")
     column = declared.get(name) if declared is not None else None
     return column.arrow_type if column is not None else STRING
+
+
+def misnamed(rules: Rules, keys: Collection[str]) -> list[tuple[str, str]]:
+    """(a column a rule reads, the table's key it probably means) for each column no key of the
+    table is but another case of one is: names are the record's keys, case and all, so a rule over
+    ``Country`` where the records say ``country`` reads NULL in every row, and breaks for each."""
+    by_case = {k.lower(): k for k in keys}
+    return [
+        (name, by_case[name.lower()])
+        for name, _ in rules.columns
+        if name not in LINEAGE_TYPES and name not in keys and name.lower() in by_case
+    ]

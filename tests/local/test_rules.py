@@ -127,3 +127,20 @@ def test_a_rule_that_cannot_work_stops_make_run_before_anything_runs(tmp_path: P
     assert f"{routes}: table 'orders': rule 'positive_amount' (amount LIKE '1%'): " in line, line
     assert "amount is decimal(12,2)" in line
     assert not (work / "output" / "_commits").exists()
+
+
+def test_a_rule_over_another_case_of_a_key_is_named_in_the_run_s_summary(tmp_path: Path) -> None:
+    # Given a rule over "User_id" where the records say "user_id" (names are case-sensitive: it
+    # compiles, a string column, and then reads NULL in every row)
+    routes, data, work = tmp_path / "routes.yaml", tmp_path / "landing", tmp_path / "work"
+    routes.write_text(readme_routing().replace('"user_id IS NOT NULL"', '"User_id IS NOT NULL"'))
+    (data / "incoming/clicks").mkdir(parents=True)
+    (data / "incoming/clicks/b.ndjson.gz").write_bytes(gzip.compress(lines(CLICKS)))
+    # When make run loads the clicks
+    run = make("run", f"DATA={data}", f"WORKDIR={work}", f"ROUTES={routes}")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    # Then every row broke it, and the summary says which key the rule probably means
+    assert re.search(r'rule column User_id\s+table clicks\s+no record has "User_id"; they have "user_id"', run.stdout)
+    assert re.search(r"rule has_user\s+5 rows of clicks", run.stdout), run.stdout
+    # and the job's log says it as the batch runs (on AWS, where no summary is printed)
+    assert "a rule reads a column no record has" in run.stderr

@@ -279,3 +279,12 @@ def test_what_sqlglot_parses_but_the_rule_would_not_honour_is_refused(sql: str, 
             where="table 't'",
         )
     assert says in str(caught.value) and str(caught.value).startswith(f"table 't': rule 'r' ({sql}): ")
+
+
+def test_a_rule_over_another_case_of_a_key_is_named_with_the_key_it_probably_means() -> None:
+    compiled = rules({"has_user": "User_id IS NOT NULL", "line": "_line > 0", "fine": "amount > 0"})
+    from glue_processor.table.rules import misnamed
+
+    assert misnamed(compiled, {"user_id", "amount", "id"}) == [("User_id", "user_id")]
+    assert misnamed(compiled, {"User_id", "user_id"}) == []  # the key is there: nothing to say
+    assert misnamed(compiled, set()) == []  # a table that knows no key yet
