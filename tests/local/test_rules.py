@@ -144,3 +144,19 @@ def test_a_rule_over_another_case_of_a_key_is_named_in_the_run_s_summary(tmp_pat
     assert re.search(r"rule has_user\s+5 rows of clicks", run.stdout), run.stdout
     # and the job's log says it as the batch runs (on AWS, where no summary is printed)
     assert "a rule reads a column no record has" in run.stderr
+
+
+def test_one_table_s_rules_come_from_make_run_expect_and_a_missing_file_is_named(tmp_path: Path) -> None:
+    # The README: "One table without a routing file: EXPECT=rules.json (make run)"
+    data, work, expect = tmp_path / "landing", tmp_path / "work", tmp_path / "rules.json"
+    data.mkdir()
+    (data / "a.ndjson").write_bytes(lines([{"id": "1", "sku": "abc"}, {"id": "2", "sku": "toolong"}]))
+    expect.write_text(json.dumps({"short_sku": "length(sku) <= 3"}))
+    run = make("run", f"DATA={data}", f"WORKDIR={work}", f"EXPECT={expect}")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert [r["id"] for r in query(work, "SELECT id FROM events")] == ["1"]
+    (row,) = query(work, "SELECT key, line, rule FROM quarantine")
+    assert (row["key"], row["line"], row["rule"]) == ("a.ndjson", "2", "short_sku")
+    # And a rules file that is not there stops make run in one line naming it
+    missing = make("run", f"DATA={data}", f"WORKDIR={tmp_path / 'other'}", f"EXPECT={tmp_path / 'nope.json'}")
+    assert f"EXPECT={tmp_path / 'nope.json'} is not a file" in user_error(missing)
