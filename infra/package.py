@@ -11,7 +11,8 @@
   different handlers.
 - ``glue-job.zip``: contracts + glue_processor, the job's ``--extra-py-files``, without what
   the job never imports: the local runner (``glue_processor/local/``) and the operators'
-  reconcile tool (run from a workstation with the wheel). pydantic and pyiceberg come through
+  reconcile and backfill tools (run from a workstation with the wheel; they import the local
+  runner's error reporting at module level, which is why they stay out: ``JOB_ZIP_EXCLUDE``). pydantic and pyiceberg come through
   ``--additional-python-modules``; tests/infra/test_shipped.py imports every module of this zip
   in an environment like Glue's and runs a batch from it.
 - the parser's native wheel (``native/``), for ``--additional-python-modules``: built here and

@@ -62,7 +62,7 @@ from glue_processor.read.text import (
     decompressed,
     read_from,
 )
-from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema, conform
+from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema, column_type, conform
 from glue_processor.table.partitioning import PartitionPlan
 from glue_processor.table.rules import Rules
 from glue_processor.write import parquet as parquet_writer
@@ -598,11 +598,6 @@ def _output_table(
     return pa.table(arrays, names=names)
 
 
-def _type_of(key: str, declared: DeclaredSchema | None) -> pa.DataType:
-    column = declared.get(key) if declared is not None else None
-    return column.arrow_type if column is not None else STRING
-
-
 def _version(item: FileTask) -> dict[str, Any]:
     """Which version of the object a record is about (two of one key can be in a batch)."""
     return {"etag": item.etag, **({"version_id": item.version_id} if item.version_id else {})}
@@ -764,7 +759,7 @@ class _ParquetFiles:
         data = {
             k: merged.column(f"{_DATA}{k}")
             if f"{_DATA}{k}" in present
-            else pa.nulls(len(merged), _type_of(k, declared))
+            else pa.nulls(len(merged), column_type(k, declared))
             for k in keys
         }
         # declared columns were converted per piece (_typed), before the rules

@@ -85,6 +85,12 @@ class DeclaredSchema:
         return tuple(c.key for c in self.columns)
 
 
+def column_type(key: str, declared: DeclaredSchema | None) -> pa.DataType:
+    """The type of a key's column: its declared type, else a string."""
+    column = declared.get(key) if declared is not None else None
+    return column.arrow_type if column is not None else STRING
+
+
 def parse_schema(text: str | bytes, *, source: str = "--schema") -> DeclaredSchema:
     """The schema file, or a :class:`ConfigError` naming what is wrong and where."""
     try:

@@ -61,9 +61,10 @@ import pyarrow.compute as pc
 
 from contracts.exceptions import ConfigError
 from contracts.routing import Expect, OnFail
+from glue_processor.read.extra import EXTRA
 from glue_processor.read.ndjson import STRING
 from glue_processor.table import rule_sql
-from glue_processor.table.declared import TIMESTAMP, DeclaredSchema
+from glue_processor.table.declared import RESCUED, TIMESTAMP, DeclaredSchema, column_type
 
 ON_FAIL: tuple[OnFail, ...] = get_args(OnFail)
 # the lineage columns a rule may read, with their types (glue_processor/read/names.py)
@@ -75,7 +76,6 @@ LINEAGE_TYPES: dict[str, pa.DataType] = {
     "_batch_id": pa.int64(),
     "_ingest_time": TIMESTAMP,
 }
-_MAPS = ("_extra", "_rescued")
 
 
 @dataclass(frozen=True)
@@ -143,8 +143,7 @@ class Rules:
                 continue
             if result.null_count == 0 and pc.all(result).as_py() is not False:
                 continue  # every row kept it
-            kept = pc.fill_null(result, False).to_numpy(zero_copy_only=False)
-            null = pc.is_null(result).to_numpy(zero_copy_only=False)
+            kept, null = _judged(result)
             out.append(Verdict(rule, ~kept, null))
         return out
 
@@ -177,9 +176,16 @@ def _bisected(table: pa.Table, expression: pc.Expression) -> tuple[np.ndarray, n
                 middle = (start + stop) // 2
                 pending += [(middle, stop), (start, middle)]
             continue
-        kept[start:stop] = pc.fill_null(result, False).to_numpy(zero_copy_only=False)
-        null[start:stop] = pc.is_null(result).to_numpy(zero_copy_only=False)
+        kept[start:stop], null[start:stop] = _judged(result)
     return kept, null, errored, error
+
+
+def _judged(result: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(kept: TRUE, NULL) per row of a rule's result."""
+    return (
+        pc.fill_null(result, False).to_numpy(zero_copy_only=False),
+        pc.is_null(result).to_numpy(zero_copy_only=False),
+    )
 
 
 def rule_specs(expect: Expect) -> tuple[RuleSpec, ...]:
@@ -195,22 +201,15 @@ def compile_rules(specs: tuple[RuleSpec, ...], declared: DeclaredSchema | None, 
     the rule that cannot work (None: no rules)."""
     if not specs:
         return None
-    columns: dict[str, pa.DataType] = {}
+    reads: dict[str, dict[str, pa.DataType]] = {}  # rule -> the columns it reads, typed
     for rule in specs:
         try:
-            for name in rule_sql.columns_of(rule_sql.tree(rule.sql)):
-                columns[name] = _type_of(name, declared)
+            reads[rule.name] = {name: _type_of(name, declared) for name in rule_sql.columns_of(rule_sql.tree(rule.sql))}
         except rule_sql.Refused as exc:
             raise ConfigError(f"{where}: rule {rule.name!r} ({rule.sql}): {exc}") from None
-    rules = Rules(specs, tuple(sorted(columns.items())))
+    rules = Rules(specs, tuple(sorted({n: t for typed in reads.values() for n, t in typed.items()}.items())))
     for rule in specs:
-        _check(
-            rule,
-            {n: t for n, t in rules.columns if n in rule_sql.columns_of(rule_sql.tree(rule.sql))},
-            rules.columns,
-            declared,
-            where=where,
-        )
+        _check(rule, reads[rule.name], rules.columns, declared, where=where)
     return rules
 
 
@@ -288,10 +287,9 @@ def _type_name(type_: pa.DataType) -> str:
 def _type_of(name: str, declared: DeclaredSchema | None) -> pa.DataType:
     if name in LINEAGE_TYPES:
         return LINEAGE_TYPES[name]
-    if name in _MAPS:
+    if name in (EXTRA, RESCUED):
         raise rule_sql.Refused(f"{name} is a map of the job's own; a rule reads the record's columns")
-    column = declared.get(name) if declared is not None else None
-    return column.arrow_type if column is not None else STRING
+    return column_type(name, declared)
 
 
 def misnamed(rules: Rules, keys: Collection[str]) -> list[tuple[str, str]]:

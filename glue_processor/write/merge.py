@@ -34,10 +34,9 @@ import pyarrow.parquet as pq
 from glue_processor.plan.sizing import plan_groups
 from glue_processor.read.extra import EXTRA, to_map, values_in
 from glue_processor.read.names import LINEAGE_COLUMNS, column_names
-from glue_processor.read.ndjson import STRING
 from glue_processor.read.objects import ObjectStore, local_path, store_for
 from glue_processor.read.task import Staged, _output_table
-from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema
+from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema, column_type
 from glue_processor.table.footer import footer_at, footer_of, metadata_of
 from glue_processor.write import parquet as parquet_writer
 from glue_processor.write.concat import ConcatError, concat
@@ -280,7 +279,7 @@ def _conformed(table: pa.Table, keys: tuple[str, ...], spec: MergeSpec) -> tuple
     final = set(spec.keys)
     names = dict(column_names(keys))
     spilled = [key for key in keys if key not in final]  # past the bound: to _extra
-    types = {key: _type_of(key, spec.declared) for key, _ in final_names}
+    types = {key: column_type(key, spec.declared) for key, _ in final_names}
     data = {
         key: table.column(names[key]).cast(types[key]) if key in names else pa.nulls(len(table), types[key])
         for key, _ in final_names
@@ -326,8 +325,3 @@ def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore], *, extra: pa
         size = path.stat().st_size
         footer = footer_of(path)
     return Staged(spec.uri, size, spec.keys, footer, spec.partition, folded, demoted=demoted)
-
-
-def _type_of(key: str, declared: DeclaredSchema | None) -> pa.DataType:
-    column = declared.get(key) if declared is not None else None
-    return column.arrow_type if column is not None else STRING

@@ -134,6 +134,12 @@ def test_a_column_no_row_has_is_null_and_breaks_the_rule() -> None:
         ("country IN (SELECT 1)", "IN takes a list of values"),
         ("paid > 'x'", "paid is boolean"),
         ("regexp_like(country, '(')", "regexp_like"),
+        # what sqlglot parses but the rule would not honour (review of issue 47)
+        ("qty IN (1, 0.5)", "IN lists a value of another type than int64"),
+        ("amount IN (1.555)", "IN lists a value of another type than decimal128(12, 2)"),
+        ("path IN (1, 2)", "IN lists 1 beside a column of type string"),
+        ("qty BETWEEN SYMMETRIC 3 AND 1", "not something a rule may use"),
+        ("regexp_like(path, 'a', 'i')", "not something a rule may use"),
     ],
 )
 def test_a_rule_that_cannot_work_is_refused_in_one_line_naming_table_and_rule(sql: str, says: str) -> None:
@@ -259,26 +265,6 @@ def test_a_row_a_rule_cannot_be_evaluated_on_is_found_alone_and_the_others_are_j
     table = pa.table({f"k/{k}": v for k, v in TYPED.items()})
     checked = check(table, compiled, data_prefix="k/")
     assert checked.rows.tolist() == [0, 3] and checked.dropped == 0 and len(checked.kept) == 2
-
-
-@pytest.mark.parametrize(
-    ("sql", "says"),
-    [
-        ("qty IN (1, 0.5)", "IN lists a value of another type than int64"),
-        ("amount IN (1.555)", "IN lists a value of another type than decimal128(12, 2)"),
-        ("path IN (1, 2)", "IN lists 1 beside a column of type string"),
-        ("qty BETWEEN SYMMETRIC 3 AND 1", "not something a rule may use"),
-        ("regexp_like(path, 'a', 'i')", "not something a rule may use"),
-    ],
-)
-def test_what_sqlglot_parses_but_the_rule_would_not_honour_is_refused(sql: str, says: str) -> None:
-    with pytest.raises(ConfigError) as caught:
-        compile_rules(
-            rule_specs(parse_expect(json.dumps({"r": sql}))),
-            parse_schema('{"columns": {"qty": "bigint", "amount": "decimal(12,2)"}}'),
-            where="table 't'",
-        )
-    assert says in str(caught.value) and str(caught.value).startswith(f"table 't': rule 'r' ({sql}): ")
 
 
 def test_a_rule_over_another_case_of_a_key_is_named_with_the_key_it_probably_means() -> None:
