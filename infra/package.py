@@ -12,9 +12,9 @@
 - ``glue-job.zip``: contracts + glue_processor, the job's ``--extra-py-files``, without what
   the job never imports: the local runner (``glue_processor/local/``) and the operators'
   reconcile and backfill tools (run from a workstation with the wheel; they import the local
-  runner's error reporting at module level, which is why they stay out: ``JOB_ZIP_EXCLUDE``). pydantic and pyiceberg come through
-  ``--additional-python-modules``; tests/infra/test_shipped.py imports every module of this zip
-  in an environment like Glue's and runs a batch from it.
+  runner's error reporting at module level, which is why they stay out: ``JOB_ZIP_EXCLUDE``).
+  pydantic and pyiceberg come through ``--additional-python-modules``; tests/infra/test_shipped.py
+  imports every module of this zip in an environment like Glue's and runs a batch from it.
 - the parser's native wheel (``native/``), for ``--additional-python-modules``: built here and
   tagged manylinux by ``auditwheel``, which refuses a build that needs a newer glibc than Glue 5's
   (2.34, Amazon Linux 2023). A zip cannot carry a compiled module, and Glue compiles none.
