@@ -6,21 +6,15 @@ The job talks to storage only through this adapter, so the same code runs on bot
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
 
 from contracts.exceptions import StorageError
+from glue_processor.read.objects import FileInfo
 
-
-@dataclass(frozen=True)
-class FileInfo:
-    uri: str
-    name: str
-    size: int
-    is_dir: bool
-    modified_ms: int
+__all__ = ["FileInfo", "HadoopFS"]
 
 
 class HadoopFS:
@@ -29,28 +23,39 @@ class HadoopFS:
     def __init__(self, spark: SparkSession) -> None:
         self._jvm: Any = spark.sparkContext._jvm
         self._conf: Any = spark.sparkContext._jsc.hadoopConfiguration()
+        # py4j resolves a class name one package at a time, a round trip each: `org.apache.hadoop.fs.Path`
+        # is five before the constructor's. Resolved once; the file systems kept per scheme and
+        # authority (Hadoop caches them too, behind a round trip). An `exists` is 2 round trips, was 8.
+        self._Path: Any = None
+        self._systems: dict[str, Any] = {}  # scheme://authority -> its FileSystem
 
     def _path(self, uri: str) -> Any:
-        return self._jvm.org.apache.hadoop.fs.Path(uri)
+        if self._Path is None:
+            self._Path = self._jvm.org.apache.hadoop.fs.Path
+        return self._Path(uri)
 
-    def _fs(self, path: Any) -> Any:
-        return path.getFileSystem(self._conf)
+    def _fs(self, path: Any, uri: str) -> Any:
+        parts = urlsplit(uri)
+        root = f"{parts.scheme}://{parts.netloc}"  # one per scheme and bucket: a few
+        if root not in self._systems:
+            self._systems[root] = path.getFileSystem(self._conf)
+        return self._systems[root]
 
     def exists(self, uri: str) -> bool:
         path = self._path(uri)
-        return bool(self._fs(path).exists(path))
+        return bool(self._fs(path, uri).exists(path))
 
     def list(self, uri: str) -> list[FileInfo]:
         """Direct children of a directory; [] when it does not exist."""
         path = self._path(uri)
-        fs = self._fs(path)
+        fs = self._fs(path, uri)
         if not fs.exists(path):
             return []
         return [self._info(s) for s in fs.listStatus(path)]
 
     def read_bytes(self, uri: str) -> bytes:
         path = self._path(uri)
-        stream = self._fs(path).open(path)
+        stream = self._fs(path, uri).open(path)
         try:
             data = self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
         finally:
@@ -64,7 +69,7 @@ class HadoopFS:
         temporary file next to the target and rename it into place.
         """
         path = self._path(uri)
-        fs = self._fs(path)
+        fs = self._fs(path, uri)
         atomic_put = uri.split("://", 1)[0] in {"s3", "s3a", "s3n"}
         # a temporary name of its own: two writers of one file never share it (the last rename wins)
         tmp = f"{path.getParent().toString()}/.tmp-{uuid.uuid4().hex[:12]}-{path.getName()}"
@@ -83,14 +88,14 @@ class HadoopFS:
     def move(self, src: str, dst: str) -> None:
         """Move one file, creating the target's parent directory."""
         s, d = self._path(src), self._path(dst)
-        fs = self._fs(s)
+        fs = self._fs(s, src)
         fs.mkdirs(d.getParent())
         if not fs.rename(s, d):
             raise StorageError(f"move {src} -> {dst} failed")
 
     def delete(self, uri: str, *, recursive: bool = True) -> None:
         path = self._path(uri)
-        self._fs(path).delete(path, recursive)
+        self._fs(path, uri).delete(path, recursive)
 
     @staticmethod
     def _info(status: Any) -> FileInfo:
