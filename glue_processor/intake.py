@@ -15,8 +15,7 @@ import time
 from collections.abc import Callable
 
 from contracts.intake import REPLAN_MIN_S, manifests_per_trigger, replanned
-from glue_processor.hadoop_fs import HadoopFS
-from glue_processor.metrics.backlog import measure, waiting
+from glue_processor.metrics.backlog import list_dir, measure, waiting
 from glue_processor.metrics.convert import Backlog
 from glue_processor.settings import JobSettings
 
@@ -34,10 +33,10 @@ class Intake:
         self._clock = clock
         self._since = -REPLAN_MIN_S
 
-    def first(self, fs: HadoopFS, manifest_uri: str) -> int:
+    def first(self, manifest_uri: str) -> int:
         """The count to start the query with: from the manifests waiting now (in the order the file
         source takes them), or the job's assumption of full manifests when none wait."""
-        sizes = measure(waiting(fs.list(manifest_uri), set(), None), int(time.time() * 1000)).sizes
+        sizes = measure(waiting(list_dir(manifest_uri), set(), None), int(time.time() * 1000)).sizes
         return self.start(manifests_per_trigger(self.budget, sizes, most=self.most, unknown_size=self.unknown_size))
 
     def start(self, count: int) -> int:

@@ -61,7 +61,7 @@ def run_query(
         metrics.attach(spark, generation)
         try:
             batch_job.start()  # before the first trigger: its batch then does only its own work
-            per_trigger = intake.first(fs, settings.manifest_uri)
+            per_trigger = intake.first(settings.manifest_uri)
             asked = early_stop  # a stop asked for before the next query took its handlers
             while True:  # a query per count of manifests per trigger (glue_processor.intake)
                 query = start_query(spark, generation, batch_job, manifests_per_trigger=per_trigger)

@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable, Iterable
 
 from contracts.layout import MANIFEST_SUFFIX, manifest_data_bytes
-from glue_processor.hadoop_fs import FileInfo, HadoopFS
 from glue_processor.metrics.convert import Backlog
+from glue_processor.read.objects import FileInfo, store_for
 
 logger = logging.getLogger(__name__)
 
@@ -61,11 +61,17 @@ def data_bytes(names: Iterable[str]) -> int | None:
     return sum(known) + unknown * sum(known) // len(known)
 
 
+def list_dir(uri: str) -> list[FileInfo]:
+    """The manifests' directory, listed from Python (boto3 on S3): each batch lists what waits, and
+    after an outage thousands wait; Hadoop's listing through py4j costs six round trips an entry."""
+    return store_for(uri).list_dir(uri)
+
+
 class BacklogProbe:
     """Tracks what was processed and measures the backlog on demand or periodically."""
 
-    def __init__(self, fs: HadoopFS, manifest_uri: str) -> None:
-        self.fs = fs
+    def __init__(self, manifest_uri: str, *, lister: Callable[[str], list[FileInfo]] = list_dir) -> None:
+        self.list = lister
         self.manifest_uri = manifest_uri
         self.processed: set[str] = set()
         self.watermark_ms: int | None = None
@@ -75,7 +81,7 @@ class BacklogProbe:
     def mark_processed(self, manifest_uris: Iterable[str]) -> Backlog:
         """Record a committed batch's manifests; return the backlog seen in the same listing."""
         names = {manifest_name(u) for u in manifest_uris}
-        files = self.fs.list(self.manifest_uri)
+        files = self.list(self.manifest_uri)
         listing = {i.name: i for i in files}
         with self._lock:
             self.processed |= names
@@ -90,7 +96,7 @@ class BacklogProbe:
             return self.last
 
     def measure(self) -> Backlog:
-        listing = self.fs.list(self.manifest_uri)
+        listing = self.list(self.manifest_uri)
         with self._lock:
             self.last = measure(waiting(listing, self.processed, self.watermark_ms), int(time.time() * 1000))
             return self.last

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.metrics.backlog import BacklogProbe
 from glue_processor.metrics.convert import Backlog, backlog_datums
 from glue_processor.metrics.listener import MetricsListener
@@ -76,6 +75,6 @@ class JobMetrics:
 def job_metrics(spark: SparkSession, settings: JobSettings, sinks: list[Sink] | None = None) -> JobMetrics:
     return JobMetrics(
         publisher=AsyncPublisher(sinks_for(settings) if sinks is None else sinks),
-        probe=BacklogProbe(HadoopFS(spark), settings.manifest_uri),
+        probe=BacklogProbe(settings.manifest_uri),
         dimensions=settings.metric_dimensions,
     )

@@ -14,7 +14,6 @@ import pytest
 from bench.batch import local_job
 from contracts.layout import manifest_key
 from contracts.manifest import Manifest, ManifestEntry
-from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.intake import Intake
 from glue_processor.settings import settings_from_mapping
 
@@ -63,7 +62,7 @@ def test_a_query_starts_with_the_count_the_waiting_manifests_bytes_ask_for(spark
     _manifests(tmp_path, 14)
     settings = _settings(tmp_path)
     assert settings.files_per_trigger == 1  # what the job took before: one manifest a trigger
-    assert Intake(settings).first(HadoopFS(spark), settings.manifest_uri) == 10
+    assert Intake(settings).first(settings.manifest_uri) == 10
 
 
 def test_the_running_query_takes_a_new_count_between_batches(
