@@ -22,7 +22,10 @@ from glue_processor.defaults import DEFAULT_MAX_COLUMNS
 
 MIB = 1024 * 1024
 DEFAULT_PARTITION_LIMIT = 10_000
-_URI = r"^(s3|s3a|file|hdfs)://.+"
+# What the job reads and writes from Python (its tasks, the driver's listings: read/objects.py) is on
+# S3 or a local disk; Spark's checkpoint may also be on HDFS.
+_URI = r"^(s3|s3a|file)://.+"
+_CHECKPOINT_URI = r"^(s3|s3a|file|hdfs)://.+"
 # Glue passes its own arguments too (--JOB_NAME, --enable-metrics, --TempDir, ...). Ours are
 # lower_snake_case; an unknown lower_snake_case argument is a typo and fails start-up.
 _OURS = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -36,7 +39,7 @@ class JobSettings(BaseModel):
     manifest_uri: str = Field(pattern=_URI, description="directory the manifest Lambda writes to")
     output_uri: str = Field(pattern=_URI, description="Parquet dataset root")
     quarantine_uri: str = Field(pattern=_URI, description="root of quarantined records (JSON lines)")
-    checkpoint_uri: str = Field(pattern=_URI, description="Structured Streaming checkpoint")
+    checkpoint_uri: str = Field(pattern=_CHECKPOINT_URI, description="Structured Streaming checkpoint")
     table_format: Literal["iceberg", "hive-parquet"] = Field(
         default="iceberg",
         description="iceberg: an Apache Iceberg table at <output_uri>/<table_name>, one snapshot per batch; "

@@ -52,12 +52,19 @@ def test_glue_style_argv_with_glue_arguments() -> None:
         (["--source_uri_template", "s3://x/{key}"], "{bucket}"),
         (["--partition_limit_per_batch", "999"], "partition_limit_per_batch must be at least max_partitions_per_batch"),
         (["--partition_limit_per_batch", "0"], "--partition_limit_per_batch"),
+        # the job lists and reads its manifests from Python (read/objects.py: S3 or a local disk)
+        (["--manifest_uri", "hdfs://nn/manifests"], "--manifest_uri"),
+        (["--output_uri", "hdfs://nn/data"], "--output_uri"),
     ],
 )
 def test_bad_settings_fail_at_start_naming_the_setting(extra: list[str], message: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_settings([*BASE, *extra])
     assert message in str(info.value)
+
+
+def test_spark_alone_writes_the_checkpoint_so_it_may_be_on_hdfs() -> None:
+    assert parse_settings([*BASE, "--checkpoint_uri", "hdfs://nn/cp"]).checkpoint_uri == "hdfs://nn/cp"
 
 
 def test_missing_required_paths() -> None:
