@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from glue_processor.table.rules import LINEAGE_TYPES, Rules, Verdict
+from glue_processor.read.names import LINEAGE_TYPES
+from glue_processor.table.rules import Rules, Verdict
 
 
 @dataclass

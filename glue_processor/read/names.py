@@ -11,10 +11,24 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 
+import pyarrow as pa
+
 from contracts.column_names import fit, valid_column_name
 
-# Lineage columns added to every output row. Data fields with the same names are renamed.
-LINEAGE_COLUMNS = ("_source_uri", "_source_etag", "_line", "_event_time", "_batch_id", "_ingest_time")
+# Every time the job writes: microseconds, UTC (Iceberg's timestamptz).
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+# Lineage columns added to every output row, with their types: the tasks write them so, rules read
+# them so, and the table's schema is made from them (glue_processor/table/schema.py). Data fields
+# with the same names are renamed.
+LINEAGE_TYPES: dict[str, pa.DataType] = {
+    "_source_uri": pa.string(),
+    "_source_etag": pa.string(),
+    "_line": pa.int64(),
+    "_event_time": TIMESTAMP,
+    "_batch_id": pa.int64(),
+    "_ingest_time": TIMESTAMP,
+}
+LINEAGE_COLUMNS = tuple(LINEAGE_TYPES)
 # Other columns of the job's own: keys past the column bound, and declared values that did not convert.
 RESERVED_COLUMNS = (*LINEAGE_COLUMNS, "_extra", "_rescued")
 # The fields inside those two maps: Iceberg indexes a schema's names with nested ones spelled out, so

@@ -44,7 +44,7 @@ import pyarrow as pa
 from glue_processor.defaults import DEFAULT_MAX_COLUMNS
 from glue_processor.read.expect import Checked, check
 from glue_processor.read.extra import EXTRA, EXTRA_TYPE
-from glue_processor.read.names import LINEAGE_COLUMNS, column_names
+from glue_processor.read.names import LINEAGE_COLUMNS, TIMESTAMP, column_names
 from glue_processor.read.ndjson import MAX_CELLS, RAW_BYTES, STRING, BadLine, ParsedText, parse_pieces
 from glue_processor.read.objects import ObjectMissing, ObjectStore, VersionGone, store_for
 from glue_processor.read.text import (
@@ -85,7 +85,6 @@ REASON_VERSION_GONE = (
 )
 # Clock slack between S3's Last-Modified and the event time of the same write.
 OVERWRITE_TOLERANCE_S = 2.0
-TIMESTAMP = pa.timestamp("us", tz="UTC")
 _DATA = "k/"  # prefix of data columns inside a task, apart from the lineage columns
 
 

@@ -34,11 +34,11 @@ import pyarrow.compute as pc
 
 from contracts.column_names import MAX_DATA_COLUMNS, valid_column_name
 from contracts.exceptions import ConfigError
+from glue_processor.read.names import TIMESTAMP
 from glue_processor.read.ndjson import STRING
 
 RESCUED = "_rescued"
 RESCUED_TYPE = pa.map_(pa.string(), pa.string())
-TIMESTAMP = pa.timestamp("us", tz="UTC")
 _INT = r"^-?[0-9]{1,19}$"
 _INT_DIGITS = pa.decimal128(19, 0)
 _INT64 = (pa.scalar(-(2**63), _INT_DIGITS), pa.scalar(2**63 - 1, _INT_DIGITS))

@@ -62,20 +62,11 @@ import pyarrow.compute as pc
 from contracts.exceptions import ConfigError
 from contracts.routing import Expect, OnFail
 from glue_processor.read.extra import EXTRA
-from glue_processor.read.ndjson import STRING
+from glue_processor.read.names import LINEAGE_TYPES  # the lineage columns a rule may read, typed
 from glue_processor.table import rule_sql
-from glue_processor.table.declared import RESCUED, TIMESTAMP, DeclaredSchema, column_type
+from glue_processor.table.declared import RESCUED, DeclaredSchema, column_type
 
 ON_FAIL: tuple[OnFail, ...] = get_args(OnFail)
-# the lineage columns a rule may read, with their types (glue_processor/read/names.py)
-LINEAGE_TYPES: dict[str, pa.DataType] = {
-    "_source_uri": STRING,
-    "_source_etag": STRING,
-    "_line": pa.int64(),
-    "_event_time": TIMESTAMP,
-    "_batch_id": pa.int64(),
-    "_ingest_time": TIMESTAMP,
-}
 
 
 @dataclass(frozen=True)

@@ -14,22 +14,22 @@ import pyarrow as pa
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform, MonthTransform, YearTransform
-from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
+from pyiceberg.types import IcebergType, LongType, NestedField, StringType, TimestamptzType
 
 from glue_processor.read.extra import EXTRA, EXTRA_TYPE
-from glue_processor.read.names import column_names
+from glue_processor.read.names import LINEAGE_TYPES as ARROW_LINEAGE
+from glue_processor.read.names import TIMESTAMP, column_names
 from glue_processor.read.ndjson import STRING
 from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema
 from glue_processor.table.partitioning import PartitionPlan
 
-LINEAGE_TYPES = {
-    "_source_uri": StringType(),
-    "_source_etag": StringType(),
-    "_line": LongType(),
-    "_event_time": TimestamptzType(),
-    "_batch_id": LongType(),
-    "_ingest_time": TimestamptzType(),
+# The lineage columns as Iceberg types, from their one declaration (glue_processor/read/names.py).
+_ICEBERG: dict[pa.DataType, IcebergType] = {
+    pa.string(): StringType(),
+    pa.int64(): LongType(),
+    TIMESTAMP: TimestamptzType(),
 }
+LINEAGE_TYPES: dict[str, IcebergType] = {name: _ICEBERG[type_] for name, type_ in ARROW_LINEAGE.items()}
 # Default partitioning: the day a batch was ingested, as a hidden partition.
 INGEST_DAY = "ingest_day"
 PARTITION_SOURCE = "_ingest_time"
