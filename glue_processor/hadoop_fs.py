@@ -1,6 +1,6 @@
-"""File operations through Hadoop's FileSystem API (s3:// on Glue, file:// locally).
-
-The job talks to storage only through this adapter, so the same code runs on both.
+"""The driver's file operations through Hadoop's FileSystem API (s3:// on Glue, file:// locally),
+so the same code runs on both. (The tasks, which have no JVM, and the driver's listing of the
+manifests use :mod:`glue_processor.read.objects`.)
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ from pyspark.sql import SparkSession
 
 from contracts.exceptions import StorageError
 from glue_processor.read.objects import FileInfo
-
-__all__ = ["FileInfo", "HadoopFS"]
 
 
 class HadoopFS:

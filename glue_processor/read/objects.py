@@ -1,7 +1,9 @@
 """Object I/O for the batch's Spark tasks: ``s3://`` through boto3, ``file://`` on a local disk.
 
-The driver talks to storage through Hadoop (:mod:`glue_processor.hadoop_fs`); tasks run in
-Python workers, which have no JVM handle, so they read and write objects here. URIs are used
+The driver mostly talks to storage through Hadoop (:mod:`glue_processor.hadoop_fs`); tasks run in
+Python workers, which have no JVM handle, so they read and write objects here. The driver lists
+the manifests waiting here too (:meth:`ObjectStore.list_dir`): one S3 request per 1,000 of them,
+where Hadoop's listing over py4j costs six round trips each. URIs are used
 as the job spells them (``s3://bucket/key`` with the key as is, ``file://`` + path), never
 percent-decoded: a key such as ``a%20b +.json`` names itself.
 """
