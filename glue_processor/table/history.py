@@ -24,6 +24,7 @@ from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 
 from contracts.ledger import CommitRecord, Replaced, SourceRecord
+from glue_processor.read.names import TIMESTAMP
 from glue_processor.table.catalog import TABLE_PROPERTIES
 from glue_processor.table.iceberg import (
     ATTEMPT,
@@ -40,7 +41,6 @@ from glue_processor.table.transaction import transaction
 
 logger = logging.getLogger(__name__)
 
-TIME = pa.timestamp("us", tz="UTC")
 SCHEMA = pa.schema(
     [
         pa.field("table_name", pa.string()),
@@ -53,8 +53,8 @@ SCHEMA = pa.schema(
         pa.field("reason", pa.string()),
         pa.field("rows_written", pa.int64()),
         pa.field("lines_quarantined", pa.int64()),
-        pa.field("event_time", TIME),
-        pa.field("commit_time", TIME),
+        pa.field("event_time", TIMESTAMP),
+        pa.field("commit_time", TIMESTAMP),
         pa.field("commit_date", pa.date32()),
         pa.field("batch_id", pa.int64()),
         pa.field("query_id", pa.string()),
@@ -141,7 +141,7 @@ def replaced_rows(
             "reason": [why(r) for _, r in items],
             "rows_written": pa.array([0] * n, pa.int64()),
             "lines_quarantined": pa.array([0] * n, pa.int64()),
-            "event_time": pa.array([None] * n, TIME),
+            "event_time": pa.array([None] * n, TIMESTAMP),
             "commit_time": [record.committed_at] * n,
             "commit_date": [record.committed_at.astimezone(UTC).date()] * n,
             "batch_id": [record.batch_id] * n,

@@ -28,8 +28,9 @@ from pyiceberg.table import Table
 from contracts.exceptions import StorageError
 from contracts.layout import source_uri
 from contracts.ledger import CommitRecord, PublishedFile
+from glue_processor.read.names import TIMESTAMP
 from glue_processor.read.objects import split_s3
-from glue_processor.table.history import TIME, append_once
+from glue_processor.table.history import append_once
 from glue_processor.table.iceberg import ExpiryCadence
 
 logger = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ SCHEMA = pa.schema(
         pa.field("manifest_uri", pa.string()),
         pa.field("batch_id", pa.int64()),
         pa.field("query_id", pa.string()),
-        pa.field("commit_time", TIME),
+        pa.field("commit_time", TIMESTAMP),
         pa.field("commit_date", pa.date32()),
     ]
 )
@@ -121,7 +122,7 @@ def quarantine_rows(record: CommitRecord, records: pa.Table, *, database: str, l
             "manifest_uri": records.column("manifest_uri"),
             "batch_id": pa.array([record.batch_id] * n, pa.int64()),
             "query_id": pa.array([record.query_id] * n, pa.string()),
-            "commit_time": pa.array([record.committed_at] * n, TIME),
+            "commit_time": pa.array([record.committed_at] * n, TIMESTAMP),
             "commit_date": pa.array([record.committed_at.astimezone(UTC).date()] * n, pa.date32()),
         },
         schema=SCHEMA,
