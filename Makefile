@@ -116,11 +116,11 @@ smoke: setup-dev ## end-to-end check of a deployed stack (uploads, waits for the
 	$(BIN)/python -m infra.smoke --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(if $(FILES),--files "$(FILES)") $(if $(TIMEOUT),--timeout "$(TIMEOUT)") $(if $(KEEP),--keep) $(if $(CLEAN_UP),--clean-up "$(CLEAN_UP)")
 
 backfill: setup ## manifests for existing objects from an S3 Inventory report, skipping what was ingested: make backfill INVENTORY=s3://.../manifest.json MANIFESTS=s3://bucket/manifests/ OUTPUT=s3://out/data [PREFIX=] [SINCE=2026-01-01] [RATE=200 MB/s]; locally make backfill WORKDIR=... (INVENTORY=1 first writes the folder's report)
-	@$(if $(filter 1,$(INVENTORY)),$(BIN)/python -m glue_processor.backfill --workdir "$(WORKDIR)" --write-inventory &&) \
-	$(BIN)/python -m glue_processor.backfill $(if $(MANIFESTS),--inventory "$(INVENTORY)" --manifests "$(MANIFESTS)" --output "$(OUTPUT)",--workdir "$(WORKDIR)" $(if $(filter-out 1,$(INVENTORY)),--inventory "$(INVENTORY)")) $(if $(PREFIX),--prefix "$(PREFIX)") $(if $(SINCE),--since "$(SINCE)") $(if $(RATE),--rate "$(RATE)")
+	@$(if $(filter 1,$(INVENTORY)),$(BIN)/python -m glue_processor.local.backfill --workdir "$(WORKDIR)" --write-inventory &&) \
+	$(BIN)/python -m glue_processor.local.backfill $(if $(MANIFESTS),--inventory "$(INVENTORY)" --manifests "$(MANIFESTS)" --output "$(OUTPUT)",--workdir "$(WORKDIR)" $(if $(filter-out 1,$(INVENTORY)),--inventory "$(INVENTORY)")) $(if $(PREFIX),--prefix "$(PREFIX)") $(if $(SINCE),--since "$(SINCE)") $(if $(RATE),--rate "$(RATE)")
 
 reconcile: setup ## objects that landed but were never ingested (or twice), per table, from the load history: make reconcile [WORKDIR=...] [REQUEUE=1] [FROM=ledger]
-	@$(BIN)/python -m glue_processor.reconcile --workdir "$(WORKDIR)" $(if $(REQUEUE),--requeue) $(if $(FROM),--from $(FROM))
+	@$(BIN)/python -m glue_processor.local.reconcile --workdir "$(WORKDIR)" $(if $(REQUEUE),--requeue) $(if $(FROM),--from $(FROM))
 
 bench: setup-dev ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on the same files, then the stream per producer shape on one core, a trigger's serial cost (and the stream again checking five rules), then partitioned batches, then three datasets routed to three tables, then overwrites on a 1,000-file table, then a batch's commit path through 3,000 batches: make bench [BENCH_MB=1024]
 	$(BIN)/python -m bench.run --mb $(BENCH_MB)

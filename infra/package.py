@@ -10,9 +10,8 @@
   the Lambdas never call stay in. ``make package`` prints the size. Both functions use it, with
   different handlers.
 - ``glue-job.zip``: contracts + glue_processor, the job's ``--extra-py-files``, without what
-  the job never imports: the local runner (``glue_processor/local/``) and the operators'
-  reconcile and backfill tools (run from a workstation with the wheel; they import the local
-  runner's error reporting at module level, which is why they stay out: ``JOB_ZIP_EXCLUDE``).
+  the job never imports: ``glue_processor/local/``, the local runner and the operators' reconcile
+  and backfill tools (run from a workstation with the wheel; no job module imports them).
   pydantic and pyiceberg come through ``--additional-python-modules``; tests/infra/test_shipped.py
   imports every module of this zip in an environment like Glue's and runs a batch from it.
 - the parser's native wheel (``native/``), for ``--additional-python-modules``: built here and
@@ -40,7 +39,7 @@ LAMBDA_DEPS = list(extra("lambda"))
 
 
 # Paths (relative to the repository) that stay out of the job's zip.
-JOB_ZIP_EXCLUDE = ("glue_processor/local/", "glue_processor/reconcile.py", "glue_processor/backfill.py")
+JOB_ZIP_EXCLUDE = ("glue_processor/local/",)
 
 
 def _add_tree(zf: zipfile.ZipFile, package: str, *, exclude: tuple[str, ...] = ()) -> None:

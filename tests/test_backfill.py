@@ -18,7 +18,7 @@ import pytest
 
 from contracts.layout import manifest_data_bytes
 from contracts.manifest import Manifest
-from glue_processor.backfill import (
+from glue_processor.local.backfill import (
     BackfillReport,
     InventoryError,
     InventoryObject,

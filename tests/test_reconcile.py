@@ -11,7 +11,7 @@ import boto3
 from contracts.ledger import BatchStats, CommitRecord, SourceRecord
 from glue_processor.local.feeder import md5_of
 from glue_processor.local.layout import LocalLayout
-from glue_processor.reconcile import (
+from glue_processor.local.reconcile import (
     LandedObject,
     Load,
     loads_of,

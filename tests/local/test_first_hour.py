@@ -290,7 +290,7 @@ def test_a_late_file_is_named_as_it_is_backfilled_waiting_then_loaded(tmp_path: 
     assert missing.returncode == 2 and "reconcile] Error 3" in missing.stderr, missing.stdout + missing.stderr
     assert "s3://local-landing/late/späť.json" in missing.stdout
     direct = subprocess.run(
-        [str(ROOT / ".venv/bin/python"), "-m", "glue_processor.reconcile", "--workdir", str(work)],
+        [str(ROOT / ".venv/bin/python"), "-m", "glue_processor.local.reconcile", "--workdir", str(work)],
         capture_output=True,
         text=True,
         check=False,

@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from glue_processor.backfill import Selection, local_backfill, write_local_inventory
+from glue_processor.local.backfill import Selection, local_backfill, write_local_inventory
 from glue_processor.local.layout import LANDING_BUCKET
 from glue_processor.table.catalog import open_catalog
 from tests.local.test_end_to_end import run_local, write_tree

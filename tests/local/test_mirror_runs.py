@@ -70,7 +70,7 @@ def test_a_changed_file_replaces_its_rows_and_the_same_bytes_change_nothing(tmp_
     assert ("b.ndjson", 1, "9") in rows(work)
     # And reconcile accounts for every version the history holds (replaced ones included)
     reconcile = subprocess.run(
-        [sys.executable, "-m", "glue_processor.reconcile", "--workdir", str(work)],
+        [sys.executable, "-m", "glue_processor.local.reconcile", "--workdir", str(work)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -89,7 +89,7 @@ def test_a_failing_history_never_holds_up_the_data(spark: Any, tmp_path: Path, c
 
 
 def test_reconcile_reads_the_load_history_and_agrees_with_the_ledger(spark: Any, tmp_path: Path) -> None:
-    from glue_processor.reconcile import LandedObject, history_loads, loads_of, local_records, reconcile
+    from glue_processor.local.reconcile import LandedObject, history_loads, loads_of, local_records, reconcile
 
     env = Env(tmp_path)
     job = env.job(spark)

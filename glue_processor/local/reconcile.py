@@ -9,10 +9,10 @@ when a history append failed, which the job logs). ``--requeue`` sends the missi
 pipeline again as the S3 event they would have produced: to the SQS queue on AWS, through the
 manifest builder locally (a version already ingested is dropped there as a duplicate).
 
-    python -m glue_processor.reconcile --workdir .work [--requeue] [--from ledger]
-    python -m glue_processor.reconcile --landing s3://bucket/incoming/ --database ndjson_ingest \\
+    python -m glue_processor.local.reconcile --workdir .work [--requeue] [--from ledger]
+    python -m glue_processor.local.reconcile --landing s3://bucket/incoming/ --database ndjson_ingest \\
         [--queue-url https://sqs...] [--requeue]
-    python -m glue_processor.reconcile --landing s3://bucket/incoming/ --from ledger --output s3://out/data
+    python -m glue_processor.local.reconcile --landing s3://bucket/incoming/ --from ledger --output s3://out/data
 
 An object the routing file ignored is left out on purpose, until the routing changes: one that the
 current routing (the WORKDIR's, or ``--routes`` on AWS) sends to a table counts as never ingested,

@@ -11,10 +11,10 @@ control plane sees their bytes as backlog (their names carry them). An object ve
 ingested live is skipped here, and one that arrives live while the backfill runs is dropped by the
 job's dedupe index: it is loaded once.
 
-    python -m glue_processor.backfill --inventory s3://inv/.../manifest.json --manifests s3://m/manifests/ \\
+    python -m glue_processor.local.backfill --inventory s3://inv/.../manifest.json --manifests s3://m/manifests/ \\
         --output s3://out/data [--prefix incoming/] [--since 2026-01-01] [--rate 200]
-    python -m glue_processor.backfill --workdir .work [--inventory <its inventory/manifest.json>]
-    python -m glue_processor.backfill --workdir .work --write-inventory    # a local folder's report
+    python -m glue_processor.local.backfill --workdir .work [--inventory <its inventory/manifest.json>]
+    python -m glue_processor.local.backfill --workdir .work --write-inventory    # a local folder's report
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from contracts.ledger import CommitRecord
 from contracts.manifest import ManifestEntry
 from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
 from glue_processor.local.errors import Parser, cli
-from glue_processor.reconcile import LandedObject, loads_of, reconcile
+from glue_processor.local.reconcile import LandedObject, loads_of, reconcile
 from lambdas.manifest_builder.batching import MessageEntries, plan_manifests
 
 MB = 1_000_000
@@ -276,7 +276,7 @@ def local_backfill(workdir: Path, inventory: Path, selection: Selection, *, rate
     as fed, as S3 would send no event for an object that already exists."""
     from glue_processor.local.buckets import LocalBuckets
     from glue_processor.local.layout import MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout
-    from glue_processor.reconcile import local_records
+    from glue_processor.local.reconcile import local_records
     from lambdas.manifest_builder.settings import load_settings
 
     manifest = json.loads(inventory.read_text(encoding="utf-8"))
@@ -317,7 +317,7 @@ def _mark_fed(workdir: Path, manifests: list[Any]) -> None:
 def s3_backfill(
     s3: Any, inventory_uri: str, manifests_uri: str, output_uri: str, selection: Selection, *, rate_mb_s: float
 ) -> BackfillReport:
-    from glue_processor.reconcile import s3_records
+    from glue_processor.local.reconcile import s3_records
 
     bucket, _, key = inventory_uri.removeprefix("s3://").partition("/")
     manifest = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
