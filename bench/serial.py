@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -39,24 +38,20 @@ STEPS = ["Spark's steps", "callback", "manifests", "plan", "record", "publish", 
 
 
 def _objects(bucket: Path, manifests: Path, count: int) -> None:
-    """``count`` objects of compact records and one manifest each, named as the Lambda names them,
-    a second apart (the file source takes the oldest first)."""
-    from bench.batch import entries_of
-    from contracts.layout import manifest_key
-    from contracts.manifest import Manifest
+    """``count`` objects of compact records and one manifest each (as bench.stream writes them:
+    named as the Lambda names them, a second apart, so the file source takes them in order)."""
+    from bench.stream import write_manifests
 
     bucket.mkdir(parents=True, exist_ok=True)
-    manifests.mkdir(parents=True, exist_ok=True)
+    files = []
     for n in range(count):
         path = bucket / f"part-{n:05d}.json"
         lines = (
             json.dumps({"id": n * OBJECT_RECORDS + i, "kind": "click", "v": i * 0.5}) for i in range(OBJECT_RECORDS)
         )
         path.write_text("\n".join(lines) + "\n")
-        manifest = Manifest.of(entries_of([path]))
-        target = manifests / manifest_key("", manifest)
-        target.write_bytes(manifest.to_json())
-        os.utime(target, (1_700_000_000 + n, 1_700_000_000 + n))
+        files.append(path)
+    write_manifests(files, manifests, count)
 
 
 def child(out: Path, batches: int) -> dict[str, Any]:

@@ -42,7 +42,7 @@ FILE_MB = 8
 FIVE_RULES = ROOT / "bench" / "five-rules.json"
 
 
-def _manifests(files: list[Path], into: Path, parts: int) -> None:
+def write_manifests(files: list[Path], into: Path, parts: int) -> None:
     """``parts`` manifests over ``files``, named as the Lambda names them, a second apart."""
     from bench.batch import entries_of
     from contracts.layout import manifest_key
@@ -66,7 +66,7 @@ def child(data: Path, out: Path, cores: str, batch_mb: int, *, rules: Path | Non
     from glue_processor.settings import settings_from_mapping
 
     files = sorted(data.glob("*.json"))
-    _manifests(files, out / "manifests", 2)
+    write_manifests(files, out / "manifests", 2)
     budget = str(int(batch_mb * 1.5 * MB))  # one manifest a trigger
     settings = settings_from_mapping(
         local_job(
