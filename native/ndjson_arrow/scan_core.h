@@ -106,12 +106,19 @@ typedef struct {
     ptrdiff_t len; /* -1: removed (a later null of the same key in the row) */
 } Entry;
 
+/* A slot of the key table: a key's hash beside its index, so a probe that does not match is told
+ * from the slot alone, without reading the key. */
+typedef struct {
+    uint64_t hash;
+    ptrdiff_t key; /* -1: empty */
+} Slot;
+
 typedef struct {
     Key *keys;
     ptrdiff_t nkeys, keys_cap;
     ptrdiff_t known;           /* keys[0..known) were given */
     ptrdiff_t room, admitted;  /* new keys that may still become columns, and how many did */
-    ptrdiff_t *table;          /* open addressing, -1 empty */
+    Slot *table;               /* open addressing, key -1 empty */
     size_t table_mask;
     uint64_t probes;           /* slots visited by lookups (what an input could try to inflate) */
     ptrdiff_t first;           /* predicted first key of a row */
@@ -425,9 +432,33 @@ static void scan_seed(uint64_t k0, uint64_t k1) {
 static inline uint64_t rotl64(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
 
 static inline uint64_t load64le(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    uint64_t v;
+    memcpy(&v, p, 8); /* one load (a byte loop was eight) */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
     return v;
+}
+
+/* a == b over n bytes; names of 4 to 16 bytes (most keys) in two overlapping loads each, no call */
+static inline int same_bytes(const uint8_t *a, const uint8_t *b, size_t n) {
+    if (n >= 8 && n <= 16) {
+        uint64_t a0, b0, a1, b1;
+        memcpy(&a0, a, 8);
+        memcpy(&b0, b, 8);
+        memcpy(&a1, a + n - 8, 8);
+        memcpy(&b1, b + n - 8, 8);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    if (n >= 4 && n < 8) {
+        uint32_t a0, b0, a1, b1;
+        memcpy(&a0, a, 4);
+        memcpy(&b0, b, 4);
+        memcpy(&a1, a + n - 4, 4);
+        memcpy(&b1, b + n - 4, 4);
+        return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    return memcmp(a, b, n) == 0;
 }
 
 #define SIPROUND                                                                                   \
@@ -461,30 +492,35 @@ static uint64_t hash_bytes(const uint8_t *p, size_t n) {
 }
 
 static int table_build(Scan *s, size_t slots) {
-    ptrdiff_t *t = malloc(slots * sizeof(ptrdiff_t));
+    Slot *t = malloc(slots * sizeof(Slot));
     if (!t) return -1;
-    for (size_t i = 0; i < slots; i++) t[i] = -1;
+    for (size_t i = 0; i < slots; i++) t[i] = (Slot){0, -1};
     free(s->table);
     s->table = t;
     s->table_mask = slots - 1;
     for (ptrdiff_t k = 0; k < s->nkeys; k++) {
         size_t i = (size_t)s->keys[k].hash & s->table_mask;
-        while (t[i] >= 0) i = (i + 1) & s->table_mask;
-        t[i] = k;
+        while (t[i].key >= 0) i = (i + 1) & s->table_mask;
+        t[i] = (Slot){s->keys[k].hash, k};
     }
     return 0;
 }
 
 static ptrdiff_t key_find(Scan *s, const uint8_t *name, size_t n, uint64_t h) {
     size_t i = (size_t)h & s->table_mask;
-    for (;;) {
-        s->probes++;
-        ptrdiff_t k = s->table[i];
-        if (k < 0) return -1;
-        Key *key = &s->keys[k];
-        if (key->hash == h && key->name_len == n && memcmp(key->name, name, n) == 0) return k;
-        i = (i + 1) & s->table_mask;
+    uint64_t probes = 0;
+    ptrdiff_t k;
+    for (;; i = (i + 1) & s->table_mask) {
+        probes++;
+        const Slot *slot = &s->table[i];
+        k = slot->key;
+        if (k < 0) break;
+        if (slot->hash != h) continue;
+        const Key *key = &s->keys[k];
+        if (key->name_len == n && same_bytes((const uint8_t *)key->name, name, n)) break;
     }
+    s->probes += probes;
+    return k;
 }
 
 static ptrdiff_t key_add(Scan *s, const uint8_t *name, size_t n, uint64_t h, int spilled) {
@@ -511,11 +547,11 @@ static ptrdiff_t key_add(Scan *s, const uint8_t *name, size_t n, uint64_t h, int
         if (table_build(s, (s->table_mask + 1) * 2)) return -1;
     } else {
         size_t i = (size_t)h & s->table_mask;
-        while (s->table[i] >= 0) {
+        while (s->table[i].key >= 0) {
             s->probes++;
             i = (i + 1) & s->table_mask;
         }
-        s->table[i] = s->nkeys - 1;
+        s->table[i] = (Slot){h, s->nkeys - 1};
     }
     return s->nkeys - 1;
 }
@@ -545,7 +581,7 @@ static ptrdiff_t key_of(Scan *s, ptrdiff_t prev, const uint8_t *name, size_t n) 
     ptrdiff_t k = -1;
     if (guess >= 0 && guess < s->nkeys) {
         Key *g = &s->keys[guess];
-        if (g->name_len == n && memcmp(g->name, name, n) == 0) k = guess;
+        if (g->name_len == n && same_bytes((const uint8_t *)g->name, name, n)) k = guess;
     }
     if (k < 0) {
         uint64_t h = hash_bytes(name, n);
@@ -629,8 +665,8 @@ static void rollback(Scan *s, int64_t r, ptrdiff_t nkeys, ptrdiff_t nentries, si
      * their insertion exactly. */
     for (ptrdiff_t k = s->nkeys - 1; k >= nkeys; k--) {
         size_t i = (size_t)s->keys[k].hash & s->table_mask;
-        while (s->table[i] != k) i = (i + 1) & s->table_mask;
-        s->table[i] = -1;
+        while (s->table[i].key != k) i = (i + 1) & s->table_mask;
+        s->table[i].key = -1;
         key_free(&s->keys[k]);
     }
     s->nkeys = nkeys;
