@@ -124,7 +124,7 @@ reconcile: setup ## objects that landed but were never ingested (or twice), per 
 
 bench: setup-dev ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on the same files, then the stream per producer shape on one core, a trigger's serial cost (and the stream again checking five rules), then partitioned batches, then three datasets routed to three tables, then overwrites on a 1,000-file table, then a batch's commit path through 3,000 batches: make bench [BENCH_MB=1024]
 	$(BIN)/python -m bench.run --mb $(BENCH_MB)
-	$(BIN)/python -m bench.stream
+	$(BIN)/python -m bench.stream --duckdb
 	$(BIN)/python -m bench.serial
 	$(MAKE) --no-print-directory bench-rules
 	$(BIN)/python -m bench.partitions
@@ -136,8 +136,8 @@ bench-rules: setup-dev ## what rules cost: the stream per producer shape as benc
 	$(BIN)/python -m bench.stream --rules --json .bench/stream-rules.json
 	$(BIN)/python -m bench.stream --rules bench/every-row-breaks.json --shapes compact,tiny-records,audit-logs --json .bench/stream-rules-broken.json
 
-bench-stream: setup-dev ## the job as it streams, per producer shape: two ~120 MB batches through the real query on one core, the warm one's BatchDuration, parallel and serial parts, slowest first
-	$(BIN)/python -m bench.stream
+bench-stream: setup-dev ## the job as it streams, per producer shape: two ~120 MB batches through the real query on one core, the warm one's BatchDuration, parallel and serial parts, and DuckDB on the same files and columns, slowest first
+	$(BIN)/python -m bench.stream --duckdb
 
 bench-serial: setup-dev ## a trigger's serial cost (all but its parallel parse and write) once the job has run a while: 150 small batches through the real query on one core, the medians of the last half, itemised; PASS under 0.3 s
 	$(BIN)/python -m bench.serial

@@ -18,7 +18,13 @@ what they cost: the seconds the parse tasks spent in them, and their share of th
 ``--rules bench/every-row-breaks.json``: the worst day, a rule every row breaks (each row a row of the
 quarantine table).
 
-``python -m bench.stream [--shapes a,b] [--mb 120] [--cores 1] [--rules [FILE]]``; rows slowest first.
+``--duckdb``: per shape, DuckDB on the warm batch's files too, in a fresh process pinned to the same
+CPUs with as many threads, declared the columns the warm batch's table has (VARCHAR: keys past them
+it drops, where ours keeps them in ``_extra``), writing snappy Parquet; best of two. It has no
+lineage, quarantine or exactly-once to pay for.
+
+``python -m bench.stream [--shapes a,b] [--mb 120] [--cores 1] [--rules [FILE]] [--duckdb]``; rows slowest
+first.
 """
 
 from __future__ import annotations
@@ -42,6 +48,12 @@ FILE_MB = 8
 FIVE_RULES = ROOT / "bench" / "five-rules.json"
 
 
+def split(files: list[Path], parts: int) -> list[list[Path]]:
+    """``files`` in ``parts`` runs, the last taking the rest: a manifest's files each."""
+    per = max(1, len(files) // parts)
+    return [files[n * per : (n + 1) * per] if n < parts - 1 else files[n * per :] for n in range(parts)]
+
+
 def write_manifests(files: list[Path], into: Path, parts: int) -> None:
     """``parts`` manifests over ``files``, named as the Lambda names them, a second apart."""
     from bench.batch import entries_of
@@ -49,9 +61,7 @@ def write_manifests(files: list[Path], into: Path, parts: int) -> None:
     from contracts.manifest import Manifest
 
     into.mkdir(parents=True, exist_ok=True)
-    per = max(1, len(files) // parts)
-    for n in range(parts):
-        chunk = files[n * per : (n + 1) * per] if n < parts - 1 else files[n * per :]
+    for n, chunk in enumerate(split(files, parts)):
         manifest = Manifest.of(entries_of(chunk))
         path = into / manifest_key("", manifest)
         path.write_bytes(manifest.to_json())
@@ -153,6 +163,9 @@ def measure(shape: str, *, mb: int, cores: str, rules: Path | None = None) -> di
     generate(data, shape, total_mb=2 * mb, file_mb=FILE_MB)
     out = DATA / "runs" / f"{shape}-{cores}"
     shutil.rmtree(out, ignore_errors=True)
+    # what the shapes before wrote goes to disk now, not in the kernel's writeback during this one
+    # (~250 MB of Parquet each: the last shapes of a run were up to 1.7x slower without this)
+    os.sync()
     cpus = ",".join(str(c) for c in range(int(cores)))
     pin = ["taskset", "-c", cpus] if shutil.which("taskset") else []
     cmd = [sys.executable, "-m", "bench.stream", "--child", str(data), "--out", str(out), "--cores", cores]
@@ -164,11 +177,65 @@ def measure(shape: str, *, mb: int, cores: str, rules: Path | None = None) -> di
     return {"shape": shape, **lines[-1]}
 
 
+def duckdb_child(files: list[Path], columns: list[str], out: Path, threads: int) -> dict[str, Any]:
+    """DuckDB over ``files``, ``columns`` declared VARCHAR, to one snappy Parquet file: best of two."""
+    import time
+
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"SET threads TO {threads}")
+    declared = "{" + ", ".join("'" + c.replace("'", "''") + "': 'VARCHAR'" for c in columns) + "}"
+    paths = "[" + ", ".join(f"'{p}'" for p in files) + "]"
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / "duckdb.parquet"
+    query = f"SELECT * FROM read_ndjson({paths}, columns={declared})"
+    times = []
+    for _ in range(2):
+        began = time.perf_counter()
+        con.execute(f"COPY ({query}) TO '{target}' (FORMAT parquet, COMPRESSION snappy)")
+        times.append(time.perf_counter() - began)
+    return {"seconds": min(times), "mb": sum(f.stat().st_size for f in files) / MB, "columns": len(columns)}
+
+
+def table_columns(out: Path) -> list[str]:
+    """The data columns of the warm batch's table (its newest file with lineage: not the load
+    history's), lineage and ``_extra`` left out."""
+    import pyarrow.parquet as pq
+
+    from glue_processor.read.names import LINEAGE_COLUMNS, RESERVED_COLUMNS
+
+    files = [(f.stat().st_mtime, pq.read_schema(f).names) for f in (out / "data").rglob("*.parquet")]
+    newest = max((t, names) for t, names in files if LINEAGE_COLUMNS[0] in names)[1]
+    return [n for n in newest if n not in RESERVED_COLUMNS]
+
+
+def measure_duckdb(shape: str, *, mb: int, cores: str) -> dict[str, Any]:
+    """DuckDB on the files of the shape's warm batch, after :func:`measure` ran it."""
+    data, out = DATA / shape / "bkt", DATA / "runs" / f"{shape}-{cores}"
+    spec = {"files": [str(f) for f in split(sorted(data.glob("*.json")), 2)[-1]], "columns": table_columns(out)}
+    (out / "duckdb.json").write_text(json.dumps(spec))
+    cpus = ",".join(str(c) for c in range(int(cores)))
+    pin = ["taskset", "-c", cpus] if shutil.which("taskset") else []
+    cmd = [sys.executable, "-m", "bench.stream", "--duckdb-child", str(out / "duckdb.json"), "--cores", cores]
+    proc = subprocess.run([*pin, *cmd], cwd=ROOT, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{shape} (DuckDB) failed:\n{proc.stderr[-4000:]}")
+    return dict(json.loads(proc.stdout.splitlines()[-1]))
+
+
 def _rules_cells(w: dict[str, Any], cores: int) -> list[str]:
     """The task seconds the rules took (a part of the parse; over the cores, as the tasks share
     them), and their share of the batch."""
     seconds = w["stages"].get("rules", 0.0) / max(1, cores)
     return [f"{seconds:.2f}", f"{100 * seconds / w['batch_s']:.1f}" if w["batch_s"] else "-"]
+
+
+def _duckdb_cells(w: dict[str, Any], cores: int) -> list[str]:
+    """DuckDB's seconds on the warm batch's files, its MB/s per core, and ours against it (its time
+    over our ``BatchDuration``: above 1, ours is faster)."""
+    d = w["duckdb"]
+    return [f"{d['seconds']:.2f}", f"{d['mb'] / d['seconds'] / cores:.1f}", f"{d['seconds'] / w['batch_s']:.2f}"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,22 +246,35 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--rules", type=Path, nargs="?", const=FIVE_RULES, help=f"check rules too (default {FIVE_RULES.name})"
     )
+    p.add_argument("--duckdb", action="store_true", help="DuckDB on each warm batch's files too")
     p.add_argument("--json", type=Path, default=ROOT / ".bench" / "stream.json")
+    p.add_argument("--duckdb-child", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child, args.out, args.cores, args.mb, rules=args.rules)), flush=True)
         return 0
-    results = [measure(s, mb=args.mb, cores=args.cores, rules=args.rules) for s in args.shapes.split(",") if s]
+    if args.duckdb_child:
+        spec = json.loads(args.duckdb_child.read_text())
+        got = duckdb_child([Path(f) for f in spec["files"]], spec["columns"], args.duckdb_child.parent, int(args.cores))
+        print(json.dumps(got), flush=True)
+        return 0
+    results = []
+    for shape in (s for s in args.shapes.split(",") if s):
+        results.append(measure(shape, mb=args.mb, cores=args.cores, rules=args.rules))
+        if args.duckdb:
+            results[-1]["duckdb"] = measure_duckdb(shape, mb=args.mb, cores=args.cores)
     rows = []
     for r in results:
         warm = r["batches"][-1]
-        rows.append((warm["mb"] / warm["batch_s"] / int(args.cores), r["shape"], warm))
+        rows.append((warm["mb"] / warm["batch_s"] / int(args.cores), r["shape"], {**warm, "duckdb": r.get("duckdb")}))
     rows.sort(key=lambda x: x[0])
     headers = ["shape", "MB", "BatchDuration s", "MB/s/core", "parallel s", "serial s", "Spark s", "commit ms"]
     if args.rules:
         headers += ["rules s", "rules %"]
+    if args.duckdb:
+        headers += ["DuckDB s", "DuckDB MB/s/core", "ours/DuckDB"]
     table = [
         [
             shape,
@@ -206,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{w['spark_s']:.2f}",
             f"{w['commit_ms']:.0f}" if w["commit_ms"] is not None else "-",
             *(_rules_cells(w, int(args.cores)) if args.rules else []),
+            *(_duckdb_cells(w, int(args.cores)) if args.duckdb else []),
         ]
         for rate, shape, w in rows
     ]
