@@ -27,11 +27,15 @@ pytestmark = pytest.mark.skipif(sys.version_info >= (3, 12), reason="zip importe
 @pytest.fixture
 def patched() -> Iterator[None]:
     """The worker set-up in this process, undone afterwards (the suite's driver is no worker)."""
+    import pyspark.worker
+
     original = zipimport.zipimporter.invalidate_caches
+    read_int = pyspark.worker.read_int  # type: ignore[attr-defined]
     workers.setup()
     yield
     zipimport.zipimporter.invalidate_caches = original  # type: ignore[method-assign]
-    workers._original = None
+    pyspark.worker.read_int = read_int  # type: ignore[attr-defined]
+    workers._original = workers._read_int = None
 
 
 def _archive(path: Path, modules: dict[str, str]) -> None:
