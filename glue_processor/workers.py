@@ -20,7 +20,8 @@ then ``read`` of the rest after 38-46 ms. Spark sets no TCP_NODELAY on this sock
 another Python socket, SPARK-51667, for the same reason). Here the worker puts its socket in quick-ACK
 mode before each read of the task's header (``TCP_QUICKACK``, Linux; the kernel leaves the mode by
 itself, so before each read): the header is acknowledged when read, and the rest follows at once.
-An empty one-task Python job, warm: 68 -> 29 ms.
+An empty one-task Python job, warm: 68 -> 29 ms. Its own writes (the results) go without Nagle's
+algorithm (``TCP_NODELAY``), for the same stall the other way.
 
 Each task function is wrapped with :func:`task`, so the first task a worker runs sets this up for
 every later one.
@@ -90,7 +91,9 @@ def _quick_ack(stream: Any) -> int:
 
 def quick_ack(stream: Any) -> None:
     """Put the socket under ``stream`` in quick-ACK mode (what it receives is acknowledged when read,
-    not up to 40 ms later); a stream on no socket is left as it is."""
+    not up to 40 ms later), and without Nagle's algorithm (the worker writes its results through a
+    64 KiB buffer: a last partial segment is sent at once, not after the executor's ACK of the
+    ones before, which its kernel may delay the same way); a stream on no socket is left as it is."""
     if _QUICKACK is None:
         return
     try:
@@ -99,6 +102,7 @@ def quick_ack(stream: Any) -> None:
         return
     try:
         sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     except OSError:  # a pipe or a file: no TCP to tune
         pass
     finally:

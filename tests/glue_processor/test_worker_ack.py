@@ -42,10 +42,11 @@ def _quickack(sock: socket.socket) -> int:
 def test_a_socket_stream_is_put_in_quick_ack_mode(pair: tuple[socket.socket, socket.socket]) -> None:
     _, receiver = pair
     receiver.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 0)  # interactive: ACKs delayed
-    assert _quickack(receiver) == 0
+    assert _quickack(receiver) == 0 and receiver.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0
     with os.fdopen(os.dup(receiver.fileno()), "rb", 65536) as stream:  # as PySpark's worker opens it
         workers.quick_ack(stream)
         assert _quickack(receiver) == 1
+        assert receiver.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1  # its replies not held
         assert not stream.closed  # its descriptor is still the stream's
 
 
