@@ -12,7 +12,6 @@ import io
 import os
 import socket
 import struct
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,12 +50,36 @@ def test_a_socket_stream_is_put_in_quick_ack_mode(pair: tuple[socket.socket, soc
 
 
 def test_streams_on_no_socket_are_left_alone(tmp_path: Any) -> None:
-    workers.quick_ack(io.BytesIO(b"\0\0\0\1"))  # no descriptor
+    buffer = io.BytesIO(b"\0\0\0\1")
+    workers.quick_ack(buffer)  # no descriptor
+    assert buffer.read() == b"\0\0\0\1"
+    workers.quick_ack(object())  # not even a stream: nothing raised into PySpark's worker
     r, w = os.pipe()
-    with os.fdopen(r, "rb") as pipe, os.fdopen(w, "wb"):
+    with os.fdopen(r, "rb") as pipe, os.fdopen(w, "wb") as out:
         workers.quick_ack(pipe)  # a descriptor, not a socket
+        out.write(b"x")
+        out.flush()
+        assert os.get_blocking(r) and pipe.read(1) == b"x"  # still open, still blocking
     with (tmp_path / "f").open("wb") as f:
         workers.quick_ack(f)
+        assert os.fstat(f.fileno()).st_size == 0 and not f.closed
+
+
+def test_a_default_socket_timeout_leaves_the_worker_blocking(pair: tuple[socket.socket, socket.socket]) -> None:
+    """A default timeout (any library in the worker may set one) given to the socket object made to
+    set the options would make the descriptor non-blocking, and PySpark's next read would end the
+    task with EOFError."""
+    sender, receiver = pair
+    before = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(5)
+    try:
+        with os.fdopen(os.dup(receiver.fileno()), "rb", 65536) as stream:
+            workers.quick_ack(stream)
+            assert os.get_blocking(stream.fileno()) and os.get_blocking(receiver.fileno())
+            sender.sendall(struct.pack(">i", 9))
+            assert struct.unpack(">i", stream.read(4)) == (9,)
+    finally:
+        socket.setdefaulttimeout(before)
 
 
 @pytest.fixture
@@ -98,7 +121,6 @@ def _read_int_in_worker(_: Any) -> str:
     return str(pyspark.worker.read_int.__name__)  # type: ignore[attr-defined]
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="TCP_QUICKACK is Linux's")
 def test_the_batch_tasks_run_in_workers_that_ack_at_once(spark: Any) -> None:
     """Every Spark job of a batch goes through ``ManifestBatchJob._spark_map``: its tasks run in
     workers whose read_int is the quick-ACK one (the driver's is left alone)."""
