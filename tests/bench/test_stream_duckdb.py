@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from bench.stream import _duckdb_cells, duckdb_child, split, table_columns
 from glue_processor.read.names import LINEAGE_COLUMNS
@@ -15,13 +16,14 @@ from glue_processor.read.names import LINEAGE_COLUMNS
 
 def test_duckdb_writes_the_declared_columns_of_every_line(tmp_path: Path) -> None:
     files = []
+    (tmp_path / "it's").mkdir()  # quotes in paths and names are SQL literals, not SQL
     for n in range(2):
-        f = tmp_path / f"part-{n}.json"
+        f = tmp_path / "it's" / f"part-{n}.json"
         lines = [{"id": n * 10 + i, "nested": {"a": [1, 2]}, "dropped": "x", "it's": "q"} for i in range(10)]
         f.write_text("".join(json.dumps(line) + "\n" for line in lines))
         files.append(f)
-    got = duckdb_child(files, ["id", "nested", "it's"], tmp_path / "out", threads=1)
-    table = pq.read_table(tmp_path / "out" / "duckdb.parquet")
+    got = duckdb_child(files, ["id", "nested", "it's"], tmp_path / "it's" / "out", threads=1)
+    table = pq.read_table(tmp_path / "it's" / "out" / "duckdb.parquet")
     assert table.num_rows == 20 and table.column_names == ["id", "nested", "it's"]
     assert all(t == pa.string() for t in table.schema.types)  # declared VARCHAR: nested values as JSON text
     assert json.loads(table.column("nested")[0].as_py()) == {"a": [1, 2]}
@@ -38,6 +40,9 @@ def test_the_columns_are_the_tables_not_the_load_historys(tmp_path: Path) -> Non
     pq.write_table(pa.table({"b": ["1"], "a": ["2"], **lineage, "_extra": ["{}"]}), table)
     pq.write_table(pa.table({"table_name": ["t"], "status": ["ok"]}), history)  # written last: the newest
     assert table_columns(tmp_path) == ["b", "a"]
+    table.unlink()
+    with pytest.raises(RuntimeError, match="no data file of the table"):
+        table_columns(tmp_path)
 
 
 def test_the_warm_batch_is_the_second_manifests_files() -> None:
