@@ -20,9 +20,8 @@ then ``read`` of the rest after 38-46 ms. Spark sets no TCP_NODELAY on this sock
 another Python socket, SPARK-51667, for the same reason). Here the worker puts its socket in quick-ACK
 mode before each int it reads, the task's header first (``TCP_QUICKACK``, Linux; the kernel leaves the
 mode by itself, so before each read; a few µs each, tens a task): the header is acknowledged when
-read, and the rest follows at once.
-An empty one-task Python job, warm: 68 -> 29 ms. Its own writes (the results) go without Nagle's
-algorithm (``TCP_NODELAY``), for the same stall the other way.
+read, and the rest follows at once. An empty one-task Python job, warm: 68 -> 29 ms. Its own writes
+(the results) go without Nagle's algorithm (``TCP_NODELAY``), for the same stall the other way.
 
 Each task function is wrapped with :func:`task`, so the first task a worker runs sets this up for
 every later one.
