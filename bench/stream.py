@@ -158,6 +158,12 @@ def stage_row(shape: str, w: dict[str, Any]) -> list[str]:
     ]
 
 
+def _pinned(cores: str) -> list[str]:
+    """The command prefix that pins a child process to the first ``cores`` CPUs (none without taskset)."""
+    cpus = ",".join(str(c) for c in range(int(cores)))
+    return ["taskset", "-c", cpus] if shutil.which("taskset") else []
+
+
 def measure(shape: str, *, mb: int, cores: str, rules: Path | None = None) -> dict[str, Any]:
     data = DATA / shape / "bkt"
     generate(data, shape, total_mb=2 * mb, file_mb=FILE_MB)
@@ -166,11 +172,9 @@ def measure(shape: str, *, mb: int, cores: str, rules: Path | None = None) -> di
     # what the shapes before wrote goes to disk now, not in the kernel's writeback during this one
     # (~250 MB of Parquet each: the last shapes of a run were up to 1.7x slower without this)
     os.sync()
-    cpus = ",".join(str(c) for c in range(int(cores)))
-    pin = ["taskset", "-c", cpus] if shutil.which("taskset") else []
     cmd = [sys.executable, "-m", "bench.stream", "--child", str(data), "--out", str(out), "--cores", cores]
-    extra = ["--rules", str(rules)] if rules else []
-    proc = subprocess.run([*pin, *cmd, "--mb", str(mb), *extra], cwd=ROOT, capture_output=True, text=True, check=False)
+    cmd += ["--mb", str(mb), *(["--rules", str(rules)] if rules else [])]
+    proc = subprocess.run([*_pinned(cores), *cmd], cwd=ROOT, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{shape} failed:\n{proc.stderr[-4000:]}")
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -220,17 +224,14 @@ def table_columns(out: Path) -> list[str]:
     return [n for n in max(tables)[1] if n not in RESERVED_COLUMNS]
 
 
-def measure_duckdb(shape: str, *, mb: int, cores: str) -> dict[str, Any]:
-    """DuckDB on the files of the shape's warm batch, after :func:`measure` ran it (what that wrote
-    on disk first, as between shapes)."""
+def measure_duckdb(shape: str, *, cores: str) -> dict[str, Any]:
+    """DuckDB on the files of the shape's warm batch, after :func:`measure` ran it (the child
+    syncs what that wrote before each COPY, as between shapes)."""
     data, out = DATA / shape / "bkt", DATA / "runs" / f"{shape}-{cores}"
-    os.sync()
     spec = {"files": [str(f) for f in split(sorted(data.glob("*.json")), 2)[-1]], "columns": table_columns(out)}
     (out / "duckdb.json").write_text(json.dumps(spec))
-    cpus = ",".join(str(c) for c in range(int(cores)))
-    pin = ["taskset", "-c", cpus] if shutil.which("taskset") else []
     cmd = [sys.executable, "-m", "bench.stream", "--duckdb-child", str(out / "duckdb.json"), "--cores", cores]
-    proc = subprocess.run([*pin, *cmd], cwd=ROOT, capture_output=True, text=True, check=False)
+    proc = subprocess.run([*_pinned(cores), *cmd], cwd=ROOT, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{shape} (DuckDB) failed:\n{proc.stderr[-4000:]}")
     return dict(json.loads(proc.stdout.splitlines()[-1]))
@@ -276,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     for shape in (s for s in args.shapes.split(",") if s):
         results.append(measure(shape, mb=args.mb, cores=args.cores, rules=args.rules))
         if args.duckdb:
-            results[-1]["duckdb"] = measure_duckdb(shape, mb=args.mb, cores=args.cores)
+            results[-1]["duckdb"] = measure_duckdb(shape, cores=args.cores)
     rows = []
     for r in results:
         warm = r["batches"][-1]
