@@ -19,6 +19,7 @@ and history commits) and the report.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import statistics
@@ -27,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.machine import probe
 from glue_processor.local.text import aligned
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,8 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         "on this machine: the checkpoint, the manifests' listing and the catalog on a local disk; on Glue "
         "they are S3 and Glue requests, so this is a lower bound for a Glue driver (docs/performance.md)"
     )
+    machine = probe(OUT.parent)  # after the runs: its own file would warm the pages they take
+    print(machine.line())
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"summary": m, **result}, indent=1))
+    args.json.write_text(json.dumps({"summary": m, "machine": dataclasses.asdict(machine), **result}, indent=1))
     return 0
 
 

@@ -30,6 +30,7 @@ first.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -38,6 +39,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.machine import probe
 from bench.shapes import SHAPES, generate
 from glue_processor.local.text import aligned
 
@@ -158,10 +160,14 @@ def stage_row(shape: str, w: dict[str, Any]) -> list[str]:
     ]
 
 
+def _cpus(cores: str) -> str:
+    """The first ``cores`` CPUs, as taskset lists them."""
+    return ",".join(str(c) for c in range(int(cores)))
+
+
 def _pinned(cores: str) -> list[str]:
     """The command prefix that pins a child process to the first ``cores`` CPUs (none without taskset)."""
-    cpus = ",".join(str(c) for c in range(int(cores)))
-    return ["taskset", "-c", cpus] if shutil.which("taskset") else []
+    return ["taskset", "-c", _cpus(cores)] if shutil.which("taskset") else []
 
 
 def measure(shape: str, *, mb: int, cores: str, rules: Path | None = None) -> dict[str, Any]:
@@ -313,8 +319,10 @@ def main(argv: list[str] | None = None) -> int:
         "\nserial cost of a warm batch (all but its parallel parse and write): "
         f"median {serial[len(serial) // 2]:.2f} s, {serial[0]:.2f}-{serial[-1]:.2f} s over {len(serial)} shapes"
     )
+    machine = probe(DATA, cpus=_cpus(args.cores))  # after the runs: its own file would warm the pages they take
+    print(machine.line())
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(results, indent=1))
+    args.json.write_text(json.dumps({"machine": dataclasses.asdict(machine), "shapes": results}, indent=1))
     return 0
 
 
