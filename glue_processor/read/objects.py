@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
@@ -27,6 +28,22 @@ S3_SCHEMES = ("s3", "s3a", "s3n")
 SINGLE_PUT_BYTES = 8 * 1024 * 1024
 # keys one DeleteObjects request takes at most (S3 API Reference, DeleteObjects)
 DELETE_BATCH = 1000
+# S3's multipart limits (Amazon S3 User Guide, "Amazon S3 multipart upload limits"): a part is 5 MiB
+# to 5 GiB, the last part excepted from the minimum, and an upload has at most 10,000 parts.
+MIN_PART_BYTES = 5 * 1024 * 1024
+MAX_PART_BYTES = 5 * 1024**3
+MAX_PARTS = 10_000
+# UploadPartCopy requests of one composed object at once
+COPIES_IN_FLIGHT = 8
+
+
+@dataclass(frozen=True)
+class Range:
+    """Bytes ``[offset, offset + length)`` of the object ``uri``."""
+
+    uri: str
+    offset: int
+    length: int
 
 
 @dataclass(frozen=True)
@@ -317,6 +334,55 @@ class S3Store:
         if failed:
             raise NotDeleted(failed, len(uris))
 
+    def compose(self, uri: str, ranges: Sequence[Range], tail: bytes) -> bool:
+        """The object ``uri`` as ``ranges`` of other objects of the bucket's region, in order, then
+        ``tail``: one multipart upload whose parts S3 copies itself (UploadPartCopy with
+        ``CopySourceRange``: no byte of them passes through this process), the last range read and
+        sent with ``tail`` when it is under S3's smallest part. False, with nothing written, when S3's
+        limits do not allow it (another range under :data:`MIN_PART_BYTES` or over
+        :data:`MAX_PART_BYTES`, too many parts): the caller copies the bytes itself. A failed
+        upload is aborted (no part is left to bill) and raises."""
+        if not ranges or len(ranges) + 1 > MAX_PARTS:
+            return False
+        copied, last = list(ranges), None
+        if ranges[-1].length < MIN_PART_BYTES:
+            copied, last = copied[:-1], ranges[-1]
+        if any(not MIN_PART_BYTES <= r.length <= MAX_PART_BYTES for r in copied):
+            return False
+        bucket, key = split_s3(uri)
+        upload = self.client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+
+        def copy(number: int, r: Range) -> dict[str, Any]:
+            source_bucket, source_key = split_s3(r.uri)
+            got = self.client.upload_part_copy(
+                Bucket=bucket,
+                Key=key,
+                UploadId=upload,
+                PartNumber=number,
+                CopySource={"Bucket": source_bucket, "Key": source_key},
+                CopySourceRange=f"bytes={r.offset}-{r.offset + r.length - 1}",
+            )
+            return {"PartNumber": number, "ETag": got["CopyPartResult"]["ETag"]}
+
+        try:
+            with ThreadPoolExecutor(max_workers=COPIES_IN_FLIGHT) as pool:
+                parts = list(pool.map(copy, range(1, len(copied) + 1), copied))
+            body = tail
+            if last is not None:
+                with self.open(last.uri, start=last.offset, length=last.length) as got:
+                    body = got.stream.read() + tail
+            number = len(parts) + 1
+            sent = self.client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=number, Body=body)
+            parts.append({"PartNumber": number, "ETag": sent["ETag"]})
+            self.client.complete_multipart_upload(
+                Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}
+            )
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
+            raise
+        return True
+
     def create_exclusive(self, uri: str, body: bytes) -> bool:
         """An S3 conditional write (``If-None-Match: *``): 412 when the key exists. The header is added
         at signing time, so it works with Glue 5.0's boto3 too, which predates the parameter (S3 User
@@ -408,4 +474,9 @@ def _default_s3_client() -> Any:
     import boto3
     from botocore.config import Config
 
-    return boto3.client("s3", config=Config(retries={"mode": "adaptive", "max_attempts": 10}))
+    # connections: a driver composes up to write.stage.DRIVER_CONCATS files at once, each with
+    # COPIES_IN_FLIGHT copies (botocore keeps 10 by default, and opens and drops the rest each time)
+    pool = 4 * COPIES_IN_FLIGHT
+    return boto3.client(
+        "s3", config=Config(retries={"mode": "adaptive", "max_attempts": 10}, max_pool_connections=pool)
+    )

@@ -17,7 +17,8 @@ from __future__ import annotations
 import errno
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -92,49 +93,89 @@ def _move_chunk(chunk: Struct, by: int) -> None:
             raise ConcatError("bloom filters are not supported")
 
 
-def concat(sources: Iterable[Path], target: Path, *, chunk: int = 8 * 1024 * 1024) -> int:
-    """Write ``target`` as the row groups of ``sources`` (same schema), in order; returns rows."""
+@dataclass(frozen=True)
+class Piece:
+    """Bytes ``[offset, offset + length)`` of source ``source``, the next run of the output."""
+
+    source: int
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
+class ConcatPlan:
+    """The output as runs of its sources' bytes (the first from byte 0, with its ``PAR1``; each of
+    the others past its own), then ``tail``: the footer listing every row group, its length, ``PAR1``."""
+
+    pieces: tuple[Piece, ...]
+    tail: bytes
+    rows: int
+
+    @property
+    def footer(self) -> bytes:
+        return self.tail[:-8]
+
+    @property
+    def size(self) -> int:
+        return sum(p.length for p in self.pieces) + len(self.tail)
+
+
+def plan_concat(footers: Sequence[tuple[bytes, int]], names: Sequence[object]) -> ConcatPlan:
+    """The plan that concatenates files of one schema, from each one's (footer, offset where its
+    footer starts): their row groups in order, offsets shifted to their new place. ``names``: the
+    files', for the errors."""
     meta: Struct | None = None
     schema: bytes | None = None
     row_groups: list[Struct] = []
+    pieces: list[Piece] = []
     rows = 0
+    position = len(MAGIC)  # where the next source's row groups start in the output
+    for n, (footer, start) in enumerate(footers):
+        part = decode_footer(footer)
+        if thrift.get(part, FMD_ENCRYPTION) is not None:
+            raise ConcatError(f"{names[n]}: encrypted files are not supported")
+        part_schema = thrift.encode([thrift.get(part, FMD_SCHEMA)])  # type: ignore[list-item]
+        if schema is None:
+            meta, schema = part, part_schema
+        elif part_schema != schema:
+            raise ConcatError(f"{names[n]}: schema differs from the first file's")
+        groups = thrift.get(part, FMD_ROW_GROUPS)
+        for group in groups.value[1] if groups else []:
+            _shift(group, position - len(MAGIC), len(row_groups))
+            row_groups.append(group)
+        num_rows = thrift.get(part, FMD_NUM_ROWS)
+        rows += num_rows.value if num_rows else 0
+        # the first run takes its source's PAR1 along: the output's own
+        pieces.append(Piece(n, 0, start) if n == 0 else Piece(n, len(MAGIC), start - len(MAGIC)))
+        position += start - len(MAGIC)
+    if meta is None:
+        raise ConcatError("nothing to concatenate")
+    for field in meta:
+        if field.id == FMD_NUM_ROWS:
+            field.value = rows
+        elif field.id == FMD_ROW_GROUPS:
+            field.value = (STRUCT, row_groups)
+    footer = thrift.encode(meta)
+    return ConcatPlan(tuple(pieces), footer + struct.pack("<I", len(footer)) + MAGIC, rows)
+
+
+def concat(sources: Iterable[Path], target: Path, *, chunk: int = 8 * 1024 * 1024) -> int:
+    """Write ``target`` as the row groups of ``sources`` (same schema), in order; returns rows."""
+    paths = list(sources)
+    footers = []
+    for path in paths:
+        with path.open("rb") as f:
+            try:
+                footers.append(footer_at(f, path.stat().st_size))
+            except NotParquet as exc:
+                raise ConcatError(f"{path}: {exc}") from exc
+    plan = plan_concat(footers, paths)
     with target.open("wb") as out:
-        out.write(MAGIC)
-        for path in sources:
-            size = path.stat().st_size
-            with path.open("rb") as f:
-                try:
-                    footer, start = footer_at(f, size)
-                except NotParquet as exc:
-                    raise ConcatError(str(exc)) from exc
-                part = decode_footer(footer)
-                if thrift.get(part, FMD_ENCRYPTION) is not None:
-                    raise ConcatError(f"{path}: encrypted files are not supported")
-                part_schema = thrift.encode([thrift.get(part, FMD_SCHEMA)])  # type: ignore[list-item]
-                if schema is None:
-                    meta, schema = part, part_schema
-                elif part_schema != schema:
-                    raise ConcatError(f"{path}: schema differs from the first file's")
-                by = out.tell() - len(MAGIC)
-                groups = thrift.get(part, FMD_ROW_GROUPS)
-                for group in groups.value[1] if groups else []:
-                    _shift(group, by, len(row_groups))
-                    row_groups.append(group)
-                num_rows = thrift.get(part, FMD_NUM_ROWS)
-                rows += num_rows.value if num_rows else 0
-                _copy(f, out, len(MAGIC), start - len(MAGIC), chunk=chunk, path=path)
-        if meta is None:
-            raise ConcatError("nothing to concatenate")
-        for field in meta:
-            if field.id == FMD_NUM_ROWS:
-                field.value = rows
-            elif field.id == FMD_ROW_GROUPS:
-                field.value = (STRUCT, row_groups)
-        footer = thrift.encode(meta)
-        out.write(footer)
-        out.write(struct.pack("<I", len(footer)))
-        out.write(MAGIC)
-    return rows
+        for piece in plan.pieces:
+            with paths[piece.source].open("rb") as f:
+                _copy(f, out, piece.offset, piece.length, chunk=chunk, path=paths[piece.source])
+        out.write(plan.tail)
+    return plan.rows
 
 
 def _copy(src: BinaryIO, out: BinaryIO, offset: int, length: int, *, chunk: int, path: Path) -> None:

@@ -39,6 +39,7 @@ from glue_processor.read.task import Staged, _output_table
 from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema, column_type
 from glue_processor.table.footer import footer_at, footer_of, metadata_of
 from glue_processor.write import parquet as parquet_writer
+from glue_processor.write.compose import composed
 from glue_processor.write.concat import ConcatError, concat
 from glue_processor.write.shared import SharedReader
 
@@ -245,6 +246,10 @@ def _demoted(table: pa.Table, spec: MergeSpec) -> pa.Table:
 
 
 def _concatenate(spec: MergeSpec, stores: Callable[[str], ObjectStore], *, extra: Path | None = None) -> Staged:
+    if extra is None:  # on S3, by S3 (write/compose.py): no byte of the parts passes through here
+        done = composed(spec.parts, spec.uri, spec.keys, spec.partition, stores)
+        if done is not None:
+            return done
     with contextlib.ExitStack() as stack:
         local = []
         tmp: Path | None = None  # made for the first remote part only: a batch over many partitions

@@ -613,3 +613,20 @@ def test_the_job_may_abort_the_multipart_uploads_it_starts_wherever_it_writes() 
     assert {"Fn::Sub": "${OutputBucket.Arn}/data/*"} in written
     for resource in written:
         assert grants(statements, "s3:AbortMultipartUpload", resource), resource
+
+
+def test_the_job_may_have_s3_copy_its_staged_parts_into_the_files_it_writes() -> None:
+    # S3 API Reference, UploadPartCopy, Permissions: the caller needs s3:GetObject on the source
+    # object and s3:PutObject on the destination. The write stage composes a file from its parts'
+    # ranges with UploadPartCopy (glue_processor/write/compose.py); the parts are staged under the
+    # batch's staging directory of --output_uri (BatchCommitter.staging_uri), the files written there.
+    from contracts.layout import STAGING_DIR
+
+    statements = role_statements(R["GlueJob"]["Properties"]["Role"])
+    output = R["GlueJob"]["Properties"]["DefaultArguments"]["--output_uri"]
+    assert output == {"Fn::Sub": "s3://${OutputBucket}/data"}
+    assert not STAGING_DIR.startswith("/")  # the staging directory is inside the output's prefix
+    data = {"Fn::Sub": "${OutputBucket.Arn}/data/*"}
+    assert grants(statements, "s3:GetObject", data)  # the parts, copied from
+    assert grants(statements, "s3:PutObject", data)  # the file, copied into
+    assert grants(statements, "s3:AbortMultipartUpload", data)  # a failed composition, aborted
