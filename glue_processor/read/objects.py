@@ -39,11 +39,12 @@ COPIES_IN_FLIGHT = 8
 
 @dataclass(frozen=True)
 class Range:
-    """Bytes ``[offset, offset + length)`` of the object ``uri``."""
+    """Bytes ``[offset, offset + length)`` of the object ``uri`` (of eTag ``etag`` only, when given)."""
 
     uri: str
     offset: int
     length: int
+    etag: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ class ObjectStream:
     stream: BinaryIO
     modified_epoch_s: float
     exact: bool = False
+    etag: str | None = None  # S3's, unquoted: the version read, for a later request to insist on
 
 
 class ObjectStore(Protocol):
@@ -244,7 +246,12 @@ class S3Store:
         response = self._get(uri, version_id=version_id, etag=etag, start=start, length=length)
         body = response["Body"]
         try:
-            yield ObjectStream(body, response["LastModified"].timestamp(), exact=bool(version_id or etag))
+            yield ObjectStream(
+                body,
+                response["LastModified"].timestamp(),
+                exact=bool(version_id or etag),
+                etag=str(response.get("ETag", "")).strip('"') or None,
+            )
         finally:
             body.close()
 
@@ -337,16 +344,20 @@ class S3Store:
     def compose(self, uri: str, ranges: Sequence[Range], tail: bytes) -> bool:
         """The object ``uri`` as ``ranges`` of other objects of the bucket's region, in order, then
         ``tail``: one multipart upload whose parts S3 copies itself (UploadPartCopy with
-        ``CopySourceRange``: no byte of them passes through this process), the last range read and
-        sent with ``tail`` when it is under S3's smallest part. False, with nothing written, when S3's
+        ``CopySourceRange``: no byte of them passes through this process; a range's ``etag``, when
+        given, must still be its object's), the last range read and sent with ``tail`` when it is
+        under S3's smallest part; an empty range is no part. False, with nothing written, when S3's
         limits do not allow it (another range under :data:`MIN_PART_BYTES` or over
         :data:`MAX_PART_BYTES`, too many parts): the caller copies the bytes itself. A failed
         upload is aborted (no part is left to bill) and raises."""
-        if not ranges or len(ranges) + 1 > MAX_PARTS:
+        ranges = [r for r in ranges if r.length > 0]  # a source without row groups adds no byte
+        if not ranges:
             return False
         copied, last = list(ranges), None
         if ranges[-1].length < MIN_PART_BYTES:
             copied, last = copied[:-1], ranges[-1]
+        if len(copied) + 1 > MAX_PARTS:
+            return False
         if any(not MIN_PART_BYTES <= r.length <= MAX_PART_BYTES for r in copied):
             return False
         bucket, key = split_s3(uri)
@@ -361,6 +372,8 @@ class S3Store:
                 PartNumber=number,
                 CopySource={"Bucket": source_bucket, "Key": source_key},
                 CopySourceRange=f"bytes={r.offset}-{r.offset + r.length - 1}",
+                # the version whose footer planned the file, or PreconditionFailed
+                **({"CopySourceIfMatch": f'"{r.etag}"'} if r.etag else {}),
             )
             return {"PartNumber": number, "ETag": got["CopyPartResult"]["ETag"]}
 
@@ -369,7 +382,7 @@ class S3Store:
                 parts = list(pool.map(copy, range(1, len(copied) + 1), copied))
             body = tail
             if last is not None:
-                with self.open(last.uri, start=last.offset, length=last.length) as got:
+                with self.open(last.uri, etag=last.etag, start=last.offset, length=last.length) as got:
                     body = got.stream.read() + tail
             number = len(parts) + 1
             sent = self.client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=number, Body=body)

@@ -8,7 +8,8 @@ output byte downloaded and uploaded once more, on the driver when a batch has on
 merge (``write.stage.DRIVER_CONCATS``). Here each part's footer is read with one ranged GET (its
 last :data:`FOOTER_GUESS` bytes, a second GET when the footer is longer), the new footer is planned
 from them, and the file is one multipart upload: a part copied by S3 (``UploadPartCopy`` with a
-byte range) for each part's row groups, then the footer (:meth:`S3Store.compose`). S3 takes a part
+byte range, of the version whose footer was read) for each part's row groups, then the footer
+(:meth:`~glue_processor.read.objects.S3Store.compose`). S3 takes a part
 of 5 MiB or more but the last; the parts are an eighth of the target file size (16 MiB by default),
 and a smaller one is put last so that it goes with the footer. Where S3's limits do not allow it (two
 parts under 5 MiB), the merge copies the bytes as before.
@@ -20,7 +21,7 @@ import struct
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from glue_processor.read.objects import MIN_PART_BYTES, ObjectStore, Range, S3Store
+from glue_processor.read.objects import MIN_PART_BYTES, S3_SCHEMES, ObjectStore, Range
 from glue_processor.read.task import Staged
 from glue_processor.table.footer import MAGIC, metadata_of
 from glue_processor.write.concat import ConcatError, plan_concat
@@ -32,14 +33,14 @@ FOOTER_GUESS = 256 * 1024
 READS_IN_FLIGHT = 8
 
 
-def remote_footer(store: ObjectStore, uri: str, size: int) -> tuple[bytes, int]:
-    """(the footer, the offset where it starts) of the Parquet object ``uri`` of ``size`` bytes, by
-    ranged reads of its end."""
+def remote_footer(store: ObjectStore, uri: str, size: int) -> tuple[bytes, int, str | None]:
+    """(the footer, the offset where it starts, the eTag of the version read) of the Parquet object
+    ``uri`` of ``size`` bytes, by ranged reads of its end (the second of the same version)."""
     if size < 12:
         raise ConcatError(f"{uri}: too short to be Parquet")
     first = max(0, size - FOOTER_GUESS)
     with store.open(uri, start=first, length=size - first) as got:
-        end = got.stream.read()
+        end, etag = got.stream.read(), got.etag
     if len(end) != size - first or end[-4:] != MAGIC:
         raise ConcatError(f"{uri}: not {size} bytes ending in PAR1")
     (length,) = struct.unpack("<I", end[-8:-4])
@@ -47,9 +48,9 @@ def remote_footer(store: ObjectStore, uri: str, size: int) -> tuple[bytes, int]:
     if start < len(MAGIC):
         raise ConcatError(f"{uri}: footer length {length} does not fit in {size} bytes")
     if start >= first:
-        return end[start - first : -8], start
-    with store.open(uri, start=start, length=length) as got:
-        return got.stream.read(), start
+        return end[start - first : -8], start, etag
+    with store.open(uri, etag=etag, start=start, length=length) as got:
+        return got.stream.read(), start, etag
 
 
 def composed(
@@ -58,19 +59,26 @@ def composed(
     """The file ``uri`` made by S3 from ``parts`` (files of one schema on S3, as the parse tasks
     stage them); None when the target or a part is not on S3, or S3's part sizes do not allow it
     (the caller concatenates them itself then)."""
-    target = stores(uri)
-    if not isinstance(target, S3Store) or not all(isinstance(stores(p.uri), S3Store) for p in parts):
+    # the store may be a write task's (write.uploads), which hands compose to S3's
+    compose = getattr(stores(uri), "compose", None)
+    if compose is None or not all(on_s3(u) for u in (uri, *(p.uri for p in parts))):
         return None
-    # a part under S3's smallest part size can only be the last (it goes with the footer)
-    ordered = sorted(parts, key=lambda p: p.bytes < MIN_PART_BYTES)
-    if sum(p.bytes < MIN_PART_BYTES for p in ordered) > 1:
+    with ThreadPoolExecutor(max_workers=min(READS_IN_FLIGHT, len(parts))) as pool:
+        found = list(pool.map(lambda p: remote_footer(stores(p.uri), p.uri, p.bytes), parts))
+    # a part's row groups are one copy, which S3 takes at 5 MiB or more unless it is the last: one
+    # smaller part goes last (with the footer), parts without row groups before it (no copy at all)
+    runs = [start - len(MAGIC) for _, start, _ in found]
+    if sum(0 < n < MIN_PART_BYTES for n in runs) > 1:
         return None
-    with ThreadPoolExecutor(max_workers=min(READS_IN_FLIGHT, len(ordered))) as pool:
-        footers = list(pool.map(lambda p: remote_footer(stores(p.uri), p.uri, p.bytes), ordered))
-    plan = plan_concat(footers, [p.uri for p in ordered])
-    ranges = [Range(ordered[x.source].uri, x.offset, x.length) for x in plan.pieces]
-    if not target.compose(uri, ranges, plan.tail):
+    order = sorted(range(len(parts)), key=lambda i: (runs[i] < MIN_PART_BYTES, runs[i] > 0))
+    plan = plan_concat([found[i][:2] for i in order], [parts[i].uri for i in order])
+    ranges = [Range(parts[order[x.source]].uri, x.offset, x.length, found[order[x.source]][2]) for x in plan.pieces]
+    if not compose(uri, ranges, plan.tail):
         return None
     if metadata_of(plan.footer).num_rows != plan.rows:
         raise ValueError(f"{uri}: composed file does not read back {plan.rows} rows")
     return Staged(uri, plan.size, keys, plan.footer, partition)
+
+
+def on_s3(uri: str) -> bool:
+    return uri.partition("://")[0] in S3_SCHEMES

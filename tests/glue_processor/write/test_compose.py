@@ -23,6 +23,7 @@ from glue_processor.write import compose
 from glue_processor.write import parquet as parquet_writer
 from glue_processor.write.concat import ConcatError, concat
 from glue_processor.write.merge import MergeSpec, merge_parts
+from glue_processor.write.uploads import BackgroundUploads
 
 KEYS = ("blob", "n")
 
@@ -35,17 +36,22 @@ def s3(aws: None) -> Any:
 
 
 class Calls:
-    """The S3 operations a client made, and the bytes its GetObject calls asked for."""
+    """The S3 operations a client made, the bytes its GetObject calls asked for, and the version
+    each UploadPartCopy insisted on."""
 
     def __init__(self, client: Any) -> None:
         self.ops: list[str] = []
         self.ranges: list[str] = []
+        self.if_match: list[str | None] = []
         client.meta.events.register("before-call.s3", self._called)
 
     def _called(self, model: Any, params: dict[str, Any], **_: Any) -> None:
         self.ops.append(model.name)
+        headers = params.get("headers", {})
         if model.name == "GetObject":
-            self.ranges.append(params.get("headers", {}).get("Range", "whole"))
+            self.ranges.append(headers.get("Range", "whole"))
+        if model.name == "UploadPartCopy":
+            self.if_match.append(headers.get("x-amz-copy-source-if-match"))
 
 
 def part_file(tmp_path: Path, n: int, rows: int, value_bytes: int = 6 * 1024) -> Path:
@@ -83,6 +89,7 @@ def test_parts_on_s3_are_merged_by_s3_into_the_file_concat_would_write(s3: Any, 
     paths = [part_file(tmp_path, n, rows) for n, rows in enumerate((1000, 1100, 950))]  # ~6 MiB each
     assert all(p.stat().st_size >= MIN_PART_BYTES for p in paths)
     parts = staged_on_s3(s3, paths)
+    etags = [s3.head_object(Bucket="out", Key=f"parts/{p.name}")["ETag"] for p in paths]
     calls = Calls(s3)
     spec = MergeSpec(0, tuple(parts), KEYS, "s3://out/table/merged-00000.parquet")
 
@@ -100,6 +107,8 @@ def test_parts_on_s3_are_merged_by_s3_into_the_file_concat_would_write(s3: Any, 
     assert made.count("GetObject") == 3 and all(r.startswith("bytes=") for r in ranges)
     read = sum(int(r.split("-")[1]) - int(r.split("=")[1].split("-")[0]) + 1 for r in ranges)
     assert read <= 3 * compose.FOOTER_GUESS < sum(p.bytes for p in parts) // 20
+    # each copy insists on the version whose footer planned the file
+    assert sorted(calls.if_match) == sorted(etags)
     assert [o["Key"] for o in s3.list_objects_v2(Bucket="out", Prefix="parts/").get("Contents", [])] == []
 
 
@@ -141,6 +150,7 @@ def test_a_failed_copy_aborts_the_upload_and_leaves_no_file(s3: Any, tmp_path: P
     footers = [compose.remote_footer(store, p.uri, p.bytes) for p in parts]
     s3.delete_object(Bucket="out", Key="parts/part-1.parquet")  # gone between the footers' reads and the copy
     ranges = [Range(parts[0].uri, 0, footers[0][1]), Range(parts[1].uri, 4, footers[1][1] - 4)]
+    assert all(r.length >= MIN_PART_BYTES for r in ranges)
 
     with pytest.raises(ClientError, match=r"NoSuchKey|Not Found|404"):
         store.compose("s3://out/t/m.parquet", ranges, b"tail")
@@ -157,13 +167,43 @@ def test_a_footer_longer_than_the_first_read_takes_a_second(
     monkeypatch.setattr(compose, "FOOTER_GUESS", 64)  # shorter than the footer
     calls = Calls(s3)
 
-    footer, start = compose.remote_footer(S3Store(s3), part.uri, part.bytes)
+    footer, start, etag = compose.remote_footer(S3Store(s3), part.uri, part.bytes)
 
     assert footer == footer_of(path) and start == path.stat().st_size - 8 - len(footer)
     assert calls.ops == ["GetObject", "GetObject"]
+    assert f'"{etag}"' == s3.head_object(Bucket="out", Key=f"parts/{path.name}")["ETag"]
 
 
 def test_an_object_that_is_not_parquet_is_named(s3: Any) -> None:
     s3.put_object(Bucket="out", Key="x", Body=b"{}\n" * 10)
     with pytest.raises(ConcatError, match="s3://out/x"):
         compose.remote_footer(S3Store(s3), "s3://out/x", 30)
+
+
+def test_a_write_tasks_merges_are_composed_too(s3: Any, tmp_path: Path) -> None:
+    # a batch of more than DRIVER_CONCATS files merges in Spark tasks, through the task's store
+    # (write.uploads: its files uploaded in the background); S3 composes those files too
+    paths = [part_file(tmp_path, n, 1000) for n in range(2)]
+    parts = staged_on_s3(s3, paths)
+    calls = Calls(s3)
+
+    with BackgroundUploads(stores_of(s3)) as uploads:
+        staged = merge_parts(MergeSpec(0, tuple(parts), KEYS, "s3://out/t/m.parquet"), uploads.store)
+    made = list(calls.ops)
+
+    assert made.count("UploadPartCopy") == 2 and "PutObject" not in made
+    assert read_back(s3, "t/m.parquet").num_rows == 2000
+    assert staged.bytes == s3.head_object(Bucket="out", Key="t/m.parquet")["ContentLength"]
+
+
+def test_a_part_without_rows_adds_no_byte(s3: Any, tmp_path: Path) -> None:
+    empty = tmp_path / "part-9.parquet"
+    parquet_writer.write(pa.table({"blob": pa.array([], pa.binary()), "n": pa.array([], pa.int64())}), empty)
+    paths = [empty, part_file(tmp_path, 0, 1000), part_file(tmp_path, 1, 1000)]
+    parts = staged_on_s3(s3, paths)
+
+    staged = merge_parts(MergeSpec(0, tuple(parts), KEYS, "s3://out/t/m.parquet"), stores_of(s3))
+
+    # the size the table records is the object's: a reader finds the footer by it
+    assert staged.bytes == s3.head_object(Bucket="out", Key="t/m.parquet")["ContentLength"]
+    assert read_back(s3, "t/m.parquet").num_rows == 2000
