@@ -9,6 +9,10 @@ a few threads and goes on; at most ``PUTS_IN_FLIGHT`` files and ``BYTES_IN_FLIGH
 time (local disk, never memory), and the task returns only once every file is in place, so the
 driver never commits a file that is not there. A failed upload fails the task as a synchronous one
 would. Local files (``file://``) are renamed in place at once: nothing to wait for.
+
+What the task deletes through it (a merge's parts, once merged) is deleted only after every file is in
+place: a merge task whose upload fails leaves its parts for Spark's retry of the task, which would
+otherwise find them gone and fail the batch.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class BackgroundUploads:
         self._pool: ThreadPoolExecutor | None = None
         self._pending: deque[tuple[Future[None], int]] = deque()
         self._bytes = 0
+        self._deletes: list[tuple[ObjectStore, str]] = []  # deleted once every file is in place
         self._dir = tempfile.TemporaryDirectory(prefix="uploads-")
 
     def store(self, uri: str) -> ObjectStore:
@@ -78,10 +83,20 @@ class BackgroundUploads:
         self._bytes -= size
         future.result()  # an upload that failed fails the task here
 
+    def delete_later(self, real: ObjectStore, uri: str) -> None:
+        self._deletes.append((real, uri))
+
     def finish(self) -> None:
-        """Wait until every file is in place; raises the first upload that failed."""
+        """Wait until every file is in place (raises the first upload that failed), then delete what
+        the task deleted: one request per 1,000 objects of a store (``delete_many``)."""
         while self._pending:
             self._wait_oldest()
+        by_store: dict[int, tuple[ObjectStore, list[str]]] = {}
+        for real, uri in self._deletes:
+            by_store.setdefault(id(real), (real, []))[1].append(uri)
+        self._deletes.clear()
+        for real, uris in by_store.values():
+            real.delete_many(uris)
 
     def __enter__(self) -> BackgroundUploads:
         return self
@@ -94,6 +109,7 @@ class BackgroundUploads:
             if self._pool is not None:  # after a failure: the queued ones are dropped, running ones end
                 self._pool.shutdown(wait=True, cancel_futures=True)
             self._pending.clear()
+            self._deletes.clear()  # after a failure: what the task merged stays for its retry
             self._dir.cleanup()
 
 
@@ -105,13 +121,17 @@ def _upload(real: ObjectStore, uri: str, path: Path) -> None:
 
 
 class _Deferred:
-    """A store whose ``writer`` hands the finished file to the task's uploads; the rest is the store's."""
+    """A store whose ``writer`` hands the finished file to the task's uploads and whose ``delete`` waits
+    for them; the rest is the store's."""
 
     def __init__(self, real: ObjectStore, uploads: BackgroundUploads) -> None:
         self._real, self._uploads = real, uploads
 
     def writer(self, uri: str) -> contextlib.AbstractContextManager[Path]:
         return self._uploads.writer(self._real, uri)
+
+    def delete(self, uri: str) -> None:
+        self._uploads.delete_later(self._real, uri)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)

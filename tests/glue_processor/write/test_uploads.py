@@ -152,3 +152,42 @@ def test_a_small_file_is_one_put_and_a_large_one_a_multipart_upload(tmp_path: Pa
     # And both are in S3 whole
     assert s3.get_object(Bucket="stage", Key="p/small.parquet")["Body"].read() == small.read_bytes()
     assert s3.get_object(Bucket="stage", Key="p/large.parquet")["Body"].read() == large.read_bytes()
+
+
+class Deleting(Recording):
+    """A remote store that also records what is deleted, and when (after how many uploads)."""
+
+    def __init__(self, hold: Any = None) -> None:
+        super().__init__(hold)
+        self.deleted: list[tuple[str, int]] = []
+
+    def delete_many(self, uris: list[str]) -> None:
+        self.deleted += [(uri, len(self.uploaded)) for uri in uris]
+
+
+def test_what_a_task_deletes_goes_once_its_files_are_in_place() -> None:
+    # a merge task deletes its parts once merged: after its merged files are uploaded, not before
+    store = Deleting(lambda uri: threading.Event().wait(0.05))
+    with BackgroundUploads(lambda uri: store) as uploads:  # type: ignore[arg-type,return-value]
+        _write(uploads, 3)
+        uploads.store("s3://b/part-0").delete("s3://b/part-0")
+        uploads.store("s3://b/part-1").delete("s3://b/part-1")
+        assert store.deleted == []
+    assert store.deleted == [("s3://b/part-0", 3), ("s3://b/part-1", 3)]
+
+
+def test_a_failed_upload_leaves_what_the_task_deleted_for_its_retry() -> None:
+    def refuse(uri: str) -> None:
+        if uri == "s3://b/p1/f.parquet":
+            raise StorageError("SlowDown")
+
+    store = Deleting(refuse)
+
+    def merge_task() -> None:
+        with BackgroundUploads(lambda uri: store) as uploads:  # type: ignore[arg-type,return-value]
+            _write(uploads, 2)
+            uploads.store("s3://b/part-0").delete("s3://b/part-0")
+
+    with pytest.raises(StorageError, match="SlowDown"):
+        merge_task()
+    assert store.deleted == []  # the merged parts are still there for Spark's retry of the task
