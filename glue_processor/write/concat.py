@@ -165,6 +165,8 @@ def concat(sources: Iterable[Path], target: Path, *, chunk: int = 8 * 1024 * 102
     footers = []
     for path in paths:
         with path.open("rb") as f:
+            if f.read(len(MAGIC)) != MAGIC:  # the first source's PAR1 is copied as the output's
+                raise ConcatError(f"{path}: does not start with PAR1")
             try:
                 footers.append(footer_at(f, path.stat().st_size))
             except NotParquet as exc:

@@ -167,3 +167,15 @@ def test_the_deprecated_chunk_file_offset_moves_with_the_pages(tmp_path: Path) -
     for chunk in chunks:
         offset = thrift.get(chunk, thrift.CC_FILE_OFFSET)
         assert offset is not None and offset.value == _first_page(chunk)
+
+
+def test_a_file_that_does_not_start_with_par1_is_refused(tmp_path: Path) -> None:
+    # the first source's leading PAR1 becomes the output's: a file that ends as Parquet but does not
+    # begin as it is refused, not copied into a file no reader opens
+    part(tmp_path / "a.parquet", 1, 100, 50)
+    bad = tmp_path / "b.parquet"
+    data = bytearray((tmp_path / "a.parquet").read_bytes())
+    data[:4] = b"XXXX"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(ConcatError, match="does not start with PAR1"):
+        concat([bad, tmp_path / "a.parquet"], tmp_path / "out.parquet")
