@@ -127,6 +127,8 @@ def test_a_part_under_s3s_smallest_part_goes_last_with_the_footer(s3: Any, tmp_p
     assert staged.bytes == s3.head_object(Bucket="out", Key="t/m.parquet")["ContentLength"]
     assert sorted(table.column("n").to_pylist()) == sorted([*range(120), *range(1000), *range(1000)])
     assert table.column("n").to_pylist()[-120:] == list(range(120))  # its rows last
+    concat([paths[1], paths[2], paths[0]], tmp_path / "local.parquet")  # the file, byte for byte
+    assert s3.get_object(Bucket="out", Key="t/m.parquet")["Body"].read() == (tmp_path / "local.parquet").read_bytes()
     assert made.count("UploadPartCopy") == 2  # the small part was read, and sent with the footer
 
 
