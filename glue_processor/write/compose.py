@@ -11,7 +11,8 @@ from them, and the file is one multipart upload: a part copied by S3 (``UploadPa
 byte range, of the version whose footer was read) for each part's row groups, then the footer
 (:meth:`~glue_processor.read.objects.S3Store.compose`). S3 takes a part
 of 5 MiB or more but the last; the parts are an eighth of the target file size (16 MiB by default),
-and a smaller one is put last so that it goes with the footer. Where S3's limits do not allow it (two
+and a smaller one is put last so that it goes with the footer. A partition's rows from shared files
+(re-encoded here, a local file) are sent with the footer too. Where S3's limits do not allow it (two
 parts under 5 MiB), the merge copies the bytes as before.
 """
 
@@ -20,10 +21,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from glue_processor.read.objects import MIN_PART_BYTES, S3_SCHEMES, ObjectStore, Range
 from glue_processor.read.task import Staged
-from glue_processor.table.footer import MAGIC, metadata_of
+from glue_processor.table.footer import MAGIC, footer_at, metadata_of
 from glue_processor.write.concat import ConcatError, plan_concat
 
 # The bytes read from a part's end to find its footer in one request (a footer of 281 columns and a
@@ -54,14 +56,22 @@ def remote_footer(store: ObjectStore, uri: str, size: int) -> tuple[bytes, int, 
 
 
 def composed(
-    parts: Sequence[Staged], uri: str, keys: tuple[str, ...], partition: str, stores: Callable[[str], ObjectStore]
+    parts: Sequence[Staged],
+    uri: str,
+    keys: tuple[str, ...],
+    partition: str,
+    stores: Callable[[str], ObjectStore],
+    *,
+    extra: Path | None = None,
 ) -> Staged | None:
     """The file ``uri`` made by S3 from ``parts`` (files of one schema on S3, as the parse tasks
-    stage them); None when the target or a part is not on S3, or S3's part sizes do not allow it
-    (the caller concatenates them itself then)."""
+    stage them), then the row groups of the local file ``extra`` (a partition's rows from shared
+    files, sent with the footer); None when the target or a part is not on S3, or S3's part sizes do
+    not allow it (the caller concatenates them itself then). A ConcatError before anything is
+    written when the files do not concatenate (another schema)."""
     # the store may be a write task's (write.uploads), which hands compose to S3's
     compose = getattr(stores(uri), "compose", None)
-    if compose is None or not all(on_s3(u) for u in (uri, *(p.uri for p in parts))):
+    if compose is None or not parts or not all(on_s3(u) for u in (uri, *(p.uri for p in parts))):
         return None
     with ThreadPoolExecutor(max_workers=min(READS_IN_FLIGHT, len(parts))) as pool:
         found = list(pool.map(lambda p: remote_footer(stores(p.uri), p.uri, p.bytes), parts))
@@ -71,9 +81,21 @@ def composed(
     if sum(0 < n < MIN_PART_BYTES for n in runs) > 1:
         return None
     order = sorted(range(len(parts)), key=lambda i: (runs[i] < MIN_PART_BYTES, runs[i] > 0))
-    plan = plan_concat([found[i][:2] for i in order], [parts[i].uri for i in order])
-    ranges = [Range(parts[order[x.source]].uri, x.offset, x.length, found[order[x.source]][2]) for x in plan.pieces]
-    if not compose(uri, ranges, plan.tail):
+    footers = [found[i][:2] for i in order]
+    names: list[object] = [parts[i].uri for i in order]
+    if extra is not None:
+        with extra.open("rb") as f:
+            footers.append(footer_at(f, extra.stat().st_size))
+        names.append(extra)
+    plan = plan_concat(footers, names)
+    pieces, tail = list(plan.pieces), plan.tail
+    if extra is not None:  # its row groups go just before the footer, sent with it
+        own = pieces.pop()
+        with extra.open("rb") as f:
+            f.seek(own.offset)
+            tail = f.read(own.length) + tail
+    ranges = [Range(parts[order[x.source]].uri, x.offset, x.length, found[order[x.source]][2]) for x in pieces]
+    if not compose(uri, ranges, tail):
         return None
     if metadata_of(plan.footer).num_rows != plan.rows:
         raise ValueError(f"{uri}: composed file does not read back {plan.rows} rows")

@@ -246,10 +246,10 @@ def _demoted(table: pa.Table, spec: MergeSpec) -> pa.Table:
 
 
 def _concatenate(spec: MergeSpec, stores: Callable[[str], ObjectStore], *, extra: Path | None = None) -> Staged:
-    if extra is None:  # on S3, by S3 (write/compose.py): no byte of the parts passes through here
-        done = composed(spec.parts, spec.uri, spec.keys, spec.partition, stores)
-        if done is not None:
-            return done
+    # on S3, by S3 (write/compose.py): no byte of the parts passes through here
+    done = composed(spec.parts, spec.uri, spec.keys, spec.partition, stores, extra=extra)
+    if done is not None:
+        return done
     with contextlib.ExitStack() as stack:
         local = []
         tmp: Path | None = None  # made for the first remote part only: a batch over many partitions

@@ -209,3 +209,33 @@ def test_a_part_without_rows_adds_no_byte(s3: Any, tmp_path: Path) -> None:
     # the size the table records is the object's: a reader finds the footer by it
     assert staged.bytes == s3.head_object(Bucket="out", Key="t/m.parquet")["ContentLength"]
     assert read_back(s3, "t/m.parquet").num_rows == 2000
+
+
+def test_a_partitions_shared_rows_go_with_the_footer(s3: Any, tmp_path: Path) -> None:
+    # a partition's file: its own parts on S3, and its rows from shared files re-encoded into a
+    # local file (merge._with_shared); S3 copies the parts, the local rows are sent with the footer
+    paths = [part_file(tmp_path, 0, 1000), part_file(tmp_path, 1, 120)]  # the second under 5 MiB
+    parts = staged_on_s3(s3, paths)
+    extra = part_file(tmp_path, 2, 30)
+    calls = Calls(s3)
+
+    staged = compose.composed(parts, "s3://out/t/m.parquet", KEYS, "", stores_of(s3), extra=extra)
+    made = list(calls.ops)
+
+    assert staged is not None and made.count("UploadPartCopy") == 1
+    concat([*paths, extra], tmp_path / "local.parquet")
+    body = s3.get_object(Bucket="out", Key="t/m.parquet")["Body"].read()
+    assert body == (tmp_path / "local.parquet").read_bytes() and staged.bytes == len(body)
+
+
+def test_shared_rows_of_another_schema_refuse_before_anything_is_written(s3: Any, tmp_path: Path) -> None:
+    # merge._with_shared rewrites the file when the concatenation refuses: nothing may be left on S3
+    parts = staged_on_s3(s3, [part_file(tmp_path, 0, 1000)])
+    other = tmp_path / "other.parquet"
+    parquet_writer.write(pa.table({"blob": pa.array([b"x"], pa.binary()), "n": pa.array(["1"])}), other)
+
+    with pytest.raises(ConcatError, match="schema differs"):
+        compose.composed(parts, "s3://out/t/m.parquet", KEYS, "", stores_of(s3), extra=other)
+
+    assert s3.list_multipart_uploads(Bucket="out").get("Uploads", []) == []
+    assert "Contents" not in s3.list_objects_v2(Bucket="out", Prefix="t/")
