@@ -199,9 +199,7 @@ def test_a_write_tasks_merges_are_composed_too(s3: Any, tmp_path: Path) -> None:
 
 
 def test_a_part_without_rows_adds_no_byte(s3: Any, tmp_path: Path) -> None:
-    empty = tmp_path / "part-9.parquet"
-    parquet_writer.write(pa.table({"blob": pa.array([], pa.binary()), "n": pa.array([], pa.int64())}), empty)
-    paths = [empty, part_file(tmp_path, 0, 1000), part_file(tmp_path, 1, 1000)]
+    paths = [empty_part(tmp_path, "part-9.parquet"), part_file(tmp_path, 0, 1000), part_file(tmp_path, 1, 1000)]
     parts = staged_on_s3(s3, paths)
 
     staged = merge_parts(MergeSpec(0, tuple(parts), KEYS, "s3://out/t/m.parquet"), stores_of(s3))
@@ -239,3 +237,37 @@ def test_shared_rows_of_another_schema_refuse_before_anything_is_written(s3: Any
 
     assert s3.list_multipart_uploads(Bucket="out").get("Uploads", []) == []
     assert "Contents" not in s3.list_objects_v2(Bucket="out", Prefix="t/")
+
+
+def empty_part(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    parquet_writer.write(pa.table({"blob": pa.array([], pa.binary()), "n": pa.array([], pa.int64())}), path)
+    return path
+
+
+def test_parts_without_rows_and_shared_rows_make_one_part_with_the_footer(s3: Any, tmp_path: Path) -> None:
+    # nothing on S3 to copy but the first part's PAR1: it is read, and goes with the rows and footer
+    paths = [empty_part(tmp_path, "part-a.parquet"), empty_part(tmp_path, "part-b.parquet")]
+    parts = staged_on_s3(s3, paths)
+    extra = part_file(tmp_path, 5, 30)
+    calls = Calls(s3)
+
+    staged = compose.composed(parts, "s3://out/t/m.parquet", KEYS, "", stores_of(s3), extra=extra)
+    made = list(calls.ops)
+
+    concat([*paths, extra], tmp_path / "local.parquet")
+    body = s3.get_object(Bucket="out", Key="t/m.parquet")["Body"].read()
+    assert staged is not None and body == (tmp_path / "local.parquet").read_bytes() and staged.bytes == len(body)
+    assert "UploadPartCopy" not in made and made.count("UploadPart") == 1
+
+
+def test_shared_rows_without_row_groups_add_no_byte(s3: Any, tmp_path: Path) -> None:
+    paths = [part_file(tmp_path, 0, 1000)]
+    parts = staged_on_s3(s3, paths)
+    extra = empty_part(tmp_path, "shared.parquet")
+
+    staged = compose.composed(parts, "s3://out/t/m.parquet", KEYS, "", stores_of(s3), extra=extra)
+
+    concat([*paths, extra], tmp_path / "local.parquet")
+    body = s3.get_object(Bucket="out", Key="t/m.parquet")["Body"].read()
+    assert staged is not None and body == (tmp_path / "local.parquet").read_bytes() and staged.bytes == len(body)
