@@ -76,11 +76,12 @@ def composed(
     with ThreadPoolExecutor(max_workers=min(READS_IN_FLIGHT, len(parts))) as pool:
         found = list(pool.map(lambda p: remote_footer(stores(p.uri), p.uri, p.bytes), parts))
     # a part's row groups are one copy, which S3 takes at 5 MiB or more unless it is the last: one
-    # smaller part goes last (with the footer), parts without row groups before it (no copy at all)
+    # smaller part goes last (with the footer), then parts without row groups (no copy at all); the
+    # first in the order gives the file its PAR1, so an empty one is never first but when all are
     runs = [start - len(MAGIC) for _, start, _ in found]
     if sum(0 < n < MIN_PART_BYTES for n in runs) > 1:
         return None
-    order = sorted(range(len(parts)), key=lambda i: (runs[i] < MIN_PART_BYTES, runs[i] > 0))
+    order = sorted(range(len(parts)), key=lambda i: (runs[i] < MIN_PART_BYTES, runs[i] == 0))
     footers = [found[i][:2] for i in order]
     names: list[object] = [parts[i].uri for i in order]
     if extra is not None:

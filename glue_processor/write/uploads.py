@@ -18,6 +18,7 @@ otherwise find them gone and fail the batch.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 from collections import deque
@@ -27,7 +28,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
-from glue_processor.read.objects import ObjectStore
+from glue_processor.read.objects import NotDeleted, ObjectStore
+
+logger = logging.getLogger(__name__)
 
 PUTS_IN_FLIGHT = 8
 BYTES_IN_FLIGHT = 512 * 1024 * 1024
@@ -88,15 +91,22 @@ class BackgroundUploads:
 
     def finish(self) -> None:
         """Wait until every file is in place (raises the first upload that failed), then delete what
-        the task deleted: one request per 1,000 objects of a store (``delete_many``)."""
+        the task deleted: one request per 1,000 objects of a kind of store and client (``store_for``
+        makes a store per call, over one client). A delete that fails is logged, not raised: the files
+        are in place, and what was not deleted is in the batch's staging directory, removed when the
+        batch settles."""
         while self._pending:
             self._wait_oldest()
-        by_store: dict[int, tuple[ObjectStore, list[str]]] = {}
+        by_store: dict[tuple[type, int], tuple[ObjectStore, list[str]]] = {}
         for real, uri in self._deletes:
-            by_store.setdefault(id(real), (real, []))[1].append(uri)
+            key = (type(real), id(getattr(real, "client", real)))
+            by_store.setdefault(key, (real, []))[1].append(uri)
         self._deletes.clear()
         for real, uris in by_store.values():
-            real.delete_many(uris)
+            try:
+                real.delete_many(uris)
+            except NotDeleted as exc:
+                logger.warning("merged parts left for the batch's clean-up", extra={"error": f"{exc}"[:500]})
 
     def __enter__(self) -> BackgroundUploads:
         return self

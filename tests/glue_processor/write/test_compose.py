@@ -201,12 +201,15 @@ def test_a_write_tasks_merges_are_composed_too(s3: Any, tmp_path: Path) -> None:
 def test_a_part_without_rows_adds_no_byte(s3: Any, tmp_path: Path) -> None:
     paths = [empty_part(tmp_path, "part-9.parquet"), part_file(tmp_path, 0, 1000), part_file(tmp_path, 1, 1000)]
     parts = staged_on_s3(s3, paths)
+    calls = Calls(s3)
 
     staged = merge_parts(MergeSpec(0, tuple(parts), KEYS, "s3://out/t/m.parquet"), stores_of(s3))
+    made = list(calls.ops)
 
     # the size the table records is the object's: a reader finds the footer by it
     assert staged.bytes == s3.head_object(Bucket="out", Key="t/m.parquet")["ContentLength"]
     assert read_back(s3, "t/m.parquet").num_rows == 2000
+    assert made.count("UploadPartCopy") == 2  # composed, not copied through memory
 
 
 def test_a_partitions_shared_rows_go_with_the_footer(s3: Any, tmp_path: Path) -> None:
@@ -271,3 +274,18 @@ def test_shared_rows_without_row_groups_add_no_byte(s3: Any, tmp_path: Path) -> 
     concat([*paths, extra], tmp_path / "local.parquet")
     body = s3.get_object(Bucket="out", Key="t/m.parquet")["Body"].read()
     assert staged is not None and body == (tmp_path / "local.parquet").read_bytes() and staged.bytes == len(body)
+
+
+def test_a_part_without_rows_and_one_small_part_compose(s3: Any, tmp_path: Path) -> None:
+    # the small part gives the file its PAR1 and goes with the footer; the empty one adds nothing
+    paths = [empty_part(tmp_path, "part-a.parquet"), part_file(tmp_path, 0, 120)]
+    parts = staged_on_s3(s3, paths)
+    calls = Calls(s3)
+
+    staged = merge_parts(MergeSpec(0, tuple(parts), KEYS, "s3://out/t/m.parquet"), stores_of(s3))
+    made = list(calls.ops)
+
+    concat([paths[1], paths[0]], tmp_path / "local.parquet")
+    body = s3.get_object(Bucket="out", Key="t/m.parquet")["Body"].read()
+    assert body == (tmp_path / "local.parquet").read_bytes() and staged.bytes == len(body)
+    assert "CreateMultipartUpload" in made and made.count("UploadPart") == 1  # composed, in one part

@@ -12,7 +12,7 @@ import boto3
 import pytest
 
 from contracts.exceptions import StorageError
-from glue_processor.read.objects import ObjectStore, store_for
+from glue_processor.read.objects import NotDeleted, ObjectStore, store_for
 from glue_processor.write.uploads import BackgroundUploads
 
 
@@ -191,3 +191,57 @@ def test_a_failed_upload_leaves_what_the_task_deleted_for_its_retry() -> None:
     with pytest.raises(StorageError, match="SlowDown"):
         merge_task()
     assert store.deleted == []  # the merged parts are still there for Spark's retry of the task
+
+
+class Client:
+    """What stores made per call by ``store_for`` share: one client."""
+
+    def __init__(self) -> None:
+        self.requests: list[list[str]] = []
+
+
+class PerCall:
+    """A store made for each call, over one shared client (as ``store_for`` makes S3Stores)."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def upload(self, uri: str, path: Path) -> None:
+        pass
+
+    def delete_many(self, uris: list[str]) -> None:
+        self.client.requests.append(list(uris))
+
+
+def test_a_tasks_deletes_are_one_request_whatever_store_object_asked() -> None:
+    client = Client()
+    with BackgroundUploads(lambda uri: PerCall(client)) as uploads:  # type: ignore[arg-type,return-value]
+        for n in range(5):
+            uploads.store(f"s3://b/part-{n}").delete(f"s3://b/part-{n}")
+    assert client.requests == [[f"s3://b/part-{n}" for n in range(5)]]
+
+
+def test_a_delete_that_fails_leaves_the_parts_to_the_clean_up_not_the_task_failed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Refusing(PerCall):
+        def delete_many(self, uris: list[str]) -> None:
+            raise NotDeleted([f"{uris[0]} (AccessDenied)"], len(uris))
+
+    with BackgroundUploads(lambda uri: Refusing(Client())) as uploads:  # type: ignore[arg-type,return-value]
+        uploads.store("s3://b/part-0").delete("s3://b/part-0")
+    assert "left for the batch's clean-up" in caplog.text
+
+
+def test_a_merge_that_fails_after_another_deletes_nothing() -> None:
+    store = Deleting()
+
+    def merge_task() -> None:
+        with BackgroundUploads(lambda uri: store) as uploads:  # type: ignore[arg-type,return-value]
+            _write(uploads, 1)
+            uploads.store("s3://b/part-0").delete("s3://b/part-0")  # the first merge's parts
+            raise ValueError("the second merge failed")
+
+    with pytest.raises(ValueError, match="second merge"):
+        merge_task()
+    assert store.deleted == []
