@@ -84,17 +84,18 @@ def composed(
     order = sorted(range(len(parts)), key=lambda i: (runs[i] < MIN_PART_BYTES, runs[i] == 0))
     footers = [found[i][:2] for i in order]
     names: list[object] = [parts[i].uri for i in order]
+    run = b""  # the extra file's row groups: they go just before the footer, sent with it
     if extra is not None:
         with extra.open("rb") as f:
-            footers.append(footer_at(f, extra.stat().st_size))
+            footer, start = footer_at(f, extra.stat().st_size)
+            f.seek(len(MAGIC))
+            run = f.read(start - len(MAGIC))
+        footers.append((footer, start))
         names.append(extra)
     plan = plan_concat(footers, names)
-    pieces, tail = list(plan.pieces), plan.tail
-    if extra is not None:  # its row groups go just before the footer, sent with it
-        own = pieces.pop()
-        with extra.open("rb") as f:
-            f.seek(own.offset)
-            tail = f.read(own.length) + tail
+    pieces, tail = list(plan.pieces), run + plan.tail
+    if extra is not None:
+        pieces.pop()  # its run, read above
     ranges = [Range(parts[order[x.source]].uri, x.offset, x.length, found[order[x.source]][2]) for x in pieces]
     if not compose(uri, ranges, tail):
         return None
