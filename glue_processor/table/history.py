@@ -37,7 +37,7 @@ from glue_processor.table.iceberg import (
     find_snapshot,
     guarded,
 )
-from glue_processor.table.transaction import transaction
+from glue_processor.table.transaction import Head, transaction
 
 logger = logging.getLogger(__name__)
 
@@ -208,6 +208,7 @@ class LoadHistory:
         self.database, self.legacy = database, legacy
         self.snapshot_retention = snapshot_retention  # a snapshot per batch: expired as the data's
         self._cadence = ExpiryCadence()
+        self._head = Head()
 
     def open(self) -> None:
         self._table()
@@ -260,7 +261,15 @@ class LoadHistory:
             old = replaced_rows(record, replaced, database=self.database, legacy=self.legacy, snapshots=snapshots)
             return pa.concat_tables([new, old])
 
-        append_once(self._table(), record, rows, part=part, retention=self.snapshot_retention, cadence=self._cadence)
+        append_once(
+            self._table(),
+            record,
+            rows,
+            part=part,
+            retention=self.snapshot_retention,
+            cadence=self._cadence,
+            head=self._head,
+        )
 
 
 def append_once(
@@ -271,12 +280,26 @@ def append_once(
     part: str,
     retention: timedelta,
     cadence: ExpiryCadence,
+    head: Head | None = None,
 ) -> None:
     """Append ``rows()`` for ``record``'s batch (and ``part``) to a table of the job's own (the load
     history, the quarantine) unless it has them: the snapshot summary names the query, batch and
     part, and a guard refuses a second append, so a replay appends only what is missing. The rows
-    are made only when they are to be appended."""
-    table.refresh()
+    are made only when they are to be appended. ``head``: where this process left the table (no
+    refresh needed while it is there; without one, the table is read again first)."""
+    with (head or Head()).kept(table):
+        _append_once(table, record, rows, part=part, retention=retention, cadence=cadence)
+
+
+def _append_once(
+    table: Table,
+    record: CommitRecord,
+    rows: Callable[[], pa.Table],
+    *,
+    part: str,
+    retention: timedelta,
+    cadence: ExpiryCadence,
+) -> None:
     if find_snapshot(table.metadata, record.query_id, record.batch_id, part=part) is not None:
         return
     properties = {QUERY_ID: record.query_id, BATCH_ID: str(record.batch_id), ATTEMPT: record.attempt, PART: part}

@@ -53,7 +53,7 @@ from glue_processor.table.footer import metadata_of
 from glue_processor.table.locate import added_partitions, files_holding, files_of_each
 from glue_processor.table.replace import stage_replacing
 from glue_processor.table.schema import INGEST_DAY, data_columns, missing_columns, typed_columns
-from glue_processor.table.transaction import CommitThrough, committing_through, transaction
+from glue_processor.table.transaction import CommitThrough, Head, committing_through, transaction
 
 logger = logging.getLogger(__name__)
 
@@ -185,6 +185,7 @@ class IcebergSink:
         # held: it is the one owner of its tables' expiry (the stack has no retention optimizer).
         self.snapshot_retention = snapshot_retention
         self._cadence = ExpiryCadence()
+        self._head = Head()
 
     def open(self) -> None:
         self._table()
@@ -301,7 +302,12 @@ class IcebergSink:
         if not share.data_files and not share.replaced:
             return None
         table = self._table()
-        table.refresh()
+        with self._head.kept(table, refresh=bool(share.replaced)):
+            return self._publish(table, record, share, written_files)
+
+    def _publish(
+        self, table: Table, record: CommitRecord, share: TableShare, written_files: Mapping[str, WrittenFile] | None
+    ) -> int | None:
         done = find_snapshot(table.metadata, record.query_id, record.batch_id)
         if done is not None:
             return done.snapshot_id

@@ -32,6 +32,7 @@ from glue_processor.read.names import TIMESTAMP
 from glue_processor.read.objects import split_s3
 from glue_processor.table.history import append_once
 from glue_processor.table.iceberg import ExpiryCadence
+from glue_processor.table.transaction import Head
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +177,7 @@ class QuarantineTable:
         self.database, self.legacy = database, legacy
         self.snapshot_retention = snapshot_retention
         self._cadence = ExpiryCadence()
+        self._head = Head()
 
     def open(self) -> None:
         self._table()
@@ -201,6 +203,7 @@ class QuarantineTable:
                     part=f"q{n}",
                     retention=self.snapshot_retention,
                     cadence=self._cadence,
+                    head=self._head,
                 )
         except Exception:
             logger.exception(

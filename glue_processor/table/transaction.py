@@ -17,6 +17,8 @@ expiry's assertion on ``main``): a catalog in front of the table's own.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any, cast
 
 from pyiceberg.catalog import Catalog
@@ -40,6 +42,30 @@ class CachedTransaction(Transaction):
             cache = (base, updates, super().table_metadata)
             self._cache = cache
         return cache[2]
+
+
+class Head:
+    """Whether a table's metadata in hand is where this process left it: the metadata its last
+    commit returned (or the read before it), with no failure since. A commit built on it needs no
+    refresh first: its requirement (``main`` at that snapshot, the schema, the columns) is checked
+    by the catalog against the table as it is, and pyiceberg refreshes and rebuilds an append when
+    another writer (a compaction) moved the head meanwhile. Any other state is read again first:
+    the first commit of a run, anything after an error, a table whose metadata something else
+    replaced. What it saves is one catalog read a commit: a Glue ``GetTable`` and the metadata's
+    S3 GET on AWS, ~5 ms of parsing per 100 snapshots here."""
+
+    def __init__(self) -> None:
+        self._left: TableMetadata | None = None
+
+    @contextlib.contextmanager
+    def kept(self, table: Table, *, refresh: bool = False) -> Iterator[None]:
+        """Around a commit to ``table``: refresh it first unless it is as this process left it
+        (``refresh``: always); afterwards its metadata is as left, unless the block raised."""
+        if refresh or table.metadata is not self._left:
+            table.refresh()
+        self._left = None
+        yield
+        self._left = table.metadata
 
 
 def transaction(table: Table) -> Transaction:

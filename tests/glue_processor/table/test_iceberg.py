@@ -333,3 +333,85 @@ def test_the_job_reaches_its_table_at_start_up(spark: Any, tmp_path: Path) -> No
     broken = Env(tmp_path / "broken", catalog=f"sqlite:///{tmp_path}/a-file/catalog.db")
     with pytest.raises(OSError, match="a-file"):
         broken.job(spark).start()
+
+
+def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the tables the catalog reads (``load_table``), in order, from now on."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    reads: list[str] = []
+    real = SqlCatalog.load_table
+
+    def load_table(self: SqlCatalog, identifier: Any) -> Any:
+        reads.append(identifier[-1] if isinstance(identifier, tuple) else str(identifier).rsplit(".", 1)[-1])
+        return real(self, identifier)
+
+    monkeypatch.setattr(SqlCatalog, "load_table", load_table)
+    return reads
+
+
+def test_a_batch_commits_on_the_metadata_its_last_commit_left(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = Env(tmp_path)
+    job = env.job(spark)
+    for n in range(2):  # the first commit of a run to each table reads it, and is its first expiry round
+        job.run([env.manifest(f"m{n}", [env.put(f"f{n}.json", _lines({"n": n}))])], n)
+    reads = _reads(monkeypatch)
+    # When the next batch publishes to the table and the load history, nothing else having written
+    job.run([env.manifest("m2", [env.put("f2.json", _lines({"n": 2}))])], 2)
+    # Then each is read from the catalog once: by the catalog's own commit, which checks the head
+    # the append was built on (no refresh before it: one Glue GetTable and one S3 GET fewer on AWS)
+    assert sorted(reads) == ["events", "load_history"]
+    assert sorted(r["n"] for r in read_rows(tmp_path / "output")) == ["0", "1", "2"]
+    history = load(env.settings.model_copy(update={"table_name": "load_history"}))
+    assert find_snapshot(history.metadata, job.query_id, 2, part="") is not None
+
+
+def test_a_compaction_between_two_batches_is_under_the_next_append(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = Env(tmp_path)
+    job = env.job(spark)
+    for n in range(2):
+        job.run([env.manifest(f"m{n}", [env.put(f"f{n}.json", _lines({"n": n}))])], n)
+    # Given another writer's commit after this run's last one (the Glue optimizer's compaction)
+    assert compact(load(env.settings), target_bytes=128 * 1024 * 1024, include_open=True).rewritten == 2
+    head = load(env.settings).metadata.current_snapshot_id
+    # When the next batch appends on the metadata this run left (a head no longer the table's)
+    job.run([env.manifest("m2", [env.put("f2.json", _lines({"n": 2}))])], 2)
+    # Then the catalog refused that head, and pyiceberg appended again on the compaction's: once
+    table = load(env.settings)
+    snapshot = find_snapshot(table.metadata, job.query_id, 2)
+    assert snapshot is not None and snapshot.parent_snapshot_id == head
+    assert sum(1 for s in table.metadata.snapshots if s.summary and s.summary.get(BATCH_ID) == "2") == 1
+    assert sorted(r["n"] for r in read_rows(tmp_path / "output")) == ["0", "1", "2"]
+    assert len(current_files(table)) == 2  # the compacted file and the batch's
+
+
+def test_after_a_failed_publication_the_table_is_read_again(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from glue_processor import faults
+
+    env = Env(tmp_path)
+    job = env.job(spark)
+    job.sleep = lambda s: None
+    for n in range(2):
+        job.run([env.manifest(f"m{n}", [env.put(f"f{n}.json", _lines({"n": n}))])], n)
+    real, failed = faults.hit, []
+
+    def hit(point: str) -> None:
+        if point == "before-table-commit" and not failed:
+            failed.append(point)
+            raise OSError("the catalog is out of reach")
+        real(point)
+
+    monkeypatch.setattr(faults, "hit", hit)
+    reads = _reads(monkeypatch)
+    # When a publication fails before its commit and is tried again
+    job.run([env.manifest("m2", [env.put("f2.json", _lines({"n": 2}))])], 2)
+    # Then the attempt after the failure read the table first (a refresh), then committed through
+    # the catalog (its own read): the state an error left is never trusted
+    assert failed and reads.count("events") == 2
+    assert sorted(r["n"] for r in read_rows(tmp_path / "output")) == ["0", "1", "2"]
