@@ -288,29 +288,17 @@ def append_once(
     are made only when they are to be appended. ``head``: where this process left the table (no
     refresh needed while it is there; without one, the table is read again first)."""
     with (head or Head()).kept(table):
-        _append_once(table, record, rows, part=part, retention=retention, cadence=cadence)
-
-
-def _append_once(
-    table: Table,
-    record: CommitRecord,
-    rows: Callable[[], pa.Table],
-    *,
-    part: str,
-    retention: timedelta,
-    cadence: ExpiryCadence,
-) -> None:
-    if find_snapshot(table.metadata, record.query_id, record.batch_id, part=part) is not None:
-        return
-    properties = {QUERY_ID: record.query_id, BATCH_ID: str(record.batch_id), ATTEMPT: record.attempt, PART: part}
-    try:
-        committing = guarded(table, record.query_id, record.batch_id, part)
-        with transaction(committing) as tx:
-            tx.append(rows(), snapshot_properties=properties)
-    except BatchAppended:  # another run appended it between the refresh and the commit
-        table.refresh()
-        if find_snapshot(table.metadata, record.query_id, record.batch_id, part=part) is None:
-            raise
-        return
-    table.metadata, table.metadata_location = committing.metadata, committing.metadata_location
-    expire_now_and_then(table, record.batch_id, retention, cadence)
+        if find_snapshot(table.metadata, record.query_id, record.batch_id, part=part) is not None:
+            return
+        properties = {QUERY_ID: record.query_id, BATCH_ID: str(record.batch_id), ATTEMPT: record.attempt, PART: part}
+        try:
+            committing = guarded(table, record.query_id, record.batch_id, part)
+            with transaction(committing) as tx:
+                tx.append(rows(), snapshot_properties=properties)
+        except BatchAppended:  # another run appended it between the refresh and the commit
+            table.refresh()
+            if find_snapshot(table.metadata, record.query_id, record.batch_id, part=part) is None:
+                raise
+            return
+        table.metadata, table.metadata_location = committing.metadata, committing.metadata_location
+        expire_now_and_then(table, record.batch_id, retention, cadence)
