@@ -295,7 +295,7 @@ def append_once(
             committing = guarded(table, record.query_id, record.batch_id, part)
             with transaction(committing) as tx:
                 tx.append(rows(), snapshot_properties=properties)
-        except BatchAppended:  # another run appended it between the refresh and the commit
+        except BatchAppended:  # another run appended it before this commit
             table.refresh()
             if find_snapshot(table.metadata, record.query_id, record.batch_id, part=part) is None:
                 raise

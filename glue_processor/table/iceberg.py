@@ -3,9 +3,10 @@
 Tasks write the batch's Parquet files directly under the table; nothing is renamed or copied. The
 driver, after the commit record (the fence, see :mod:`glue_processor.commit.ledger`), commits them as
 **one** Iceberg fast append whose snapshot summary carries the query id and batch id, through
-pyiceberg's public API only. Exactly once: the append is built on the table as just refreshed, and
-pyiceberg asserts at commit that the branch's head is still the snapshot it was built on (its
-parent-snapshot requirement); the commit goes through :class:`BatchGuard`, a catalog that refuses it
+pyiceberg's public API only. Exactly once: the append is built on the table as this run's last
+commit left it, or as just read (:class:`~glue_processor.table.transaction.Head`), and pyiceberg
+asserts at commit that the branch's head is still the snapshot it was built on (its parent-snapshot
+requirement); the commit goes through :class:`BatchGuard`, a catalog that refuses it
 when that head already holds the batch. So the check and the append see the same head, whoever
 commits in between (another run finishing the same batch, or a compaction: pyiceberg then rebuilds
 the append on the new head, and the guard checks again). Files of killed attempts are never in a
@@ -302,8 +303,21 @@ class IcebergSink:
         if not share.data_files and not share.replaced:
             return None
         table = self._table()
-        with self._head.kept(table, refresh=bool(share.replaced)):
-            return self._publish(table, record, share, written_files)
+        # read first when the share replaces rows (the mirror plans on the table as it is) or adds
+        # a column the schema in hand lacks: another writer's schema change since (a second run, a
+        # deploy's declared columns, an ALTER TABLE) would fail every retry pyiceberg makes of an
+        # append built on the old schema (~100 s of back-off)
+        adds = bool(share.data_files) and bool(missing_columns(table.schema(), share.keys))
+        with self._head.kept(table, refresh=bool(share.replaced) or adds) as read:
+            try:
+                return self._publish(table, record, share, written_files)
+            except PublishRefused:
+                if read:
+                    raise
+                # refused on metadata not read for this share: a refusal is counted, so read it,
+                # and look again (another run may have published the share meanwhile)
+                table.refresh()
+                return self._publish(table, record, share, written_files)
 
     def _publish(
         self, table: Table, record: CommitRecord, share: TableShare, written_files: Mapping[str, WrittenFile] | None
@@ -319,7 +333,7 @@ class IcebergSink:
         self.check(share, written_files)
         try:
             snapshot_id = self._append(table, record, share, written_files or {})
-        except BatchAppended:  # another run appended it between the refresh and the commit
+        except BatchAppended:  # another run appended it before this commit
             table.refresh()
             done = find_snapshot(table.metadata, record.query_id, record.batch_id)
             if done is None:

@@ -58,13 +58,15 @@ class Head:
         self._left: TableMetadata | None = None
 
     @contextlib.contextmanager
-    def kept(self, table: Table, *, refresh: bool = False) -> Iterator[None]:
+    def kept(self, table: Table, *, refresh: bool = False) -> Iterator[bool]:
         """Around a commit to ``table``: refresh it first unless it is as this process left it
-        (``refresh``: always); afterwards its metadata is as left, unless the block raised."""
-        if refresh or table.metadata is not self._left:
+        (``refresh``: always); yields whether it read it. Afterwards its metadata is as left,
+        unless the block raised."""
+        read = refresh or table.metadata is not self._left
+        if read:
             table.refresh()
         self._left = None
-        yield
+        yield read
         self._left = table.metadata
 
 

@@ -415,3 +415,43 @@ def test_after_a_failed_publication_the_table_is_read_again(
     # the catalog (its own read): the state an error left is never trusted
     assert failed and reads.count("events") == 2
     assert sorted(r["n"] for r in read_rows(tmp_path / "output")) == ["0", "1", "2"]
+
+
+def test_a_batch_adding_a_column_after_another_writers_schema_change_commits_at_once(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.types import StringType
+
+    env = Env(tmp_path)
+    job = env.job(spark)
+    for n in range(2):
+        job.run([env.manifest(f"m{n}", [env.put(f"f{n}.json", _lines({"n": n}))])], n)
+    # Given another writer's column after this run's last commit (an ALTER TABLE, a second run)
+    other = load(env.settings)
+    with other.update_schema() as update:
+        update.add_column("added_elsewhere", StringType())
+    failed: list[str] = []
+    real = SqlCatalog.commit_table
+
+    def commit_table(self: SqlCatalog, *args: Any) -> Any:
+        try:
+            return real(self, *args)
+        except CommitFailedException as exc:
+            failed.append(str(exc))
+            raise
+
+    monkeypatch.setattr(SqlCatalog, "commit_table", commit_table)
+    # When the next batch adds a column of its own
+    job.run([env.manifest("m2", [env.put("f2.json", _lines({"n": 2, "z": "new"}))])], 2)
+    # Then it read the table first and committed at once (an append built on the old schema would
+    # fail every retry pyiceberg makes: its schema requirement is not rebuilt), keeping both columns
+    assert failed == []
+    names = [f.name for f in load(env.settings).schema().fields]
+    assert "added_elsewhere" in names and "z" in names
+    assert sorted((r["n"], r.get("z")) for r in read_rows(tmp_path / "output")) == [
+        ("0", None),
+        ("1", None),
+        ("2", "new"),
+    ]
