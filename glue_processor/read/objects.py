@@ -15,6 +15,7 @@ import functools
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -169,7 +170,8 @@ class LocalStore:
     def writer(self, uri: str) -> Iterator[Path]:
         path = local_path(uri)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".tmp-{path.name}")
+        # a temporary name of its own: two writers of one file never share it (the last rename wins)
+        tmp = path.with_name(f".tmp-{uuid.uuid4().hex[:12]}-{path.name}")
         try:
             yield tmp
             os.replace(tmp, path)
