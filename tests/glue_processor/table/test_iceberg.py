@@ -25,6 +25,21 @@ def _lines(*records: dict[str, Any]) -> bytes:
     return "".join(json.dumps(r) + "\n" for r in records).encode()
 
 
+def _batch(env: Env, job: Any, n: int, **fields: str) -> None:
+    """Batch ``n``: one object of one record, ``{"n": n}`` and ``fields``."""
+    job.run([env.manifest(f"m{n}", [env.put(f"f{n}.json", _lines({"n": n, **fields}))])], n)
+
+
+def _after_two_batches(spark: Any, tmp_path: Path) -> tuple[Env, Any]:
+    """A job that ran batches 0 and 1 (a run's first commit to each table reads it, and is its
+    first expiry round)."""
+    env = Env(tmp_path)
+    job = env.job(spark)
+    for n in range(2):
+        _batch(env, job, n)
+    return env, job
+
+
 def test_each_batch_is_one_snapshot_carrying_its_query_and_batch_id(spark: Any, tmp_path: Path) -> None:
     env = Env(tmp_path, target_file_mb="1")
     job = env.job(spark)
@@ -200,10 +215,7 @@ def test_a_compaction_that_commits_between_refresh_and_append_keeps_both(
 ) -> None:
     from glue_processor import faults
 
-    env = Env(tmp_path)
-    job = env.job(spark)
-    for n in range(2):
-        job.run([env.manifest(f"m{n}", [env.put(f"f{n}.json", _lines({"n": n}))])], n)
+    env, job = _after_two_batches(spark, tmp_path)
     # Given a compaction (another writer, as the Glue optimizer is) that commits while batch 2 is
     # between its refresh and its append
     real, compacted = faults.hit, []
@@ -214,7 +226,7 @@ def test_a_compaction_that_commits_between_refresh_and_append_keeps_both(
         real(point)
 
     monkeypatch.setattr(faults, "hit", hit)
-    job.run([env.manifest("m2", [env.put("f2.json", _lines({"n": 2}))])], 2)
+    _batch(env, job, 2)
     # Then both commits are in the table: the compaction's, and the batch once, on top of it
     assert compacted and compacted[0].rewritten == 2
     table = load(env.settings)
@@ -353,13 +365,10 @@ def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_a_batch_commits_on_the_metadata_its_last_commit_left(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    env = Env(tmp_path)
-    job = env.job(spark)
-    for n in range(2):  # the first commit of a run to each table reads it, and is its first expiry round
-        job.run([env.manifest(f"m{n}", [env.put(f"f{n}.json", _lines({"n": n}))])], n)
+    env, job = _after_two_batches(spark, tmp_path)
     reads = _reads(monkeypatch)
     # When the next batch publishes to the table and the load history, nothing else having written
-    job.run([env.manifest("m2", [env.put("f2.json", _lines({"n": 2}))])], 2)
+    _batch(env, job, 2)
     # Then each is read from the catalog once: by the catalog's own commit, which checks the head
     # the append was built on (no refresh before it: one Glue GetTable and one S3 GET fewer on AWS)
     assert sorted(reads) == ["events", "load_history"]
@@ -371,15 +380,12 @@ def test_a_batch_commits_on_the_metadata_its_last_commit_left(
 def test_a_compaction_between_two_batches_is_under_the_next_append(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    env = Env(tmp_path)
-    job = env.job(spark)
-    for n in range(2):
-        job.run([env.manifest(f"m{n}", [env.put(f"f{n}.json", _lines({"n": n}))])], n)
+    env, job = _after_two_batches(spark, tmp_path)
     # Given another writer's commit after this run's last one (the Glue optimizer's compaction)
     assert compact(load(env.settings), target_bytes=128 * 1024 * 1024, include_open=True).rewritten == 2
     head = load(env.settings).metadata.current_snapshot_id
     # When the next batch appends on the metadata this run left (a head no longer the table's)
-    job.run([env.manifest("m2", [env.put("f2.json", _lines({"n": 2}))])], 2)
+    _batch(env, job, 2)
     # Then the catalog refused that head, and pyiceberg appended again on the compaction's: once
     table = load(env.settings)
     snapshot = find_snapshot(table.metadata, job.query_id, 2)
@@ -394,11 +400,8 @@ def test_after_a_failed_publication_the_table_is_read_again(
 ) -> None:
     from glue_processor import faults
 
-    env = Env(tmp_path)
-    job = env.job(spark)
+    env, job = _after_two_batches(spark, tmp_path)
     job.sleep = lambda s: None
-    for n in range(2):
-        job.run([env.manifest(f"m{n}", [env.put(f"f{n}.json", _lines({"n": n}))])], n)
     real, failed = faults.hit, []
 
     def hit(point: str) -> None:
@@ -410,7 +413,7 @@ def test_after_a_failed_publication_the_table_is_read_again(
     monkeypatch.setattr(faults, "hit", hit)
     reads = _reads(monkeypatch)
     # When a publication fails before its commit and is tried again
-    job.run([env.manifest("m2", [env.put("f2.json", _lines({"n": 2}))])], 2)
+    _batch(env, job, 2)
     # Then the attempt after the failure read the table first (a refresh), then committed through
     # the catalog (its own read): the state an error left is never trusted
     assert failed and reads.count("events") == 2
@@ -424,10 +427,7 @@ def test_a_batch_adding_a_column_after_another_writers_schema_change_commits_at_
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.types import StringType
 
-    env = Env(tmp_path)
-    job = env.job(spark)
-    for n in range(2):
-        job.run([env.manifest(f"m{n}", [env.put(f"f{n}.json", _lines({"n": n}))])], n)
+    env, job = _after_two_batches(spark, tmp_path)
     # Given another writer's column after this run's last commit (an ALTER TABLE, a second run)
     other = load(env.settings)
     with other.update_schema() as update:
@@ -444,7 +444,7 @@ def test_a_batch_adding_a_column_after_another_writers_schema_change_commits_at_
 
     monkeypatch.setattr(SqlCatalog, "commit_table", commit_table)
     # When the next batch adds a column of its own
-    job.run([env.manifest("m2", [env.put("f2.json", _lines({"n": 2, "z": "new"}))])], 2)
+    _batch(env, job, 2, z="new")
     # Then it read the table first and committed at once (an append built on the old schema would
     # fail every retry pyiceberg makes: its schema requirement is not rebuilt), keeping both columns
     assert failed == []
