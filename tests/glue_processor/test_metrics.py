@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -212,3 +215,67 @@ def test_cloudwatch_failure_never_raises(tmp_path: Path) -> None:
 def test_datum_dimensions_must_match_the_catalogue() -> None:
     with pytest.raises(ValueError, match="JobName"):
         M.datum(M.RECORDS_IN, 1, {"JobName": "x"})
+
+
+def test_the_listener_reports_each_batch_of_a_real_query_without_java_exceptions(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each progress event of a real query becomes its datums, read as Spark's JSON of it. PySpark's
+    own adapter copied every event field by field, ending each Java map it iterated with a Java
+    exception PySpark converted (five an event, each a dozen classpath searches in the JVM): none
+    now."""
+    from pyspark.errors.exceptions import captured
+
+    from glue_processor.metrics.listener import MetricsListener
+
+    converted: list[str] = []
+    real = captured.convert_exception
+
+    def counting(e: Any) -> Any:
+        converted.append(str(e.getClass().getName()))
+        return real(e)
+
+    monkeypatch.setattr(captured, "convert_exception", counting)
+    source = tmp_path / "in"
+    source.mkdir()
+    for n in range(3):
+        (source / f"{n}.txt").write_text(f"line {n}\n")
+    publisher = AsyncPublisher([JsonlSink(tmp_path / "m.jsonl")])
+    listener = MetricsListener(
+        publisher, query_name="listened", dimensions=DIMS, trigger_interval_ms=30_000, records_by_batch={}
+    )
+    caplog.set_level(logging.INFO, logger="glue_processor.metrics.listener")
+    spark.streams.addListener(listener)
+    try:
+        query = (
+            spark.readStream.format("text")
+            .option("maxFilesPerTrigger", 1)
+            .load(str(source))
+            .writeStream.queryName("listened")
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .foreachBatch(lambda df, batch_id: None)
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        progress = query.recentProgress
+
+        def durations() -> list[float]:
+            publisher.flush()
+            path = tmp_path / "m.jsonl"
+            lines = path.read_text().splitlines() if path.exists() else []
+            return [d["value"] for d in map(json.loads, lines) if d["name"] == "BatchDuration"]
+
+        deadline = time.monotonic() + 30  # the listener bus delivers after the query's own thread
+        ended = lambda: [r for r in caplog.records if r.getMessage() == "query terminated"]  # noqa: E731
+        while (len(durations()) < len(progress) or not ended()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        spark.streams.removeListener(listener)
+        publisher.close()
+    assert len(progress) == 3
+    assert durations() == [p["durationMs"]["triggerExecution"] for p in progress]
+    assert converted == []
+    started = [r for r in caplog.records if r.getMessage() == "query started"]
+    assert [r.__dict__["id"] for r in started] == [str(query.id)]
+    assert [r.__dict__["exception"] for r in ended()] == [None]
