@@ -30,12 +30,12 @@ _started = threading.Event()  # set once this process's start-up objects are fro
 def freeze_start_up() -> None:
     """Once per process, before the first trigger: move every object alive now (the modules of
     PySpark, pyarrow, pyiceberg and the job, the session, the tables' metadata) out of Python's
-    cyclic collector (``gc.freeze``). A full collection otherwise walks them all: ~70 ms on the
+    cyclic collector (``gc.freeze``). A full collection otherwise walks them all: ~85 ms on the
     driver every ninth batch or so (docs/performance.md). The cost: a cycle among them that becomes
-    garbage later (the first generation's batch job, after a rotation) is never collected, so one
-    generation's objects at most are kept past their use; objects made later are collected as
-    before. At exit they are handed back, so the interpreter's last collection sees them (an
-    extension that counts its objects at exit, DuckDB's types, would report them as leaked)."""
+    garbage later is never collected, so what the first generation set up at most is kept past its
+    use; objects made later are collected as before. At exit they are handed back, so the
+    interpreter's last collection sees them (an extension that counts its objects at exit, DuckDB's
+    types, would report them as leaked)."""
     if not _started.is_set():
         gc.collect()
         gc.freeze()
