@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from glue_processor.commit.publisher import Settlement
 
 logger = logging.getLogger("glue_processor")
-_started = threading.Event()  # set once this process's start-up objects are frozen
+_frozen = threading.Event()  # set once this process's start-up objects are frozen
 
 
 def freeze_start_up() -> None:
@@ -36,11 +36,11 @@ def freeze_start_up() -> None:
     use; objects made later are collected as before. At exit they are handed back, so the
     interpreter's last collection sees them (an extension that counts its objects at exit, DuckDB's
     types, would report them as leaked)."""
-    if not _started.is_set():
+    if not _frozen.is_set():
         gc.collect()
         gc.freeze()
         atexit.register(gc.unfreeze)
-        _started.set()
+        _frozen.set()
 
 
 def parse_settings(argv: Sequence[str]) -> JobSettings:

@@ -107,13 +107,13 @@ class _AsJson:
         try:
             self._listener.started(jevent.id().toString())
         except Exception:
-            logger.exception("query start event unreadable")
+            logger.exception("query start event unreadable", extra={"query": self._listener.query_name})
 
     def onQueryProgress(self, jevent: Any) -> None:
         try:
             progress_json = jevent.progress().json()
-        except Exception:  # the JVM going away mid-event: nothing to report, nothing to raise
-            logger.exception("progress event unreadable")
+        except Exception:  # the event unreadable (the JVM going away mid-event): logged, never raised
+            logger.exception("progress event unreadable", extra={"query": self._listener.query_name})
             return
         self._listener.progressed(progress_json)
 
@@ -125,7 +125,7 @@ class _AsJson:
             exception = jevent.exception()
             self._listener.terminated(exception.get() if exception.isDefined() else None)
         except Exception:
-            logger.exception("query termination event unreadable")
+            logger.exception("query termination event unreadable", extra={"query": self._listener.query_name})
 
     class Java:
         implements: ClassVar[list[str]] = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
