@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from glue_processor.read.names import LINEAGE_TYPES
+from glue_processor.read.names import LINEAGE_TYPES, decoded
 from glue_processor.table.rules import Rules, Verdict
 
 
@@ -53,7 +53,7 @@ def check(table: pa.Table, rules: Rules, *, data_prefix: str) -> Checked:
 
     def column(name: str) -> pa.ChunkedArray | None:
         wanted = name if name in LINEAGE_TYPES else data_prefix + name
-        return table.column(wanted) if wanted in present else None
+        return decoded(table.column(wanted)) if wanted in present else None
 
     verdicts = rules.evaluate(column, rows)  # the rules some row broke
     if not verdicts:

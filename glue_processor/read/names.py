@@ -19,7 +19,8 @@ from contracts.column_names import fit, valid_column_name
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 # Lineage columns added to every output row, with their types: the tasks write them so, rules read
 # them so, and the table's schema is made from them (glue_processor/table/schema.py). Data fields
-# with the same names are renamed.
+# with the same names are renamed. A task holds each object's strings as a dictionary of one value
+# (see decoded).
 LINEAGE_TYPES: dict[str, pa.DataType] = {
     "_source_uri": pa.string(),
     "_source_etag": pa.string(),
@@ -29,6 +30,16 @@ LINEAGE_TYPES: dict[str, pa.DataType] = {
     "_ingest_time": TIMESTAMP,
 }
 LINEAGE_COLUMNS = tuple(LINEAGE_TYPES)
+
+
+def decoded(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """A column's values in their own type. A parse task holds an object's ``_source_uri`` and
+    ``_source_etag`` as a dictionary of that one value (no copy a row; Arrow's writer encodes its
+    indices as they are, and the file holds strings); code that computes on the values (rules,
+    partition labels) takes them decoded, since many of Arrow's functions take no dictionary."""
+    return values.cast(values.type.value_type) if pa.types.is_dictionary(values.type) else values
+
+
 # Other columns of the job's own: keys past the column bound, and declared values that did not convert.
 RESERVED_COLUMNS = (*LINEAGE_COLUMNS, "_extra", "_rescued")
 # The fields inside those two maps: Iceberg indexes a schema's names with nested ones spelled out, so

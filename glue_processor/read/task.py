@@ -559,11 +559,10 @@ def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec) -> pa.Tabl
         if value is None:
             return pa.nulls(n, type_)
         if pa.types.is_string(type_):
-            data = value.encode("utf-8")
-            if n * len(data) < 2**31:  # int32 offsets (past them, Arrow's take says why it cannot)
-                offsets = np.arange(n + 1, dtype=np.int64) * len(data)
-                return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data * n))
-            return pa.array([value], type_).take(pa.array(np.zeros(n, dtype=np.int32)))
+            # a string as a dictionary of one value: no copy of it a row, and Arrow's writer encodes
+            # the indices as they are instead of hashing each row's value (the same column in the
+            # file: a string, dictionary-encoded); names.decoded gives code that computes on it the text
+            return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([value], type_))
         return pa.repeat(pa.scalar(value, type_), n)
 
     columns = {f"{_DATA}{k}": c for k, c in zip(parsed.keys, parsed.columns, strict=True)}
@@ -618,7 +617,8 @@ def _quarantine_record(item: FileTask, bad: BadLine, batch_id: int) -> dict[str,
 
 def _weight(table: pa.Table) -> int:
     """What a table's rows weigh in a Parquet file, about: the bytes of its string values, and the
-    Arrow bytes of other columns. Not ``nbytes``, which counts the offsets of every NULL: with many
+    Arrow bytes of other columns (a dictionary's indices: an object's lineage strings, one value each,
+    weigh next to nothing in the file either). Not ``nbytes``, which counts the offsets of every NULL: with many
     sparse columns that is most of it, and row groups would come out a fraction of their size."""
     total = 0
     for column in table.columns:
@@ -635,6 +635,15 @@ def _weight(table: pa.Table) -> int:
             ends = np.frombuffer(offsets, dtype=np.int64 if wide else np.int32)
             total += int(ends[chunk.offset + len(chunk)] - ends[chunk.offset])
     return total
+
+
+def _one_dictionary(table: pa.Table) -> pa.Table:
+    """``table`` with each dictionary column's chunks (one an object's piece, each its own one-value
+    dictionary) on one dictionary: Arrow's writer encodes a chunk's indices as they are only while its
+    dictionary equals the row group's first; a chunk of another object's would be decoded and hashed
+    value by value (measured: 520,000 rows of four objects' ``_source_uri``, 20.9 ms as they came,
+    6.8 ms on one dictionary, 17.3 ms as plain strings)."""
+    return table.unify_dictionaries()
 
 
 @dataclass
@@ -850,7 +859,7 @@ class _ParquetFiles:
         if self._shared is None:
             self._shared = _SharedFile(self._open_file("shared", table, keys))
         rows = _rows_per_group(table, _weight(table), SHARED_ROW_GROUP_BYTES, table.num_columns)
-        self._shared.out.writer.write_table(table, row_group_size=rows)
+        self._shared.out.writer.write_table(_one_dictionary(table), row_group_size=rows)
         self._shared.ranges.extend((label, self._shared.rows + first, count) for label, first, count in ranges)
         self._shared.rows += len(table)
 
@@ -889,7 +898,7 @@ class _ParquetFiles:
             current = self._open[label] = self._open_file("part", table, keys)
         else:
             self._open[label] = self._open.pop(label)  # most recently written last
-        current.writer.write_table(table, row_group_size=max(1, len(table)))
+        current.writer.write_table(_one_dictionary(table), row_group_size=max(1, len(table)))
         current.arrow_bytes += weight
         written = current.path.stat().st_size
         next_group = self._step * written / max(1, current.arrow_bytes)

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from contracts.exceptions import ConfigError
 from glue_processor.read.extra import EXTRA, to_map
-from glue_processor.read.names import LINEAGE_COLUMNS, column_names, nameable
+from glue_processor.read.names import LINEAGE_COLUMNS, column_names, decoded, nameable
 from glue_processor.table.declared import DeclaredSchema
 
 DEFAULT = "day(_ingest_time)"
@@ -72,10 +72,15 @@ class PartitionPlan:
     def bound_values(self, table: pa.Table) -> tuple[pa.Table, int]:
         """``table`` with every identity value longer than MAX_PARTITION_VALUE_BYTES moved to
         ``_extra`` (under its key, as it was) and its column NULL there, and how many were moved:
-        such a row is in the null partition, which its columns then agree with, and nothing is lost."""
+        such a row is in the null partition, which its columns then agree with, and nothing is lost.
+        A field's column a task holds as a dictionary (an object's ``_source_uri``) comes back
+        decoded: its values are the partitions'."""
         moved = 0
         for f in self.fields:
             values = table.column(f.column)
+            if pa.types.is_dictionary(values.type):
+                values = decoded(values)
+                table = table.set_column(table.column_names.index(f.column), f.column, values)
             if f.transform != "identity" or not (
                 pa.types.is_string(values.type) or pa.types.is_large_string(values.type)
             ):
@@ -106,14 +111,14 @@ class PartitionPlan:
         only: a timestamp is first floored to its unit, so ``day(_ingest_time)`` formats one value
         per batch, not one per row; when every field's column holds one value and no null (a
         batch's ``_ingest_time``, a file's ``_event_time``), the label is made once, not per row."""
-        if len(table) > 1 and all(_one_value(table.column(f.column)) for f in self.fields):
+        if len(table) > 1 and all(_one_value(decoded(table.column(f.column))) for f in self.fields):
             one, _ = self.labels(table.slice(0, 1))
             zeros = pa.array(np.zeros(len(table), dtype=np.int32))
             return pa.DictionaryArray.from_arrays(zeros, one.dictionary.take(one.indices)), 0
         parts: list[pa.Array] = []
         nulls = pa.array(np.zeros(len(table), dtype=bool))
         for f in self.fields:
-            values = table.column(f.column)
+            values = decoded(table.column(f.column))
             if f.transform != "identity":
                 values = pc.floor_temporal(values, unit=_UNITS[f.transform])
             encoded = pc.dictionary_encode(values)

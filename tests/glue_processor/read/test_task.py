@@ -344,3 +344,41 @@ def test_rows_partitions_hold_are_written_when_nothing_else_is_pending_at_the_en
     assert sorted(int(r["a"]) for r in staged) == list(range(300))
     assert {s.partition for s in result.data} == {"kind=x", "kind=y", "kind=z"}
     assert sum(f.good for f in result.files) == 300
+
+
+def test_a_partition_of_an_objects_uri_holds_its_rows_and_a_uri_past_the_bound_goes_to_extra(
+    tmp_path: Path,
+) -> None:
+    """A task holds each object's ``_source_uri`` as a dictionary of one value; partitions by it see the
+    text: each object's rows in its own partition, and a value past MAX_PARTITION_VALUE_BYTES moved to
+    ``_extra`` (the null partition's rows), as any identity value past the bound is."""
+    from glue_processor.table.partitioning import MAX_PARTITION_VALUE_BYTES, parse_partition_by
+
+    root = tmp_path / "src"
+    root.mkdir()
+    for name in ("a.json", "b.json"):
+        (root / name).write_bytes(b'{"a": "1"}\n{"a": "2"}\n')
+    long_uri = "s3://b/" + "x" * MAX_PARTITION_VALUE_BYTES + ".json"
+    files = [
+        file_task(f"file://{root}/a.json", source="s3://b/a.json"),
+        file_task(f"file://{root}/b.json", source="s3://b/b.json"),
+        file_task(f"file://{root}/a.json", source=long_uri),
+    ]
+    result = run_task(spec(files, f"file://{tmp_path}/out", partitions=parse_partition_by("_source_uri", None)))
+    from glue_processor.write.shared import SharedReader
+
+    reader = SharedReader(store_for)
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for s in result.data:
+        if s.shared:
+            table = reader.rows(s.uri, s.shared.first, s.shared.rows, s.shared.file_bytes)
+        else:
+            table = pq.read_table(local_path(s.uri), partitioning=None)
+        assert str(table.schema.field("_source_uri").type) == "string"
+        rows.setdefault(s.partition, []).extend(table.select(["a", "_source_uri", "_extra"]).to_pylist())
+    assert set(rows) == {"_source_uri=s3%3A%2F%2Fb%2Fa.json", "_source_uri=s3%3A%2F%2Fb%2Fb.json", "_source_uri=null"}
+    assert [r["_source_uri"] for r in rows["_source_uri=s3%3A%2F%2Fb%2Fa.json"]] == ["s3://b/a.json"] * 2
+    assert [r["_source_uri"] for r in rows["_source_uri=s3%3A%2F%2Fb%2Fb.json"]] == ["s3://b/b.json"] * 2
+    assert [(r["_source_uri"], r["_extra"]) for r in rows["_source_uri=null"]] == [
+        (None, [("_source_uri", long_uri)])
+    ] * 2

@@ -138,3 +138,30 @@ def test_a_piece_with_none_of_the_declared_keys_loads_beside_one_that_has_them(t
     assert [(f.status, f.good) for f in result.files] == [("ingested", 1), ("ingested", 1)]
     rows = [r for s in result.data for r in pq.read_table(local_path(s.uri)).to_pylist()]
     assert sorted((r["id"], r.get("amount")) for r in rows) == [("1", None), ("2", 5)]
+
+
+def test_a_rule_on_an_objects_uri_reads_it_as_text(tmp_path: Path) -> None:
+    """A task holds each object's ``_source_uri`` as a dictionary of one value (no copy a row); a rule
+    reads the text (Arrow's string functions take no dictionary: ``length`` of one fails)."""
+    root = tmp_path / "src"
+    root.mkdir()
+    for name in ("keep.json", "skip-me.json"):
+        (root / name).write_bytes(b'{"id": "1"}\n{"id": "2"}\n')
+    expect = {"not_skipped": "_source_uri NOT LIKE '%skip%' AND length(_source_uri) > 3"}
+    checked = compile_rules(rule_specs(parse_expect(json.dumps(expect))), None, where="table 't'")
+    # When one task reads both objects under that rule
+    result = run_task(
+        spec(
+            [file_task(f"file://{root}/{n}", source=f"s3://b/{n}") for n in ("keep.json", "skip-me.json")],
+            f"file://{tmp_path}/out",
+            known=(),
+            rules=checked,
+        )
+    )
+    # Then the skipped object's two rows are quarantined under the rule, the other's loaded as text
+    outcomes = {f.read_uri.rsplit("/", 1)[-1]: (f.good, f.bad, f.violations) for f in result.files}
+    assert outcomes == {"keep.json": (2, 0, ()), "skip-me.json": (0, 2, (("not_skipped", 2),))}
+    (part,) = result.data
+    table = pq.read_table(local_path(part.uri))
+    assert str(table.schema.field("_source_uri").type) == "string"
+    assert table.column("_source_uri").to_pylist() == ["s3://b/keep.json"] * 2
