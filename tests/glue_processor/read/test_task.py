@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -382,3 +383,48 @@ def test_a_partition_of_an_objects_uri_holds_its_rows_and_a_uri_past_the_bound_g
     assert [(r["_source_uri"], r["_extra"]) for r in rows["_source_uri=null"]] == [
         (None, [("_source_uri", long_uri)])
     ] * 2
+
+
+def test_a_row_groups_lineage_dictionary_holds_only_the_objects_its_rows_come_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task holds each object's URI and eTag as a one-value dictionary; a partitioned spill's take
+    joins them into one dictionary of every object, and each partition's slice kept all of it, which
+    Arrow's writer puts in the row group's dictionary page whole: files of 2,000 objects in 20
+    partitions came out 10x their size (found by a review of e0be474). Each row group's dictionary
+    holds the values its rows use, in a partition's own part and in the shared file's row groups."""
+    from glue_processor.table.partitioning import parse_partition_by
+
+    monkeypatch.setattr(tasks, "SHARED_ROW_GROUP_BYTES", 16 * 1024)  # the shared file in several row groups
+    root = tmp_path / "src"
+    root.mkdir()
+    files = []
+    for i in range(90):
+        # objects 0-59: three hours of 20 objects (each hour a part of its own, ~1.5 MB of rows);
+        # objects 60-89: thirty hours of one small object each (the task's shared file)
+        rows = 500 if i < 60 else 20
+        hour = i % 3 if i < 60 else 3 + i
+        (root / f"{i}.json").write_bytes(b"".join(b'{"a": "%d-%s"}\n' % (j, b"x" * 80) for j in range(rows)))
+        os.utime(root / f"{i}.json", (0, 0))  # written before its event (a later write is another version)
+        files.append(
+            FileTask(
+                f"file://{root}/{i}.json",
+                f"s3://bucket/events/{i:05d}-{'f' * 40}.json",
+                f"etag-{i:032d}",
+                NOW - timedelta(hours=hour),
+                "s3://m/manifest.json",
+            )
+        )
+    result = run_task(spec(files, f"file://{tmp_path}/out", partitions=parse_partition_by("hour(_event_time)", None)))
+    groups = total = 0
+    for uri in {s.uri for s in result.data}:
+        parquet = pq.ParquetFile(local_path(uri), read_dictionary=["_source_uri", "_source_etag"])
+        for g in range(parquet.metadata.num_row_groups):
+            table = parquet.read_row_group(g, columns=["_source_uri", "_source_etag"])
+            for name in ("_source_uri", "_source_etag"):
+                (chunk,) = table.column(name).chunks
+                assert len(chunk.dictionary) == len(set(chunk.to_pylist())), (uri, g, name)
+            groups += 1
+            total += len(table)
+    assert total == 60 * 500 + 30 * 20
+    assert groups >= 3 + 2  # three parts of their own, a shared file of several row groups
