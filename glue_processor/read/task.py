@@ -556,15 +556,16 @@ def _with_lineage(parsed: ParsedText, item: FileTask, spec: TaskSpec) -> pa.Tabl
 
     def constant(value: Any, type_: pa.DataType) -> pa.Array:
         # one value in every row, built from its buffers (a take of a one-value array gathers row by row)
-        if pa.types.is_string(type_) and value is None:  # the column's type never depends on its value
-            return pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), pa.array([], type_))
-        if value is None:
-            return pa.nulls(n, type_)
         if pa.types.is_string(type_):
             # a string as a dictionary of one value: no copy of it a row, and Arrow's writer encodes
             # the indices as they are instead of hashing each row's value (the same column in the
-            # file: a string, dictionary-encoded); names.decoded gives code that computes on it the text
+            # file: a string, dictionary-encoded); names.decoded gives code that computes on it the
+            # text. A None too, so the column's type never depends on its value.
+            if value is None:
+                return pa.DictionaryArray.from_arrays(pa.nulls(n, pa.int32()), pa.array([], type_))
             return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([value], type_))
+        if value is None:
+            return pa.nulls(n, type_)
         return pa.repeat(pa.scalar(value, type_), n)
 
     columns = {f"{_DATA}{k}": c for k, c in zip(parsed.keys, parsed.columns, strict=True)}
