@@ -93,10 +93,10 @@ def child(out: Path, batches: int) -> dict[str, Any]:
     spark = local_session(
         "bench-serial", cores="1", quiet=True, extra={"spark.sql.streaming.numRecentProgressUpdates": batches + 10}
     )
-    jobs = run_query(spark, settings)
+    run = run_query(spark, settings, records_kept=100_000)
     spark.stop()
-    records = {r.batch_id: r for job in jobs for r in job.committed}
-    progress = {int(p["batchId"]): p for job in jobs for p in job.progress}
+    records = {r.batch_id: r for r in run.committed}
+    progress = {int(p["batchId"]): p for p in run.progress}
     rows = []
     for batch_id in sorted(records):
         d = progress.get(batch_id, {}).get("durationMs", {})

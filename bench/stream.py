@@ -93,11 +93,11 @@ def child(data: Path, out: Path, cores: str, batch_mb: int, *, rules: Path | Non
         )
     )
     spark = local_session("bench-stream", cores=cores, driver_memory="4g", quiet=True)
-    jobs = run_query(spark, settings)
+    run = run_query(spark, settings, records_kept=100_000)
     spark.stop()
-    records = {r.batch_id: r for job in jobs for r in job.committed}
-    steps = jobs[-1].steps.seconds  # the last batch's driver steps
-    progress = {int(p["batchId"]): p for job in jobs for p in job.progress}
+    records = {r.batch_id: r for r in run.committed}
+    steps = run.last.steps.seconds if run.last else {}  # the last batch's driver steps
+    progress = {int(p["batchId"]): p for p in run.progress}
     points = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     commits = [p["value"] for p in points if p["name"] == "TableCommitDuration"]
     out_rows = []

@@ -67,7 +67,6 @@ if TYPE_CHECKING:
     from glue_processor.metrics.setup import JobMetrics
 
 logger = logging.getLogger(__name__)
-COMMITTED_KEPT = 1000
 # Commit records read at once after a restart, for the keys of the shares set aside.
 HOLD_READS = 16
 
@@ -97,6 +96,7 @@ class ManifestBatchJob:
         query_id: str | None = None,
         metrics: JobMetrics | None = None,
         rotate_after: int | None = None,
+        records_kept: int = 0,
     ) -> None:
         self.spark = spark
         self.settings = settings
@@ -120,10 +120,10 @@ class ManifestBatchJob:
         self.last_snapshot_id: int | None = None
         self.last_commit_ms = 0.0
         self._query_id = query_id
-        # The latest commit records only (for the local runner's summary): a 24/7 driver must not
-        # grow with its history.
-        self.committed: deque[CommitRecord] = deque(maxlen=COMMITTED_KEPT)
-        self.progress: list[dict[str, Any]] = []
+        # The latest commit records, for a caller that asks (the local runner's summary, the
+        # benches): none on Glue, where a record of a batch of ~1,700 objects is ~2.5 MB of Python
+        # objects, and a 24/7 driver must not grow with its history.
+        self.committed: deque[CommitRecord] = deque(maxlen=records_kept)
         self.rotate_after = rotate_after
         self.rotate_requested = False
         self.on_rotate: Any = None  # stops the query between batches (a generation's rotation)
@@ -136,7 +136,6 @@ class ManifestBatchJob:
         self._resumed = False
         self._unheld: list[SetAside] = []  # shares set aside whose keys are not held yet (see _hold_pending)
         self.fenced = False  # set when another run committed a batch first: this run stops
-        self.interrupted = False  # stopped by a signal between batches: what was listed may not be drained
         self.sleep: Any = None  # how publication waits between attempts (None: time.sleep; tests: no wait)
         self.steps = Stages()  # the latest batch's driver steps, timed (bench/stream.py reports them)
         self._said: set[tuple[str, str]] = set()  # (table, column) a misnamed rule was said of

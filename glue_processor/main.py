@@ -11,8 +11,10 @@ import gc
 import logging
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from glue_processor.settings import JobSettings, ours_from_argv, settings_from_mapping
 
@@ -48,18 +50,44 @@ def parse_settings(argv: Sequence[str]) -> JobSettings:
     return settings_from_mapping(ours_from_argv(argv))
 
 
+@dataclass
+class QueryRun:
+    """What :func:`run_query` leaves its caller. A past generation's batch job is let go when the
+    next one starts (it holds its tables, dedupe index and key state: a driver that rotates its
+    checkpoint 24/7 must not hold every generation's); of each, only what is bounded is kept."""
+
+    committed: deque[CommitRecord]  # the latest commit records (``records_kept``)
+    progress: deque[dict[str, Any]]  # and Spark's progress reports of the latest batches
+    generations: int = 0
+    fenced: bool = False  # another run of the job committed a batch first
+    interrupted: bool = False  # stopped by a signal between batches
+    last: ManifestBatchJob | None = None  # the last generation's job
+
+    def ended(self, job: ManifestBatchJob, *, fenced: bool = False, interrupted: bool = False) -> None:
+        """A generation ended: keep its records, and let its query go (the job's callbacks hold it,
+        and the query holds the job through the JVM: a cycle neither collector sees)."""
+        job.on_rotate = job.on_replan = None
+        self.committed.extend(job.committed)
+        self.generations += 1
+        self.fenced = self.fenced or fenced or job.fenced
+        self.interrupted = self.interrupted or interrupted
+        self.last = job
+
+
 def run_query(
     spark: SparkSession,
     settings: JobSettings,
     *,
     on_batch: Callable[[CommitRecord, Sequence[Settlement]], None] | None = None,
     early_stop: threading.Event | None = None,
-) -> list[ManifestBatchJob]:
+    records_kept: int = 0,
+) -> QueryRun:
     """Run the query, generation after generation, until it ends or is stopped (SIGTERM/SIGINT
-    stop it between batches). Returns the batch job of each generation that ran. ``on_batch``: told
-    each batch this run commits and how each table's share settled, once published (the local
-    runner's progress line and summary). ``early_stop``: set by a signal that came before the
-    query could take it (the local runner's Ctrl-C while Spark starts): the query stops at once."""
+    stop it between batches). ``on_batch``: told each batch this run commits and how each table's
+    share settled, once published (the local runner's progress line and summary). ``early_stop``:
+    set by a signal that came before the query could take it (the local runner's Ctrl-C while Spark
+    starts): the query stops at once. ``records_kept``: how many of the latest commit records and
+    progress reports the run keeps for its caller (the job on Glue keeps none)."""
 
     from glue_processor.batch import ManifestBatchJob
     from glue_processor.generations import rotate_after_batches, start_generation
@@ -69,12 +97,19 @@ def run_query(
     from glue_processor.stream import start_query, stop_after_batch, stop_gracefully, stop_on_signal
 
     fs = HadoopFS(spark)
-    jobs: list[ManifestBatchJob] = []
+    run = QueryRun(committed=deque(maxlen=records_kept), progress=deque(maxlen=records_kept))
     intake = Intake(settings)
     while True:
+        run.last = None  # the previous generation's job is let go before the next one reads its state
         generation = settings.model_copy(update={"checkpoint_uri": start_generation(fs, settings)})
         metrics = job_metrics(spark, generation)
-        batch_job = ManifestBatchJob(spark, generation, metrics=metrics, rotate_after=rotate_after_batches(settings))
+        batch_job = ManifestBatchJob(
+            spark,
+            generation,
+            metrics=metrics,
+            rotate_after=rotate_after_batches(settings),
+            records_kept=records_kept,
+        )
         batch_job.on_batch = on_batch
         batch_job.intake = intake if settings.trigger == "processing-time" else None
         metrics.attach(spark, generation)
@@ -105,18 +140,20 @@ def run_query(
                         raise
                     # Another run of the job committed a batch first: that run carries on, this one ends.
                     logger.warning("another run of this job owns the checkpoint; this run ends without publishing")
-                    return [*jobs, batch_job]
-                batch_job.progress = [dict(p) for p in query.recentProgress]
+                    run.ended(batch_job, fenced=True)
+                    return run
+                finally:
+                    if records_kept:
+                        run.progress.extend(dict(p) for p in query.recentProgress)
                 if stopped.is_set() or batch_job.rotate_requested or not batch_job.replan_to:
                     break
                 # the same checkpoint, tables and state: only the file source's count changes
                 per_trigger, batch_job.replan_to = intake.start(batch_job.replan_to), None
         finally:
             metrics.close(spark)
-        jobs.append(batch_job)
-        batch_job.interrupted = stopped.is_set()
+        run.ended(batch_job, interrupted=stopped.is_set())
         if stopped.is_set() or not batch_job.rotate_requested:
-            return jobs
+            return run
         logger.info("checkpoint generation full; continuing in a new one", extra={"after": generation.checkpoint_uri})
 
 

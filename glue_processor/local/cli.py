@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("ingest-local")
 NOT_PUBLISHED = 1  # the run ended, but a table refused some of its files: they are not in it
 INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as a shell reports it
+RECORDS_KEPT = 1000  # the latest batches' commit records the run's summary reads
 
 
 def _cores(value: str) -> str:
@@ -510,15 +511,15 @@ def _run_job(
             return INTERRUPTED
         runs.mark_run(layout, finished=False)
         progress = Progress(files, left_bytes, started)
-        jobs = run_query(spark, settings, on_batch=progress, early_stop=early)
+        run = run_query(spark, settings, on_batch=progress, early_stop=early, records_kept=RECORDS_KEPT)
         # available-now drained every manifest listed before it started, unless a signal stopped it
         # between batches or another run fenced it out: then the next run must look again (unless
         # this run's batches took every manifest that was waiting)
-        stopped = not jobs or any(j.fenced or j.interrupted for j in jobs)
+        stopped = run.last is None or run.fenced or run.interrupted
         drained = not stopped or set(left) <= progress.manifests
         runs.mark_run(layout, finished=True, drained=waiting.manifests if drained else (), fingerprint=settings_print)
-        committed = [record for job in jobs for record in job.committed]
-        interrupted = early.is_set() or any(j.interrupted for j in jobs)  # Ctrl-C, not a fence
+        committed = list(run.committed)
+        interrupted = early.is_set() or run.interrupted  # Ctrl-C, not a fence
         if not drained and not committed and interrupted:
             print(
                 f"stopped before the first batch: nothing was loaded; make run WORKDIR={args.workdir} loads the "
@@ -528,7 +529,8 @@ def _run_job(
             return INTERRUPTED
         if not drained:
             print("stopped before every waiting manifest was loaded: make run loads the rest", flush=True)
-        known = {name: tuple(sorted(jobs[-1].memory.keys_of(name))) for name in jobs[-1].routes.tables} if jobs else {}
+        last = run.last
+        known = {name: tuple(sorted(last.memory.keys_of(name))) for name in last.routes.tables} if last else {}
         tables = load_routes(settings).tables
         report = RunReport(
             records=committed,

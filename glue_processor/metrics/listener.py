@@ -58,6 +58,12 @@ class MetricsListener(StreamingQueryListener):
             self._java = jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(_AsJson(self))
         return self._java
 
+    def release(self) -> None:
+        """Once removed from Spark: let go of the JVM's wrapper. It holds this listener through
+        py4j's callbacks, and this listener holds it: a cycle across the two runtimes that neither
+        collector sees (one listener and its publisher kept a checkpoint generation)."""
+        self._java = None
+
     def onQueryStarted(self, event: Any) -> None:
         self.started(str(event.id))
 

@@ -69,6 +69,8 @@ class JobMetrics:
             time.sleep(0.1)
         if self.listener is not None:
             spark.streams.removeListener(self.listener)
+            self.listener.release()
+            self.listener = None
         self.publisher.close()
 
 

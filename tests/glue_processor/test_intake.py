@@ -96,14 +96,14 @@ def test_the_running_query_takes_a_new_count_between_batches(
 
     _manifests(tmp_path, 1)  # the first batch's one manifest, after the query's count was planned
     threading.Thread(target=stopper, daemon=True).start()
-    jobs = run_query(spark, settings, on_batch=on_batch)
+    run = run_query(spark, settings, on_batch=on_batch)
     assert done.is_set(), batches
     assert batches[0] == 1 and sum(batches) == 12
     # the batch after the first sees 10 wait and asks for a count of 10; the query stops right after
     # it (a batch Spark planned meanwhile is replayed with the old count), then takes the rest at once
     big = next(i for i, n in enumerate(batches) if n > 1)
     assert big <= 3 and batches[big] >= 9, batches
-    assert len(jobs) == 1  # one generation: the same job, state and tables across the restart
+    assert run.generations == 1  # one generation: the same job, state and tables across the restart
     table = spark.read.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.parquet")
     ids = table.parquet(f"{settings.output_uri}/events").select("id")
     assert ids.count() == ids.distinct().count() == 12 * 50

@@ -307,7 +307,7 @@ def test_a_key_explosion_is_bounded_in_the_table_and_later_batches_stay_narrow(s
     first = [{"id": str(n), **{f"user_{n}_{i}": i for i in range(30)}} for n in range(100)]
     half = len(first) // 2
     entries = [env.put("ids-1.json", _lines(*first[:half])), env.put("ids-2.json", _lines(*first[half:]))]
-    job.run([env.manifest("m0", entries)], 0)
+    record = job.run([env.manifest("m0", entries)], 0)
     # Then the table has 20 data columns (the first seen), and every other value is in _extra
     table = load(env.settings)
     data = [f.name for f in table.schema().fields if not f.name.startswith("_")]
@@ -321,7 +321,7 @@ def test_a_key_explosion_is_bounded_in_the_table_and_later_batches_stay_narrow(s
         n = int(values["id"])
         assert values == {"id": str(n), **{f"user_{n}_{i}": str(i) for i in range(30)}}
     # (3,100 values: 100 ids and 19 single-record keys are columns, the rest went to _extra)
-    assert job.committed[-1].stats.extra_values == 3_100 - 100 - 19
+    assert record.stats.extra_values == 3_100 - 100 - 19
     # And a later one-record batch writes a file 20 data columns wide, not 3,000
     job.run([env.manifest("m1", [env.put("small.json", _lines({"v": 1}))])], 1)
     widths = {len(pq.read_schema(f).names) for f in visible_parquet(tmp_path / "output")}

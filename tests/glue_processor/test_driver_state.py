@@ -1,0 +1,99 @@
+"""A driver that runs 24/7 keeps no state per past generation: each checkpoint generation's batch
+job (its tables, dedupe index and key state) and its metrics listener are let go when the next
+generation starts, and no batch's commit record stays on the driver unless the caller asks."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.batch import local_job
+from glue_processor.settings import settings_from_mapping
+from tests.glue_processor.test_intake import _manifests
+
+pytestmark = pytest.mark.spark
+
+
+def _collected(spark: Any, refs: list[weakref.ref[Any]], *, within_s: float = 60.0) -> list[weakref.ref[Any]]:
+    """The refs still alive after both collectors ran until ``within_s``: an object Python passed to
+    the JVM is let go only once the JVM collected its proxy and told Python (py4j's callbacks)."""
+    deadline = time.monotonic() + within_s
+    alive = refs
+    while alive and time.monotonic() < deadline:
+        spark.sparkContext._jvm.System.gc()
+        time.sleep(0.5)
+        gc.collect()
+        alive = [r for r in alive if r() is not None]
+    return alive
+
+
+def test_past_generations_jobs_and_listeners_are_let_go(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import glue_processor.batch
+    import glue_processor.metrics.listener
+    from glue_processor.main import run_query
+
+    jobs: list[weakref.ref[Any]] = []
+    listeners: list[weakref.ref[Any]] = []
+    for cls, refs in (
+        (glue_processor.batch.ManifestBatchJob, jobs),
+        (glue_processor.metrics.listener.MetricsListener, listeners),
+    ):
+        init = cls.__init__
+
+        def tracked(self: Any, *args: Any, _init: Any = init, _refs: list[Any] = refs, **kwargs: Any) -> None:
+            _init(self, *args, **kwargs)
+            _refs.append(weakref.ref(self))
+
+        monkeypatch.setattr(cls, "__init__", tracked)
+    # Given five manifests of an object each, a trigger of one, a checkpoint generation of one
+    _manifests(tmp_path, 5)
+    size = str((tmp_path / "objects" / "bkt" / "o000.ndjson").stat().st_size)
+    settings = settings_from_mapping(
+        local_job(
+            tmp_path,
+            objects=tmp_path / "objects",
+            trigger_interval_seconds="1",
+            max_bytes_per_trigger=size,
+            max_manifest_bytes=size,
+            checkpoint_rotate_manifests="1",
+            manifest_archive_uri=(tmp_path / "archive").as_uri(),
+        )
+    )
+    batches: list[int] = []
+    returned = threading.Event()
+
+    def stopper() -> None:  # once every manifest is in, stop whichever generation runs
+        while not returned.wait(0.5):
+            if len(batches) >= 5:
+                for query in spark.streams.active:
+                    query.stop()
+
+    # When the job runs them, a trigger a second
+    threading.Thread(target=stopper, daemon=True).start()
+    try:
+        run = run_query(spark, settings, on_batch=lambda record, _: batches.append(record.batch_id))
+    finally:
+        returned.set()
+    # Then every object is in the table, in a generation a batch (now and then two: a trigger may start
+    # before the stop)
+    assert run.generations >= 3 and len(batches) == 5
+    table = spark.read.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.parquet")
+    ids = table.parquet(f"{settings.output_uri}/events").select("id")
+    assert ids.count() == ids.distinct().count() == 5 * 50
+    # and only the last generation's job is held: the others, and every closed listener, are let go
+    # (but the first generation's, when this process froze them with the rest of its start-up:
+    # glue_processor.main.freeze_start_up keeps what the first generation set up, once)
+    assert len(jobs) == run.generations and len(listeners) == run.generations
+    assert [jobs.index(r) for r in _collected(spark, jobs[1:-1])] == []
+    assert [listeners.index(r) for r in _collected(spark, listeners[1:])] == []
+    assert jobs[-1]() is run.last
+    # and no commit record was kept (nobody asked for them)
+    assert not run.committed and not run.progress
