@@ -93,7 +93,7 @@ def child(out: Path, batches: int) -> dict[str, Any]:
     spark = local_session(
         "bench-serial", cores="1", quiet=True, extra={"spark.sql.streaming.numRecentProgressUpdates": batches + 10}
     )
-    run = run_query(spark, settings, records_kept=100_000)
+    run = run_query(spark, settings, records_kept=100_000, progress_kept=100_000)
     spark.stop()
     records = {r.batch_id: r for r in run.committed}
     progress = {int(p["batchId"]): p for p in run.progress}

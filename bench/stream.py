@@ -93,7 +93,7 @@ def child(data: Path, out: Path, cores: str, batch_mb: int, *, rules: Path | Non
         )
     )
     spark = local_session("bench-stream", cores=cores, driver_memory="4g", quiet=True)
-    run = run_query(spark, settings, records_kept=100_000)
+    run = run_query(spark, settings, records_kept=100_000, progress_kept=100_000)
     spark.stop()
     records = {r.batch_id: r for r in run.committed}
     steps = run.last.steps.seconds if run.last else {}  # the last batch's driver steps

@@ -7,6 +7,7 @@ Locally: ``python -m glue_processor.main --manifest_uri file:///... --output_uri
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import logging
 import sys
@@ -57,7 +58,7 @@ class QueryRun:
     checkpoint 24/7 must not hold every generation's); of each, only what is bounded is kept."""
 
     committed: deque[CommitRecord]  # the latest commit records (``records_kept``)
-    progress: deque[dict[str, Any]]  # and Spark's progress reports of the latest batches
+    progress: deque[dict[str, Any]]  # Spark's progress reports of the latest batches (``progress_kept``)
     generations: int = 0
     fenced: bool = False  # another run of the job committed a batch first
     interrupted: bool = False  # stopped by a signal between batches
@@ -81,13 +82,15 @@ def run_query(
     on_batch: Callable[[CommitRecord, Sequence[Settlement]], None] | None = None,
     early_stop: threading.Event | None = None,
     records_kept: int = 0,
+    progress_kept: int = 0,
 ) -> QueryRun:
     """Run the query, generation after generation, until it ends or is stopped (SIGTERM/SIGINT
     stop it between batches). ``on_batch``: told each batch this run commits and how each table's
     share settled, once published (the local runner's progress line and summary). ``early_stop``:
     set by a signal that came before the query could take it (the local runner's Ctrl-C while Spark
-    starts): the query stops at once. ``records_kept``: how many of the latest commit records and
-    progress reports the run keeps for its caller (the job on Glue keeps none)."""
+    starts): the query stops at once. ``records_kept``, ``progress_kept``: how many of the latest
+    commit records and Spark progress reports the run keeps for its caller (the job on Glue keeps
+    none)."""
 
     from glue_processor.batch import ManifestBatchJob
     from glue_processor.generations import rotate_after_batches, start_generation
@@ -97,10 +100,13 @@ def run_query(
     from glue_processor.stream import start_query, stop_after_batch, stop_gracefully, stop_on_signal
 
     fs = HadoopFS(spark)
-    run = QueryRun(committed=deque(maxlen=records_kept), progress=deque(maxlen=records_kept))
+    run = QueryRun(committed=deque(maxlen=records_kept), progress=deque(maxlen=progress_kept))
     intake = Intake(settings)
+    asked = early_stop  # a stop asked for before the next query took its handlers
     while True:
-        run.last = None  # the previous generation's job is let go before the next one reads its state
+        # the previous generation's job: Python's last hold on it goes here, the JVM's (the query's
+        # callbacks) when the JVM next collects
+        run.last = None
         generation = settings.model_copy(update={"checkpoint_uri": start_generation(fs, settings)})
         metrics = job_metrics(spark, generation)
         batch_job = ManifestBatchJob(
@@ -117,7 +123,6 @@ def run_query(
             batch_job.start()  # before the first trigger: its batch then does only its own work
             freeze_start_up()
             per_trigger = intake.first(settings.manifest_uri)
-            asked = early_stop  # a stop asked for before the next query took its handlers
             while True:  # a query per count of manifests per trigger (glue_processor.intake)
                 query = start_query(spark, generation, batch_job, manifests_per_trigger=per_trigger)
                 # processing-time: stop when the trigger is idle; available-now runs batches back to back, so
@@ -129,8 +134,8 @@ def run_query(
                 batch_job.on_replan = lambda batch_id, q=query: threading.Thread(
                     target=stop_after_batch, args=(q, batch_id), daemon=True
                 ).start()
-                # a signal between two queries (a replan's restart) reached the previous handlers: this
-                # query stops at once
+                # a signal between two queries (a replan's restart, a new generation) reached the
+                # previous handlers: this query stops at once
                 stopped = stop_on_signal(query, early=asked)
                 asked = stopped
                 try:
@@ -143,8 +148,9 @@ def run_query(
                     run.ended(batch_job, fenced=True)
                     return run
                 finally:
-                    if records_kept:
-                        run.progress.extend(dict(p) for p in query.recentProgress)
+                    if progress_kept:
+                        with contextlib.suppress(Exception):  # a report, never the reason a run fails
+                            run.progress.extend(dict(p) for p in query.recentProgress)
                 if stopped.is_set() or batch_job.rotate_requested or not batch_job.replan_to:
                     break
                 # the same checkpoint, tables and state: only the file source's count changes

@@ -49,7 +49,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("ingest-local")
 NOT_PUBLISHED = 1  # the run ended, but a table refused some of its files: they are not in it
 INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as a shell reports it
-RECORDS_KEPT = 1000  # the latest batches' commit records the run's summary reads
+# the latest batches' commit records the run's summary reads (a 24/7 run must not grow with them)
+RECORDS_KEPT = 10_000
 
 
 def _cores(value: str) -> str:
@@ -287,12 +288,13 @@ class Progress:
 
     def __init__(self, files: int, data_bytes: int, started: float) -> None:
         self.files, self.data_bytes, self.started = files, data_bytes, started
-        self.done_files = self.done_bytes = self.rows = 0
+        self.done_files = self.done_bytes = self.rows = self.batches = 0
         self.unpublished: dict[tuple[int, str], tuple[str, str]] = {}
         self.manifests: set[str] = set()  # names of the manifests this run's batches committed
 
     def __call__(self, record: CommitRecord, settlements: Sequence[Settlement] = ()) -> None:
         s = record.stats
+        self.batches += 1
         self.done_files += s.files
         self.done_bytes += s.input_bytes
         self.rows += s.records_out
@@ -529,6 +531,8 @@ def _run_job(
             return INTERRUPTED
         if not drained:
             print("stopped before every waiting manifest was loaded: make run loads the rest", flush=True)
+        if progress.batches > len(committed):
+            print(f"the summary below is of this run's latest {len(committed):,} batches of {progress.batches:,}")
         last = run.last
         known = {name: tuple(sorted(last.memory.keys_of(name))) for name in last.routes.tables} if last else {}
         tables = load_routes(settings).tables

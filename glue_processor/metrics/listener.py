@@ -46,11 +46,14 @@ class MetricsListener(StreamingQueryListener):
         self.records_by_batch = records_by_batch
         self.tracker = RateTracker()
         self._java: Any = None
+        self._released = False
 
     @property
     def _jlistener(self) -> Any:
         """What ``spark.streams.addListener`` and ``removeListener`` hand to Spark: Spark's wrapper
         around :class:`_AsJson` (PySpark's is the same wrapper around its field-by-field adapter)."""
+        if self._released:
+            raise RuntimeError("this listener was released: a new one listens to a new query")
         if self._java is None:
             from pyspark import SparkContext
 
@@ -63,6 +66,7 @@ class MetricsListener(StreamingQueryListener):
         py4j's callbacks, and this listener holds it: a cycle across the two runtimes that neither
         collector sees (one listener and its publisher kept a checkpoint generation)."""
         self._java = None
+        self._released = True
 
     def onQueryStarted(self, event: Any) -> None:
         self.started(str(event.id))

@@ -173,6 +173,8 @@ def test_checkpoint_generations_rotate_without_loss_or_duplicates(tmp_path: Path
     # At least one rotation. How many depends on timing: available-now runs batches back to back and
     # stops a full generation "soon" (2 s), so a fast run can fit more than 2 manifests in one.
     assert len(generations) >= 2, generations
+    # the summary counts every generation's batches (the run keeps their records, not their jobs)
+    assert "your files: 7 new; 7 loaded (21 rows)" in out.stdout, out.stdout
     rows = read_rows(work / "output")
     want = sorted((f"s3://local-landing/{rel}", n + 1) for rel, recs in files.items() for n in range(len(recs)))
     assert lineage(rows) == want  # each record once across generations
