@@ -90,3 +90,53 @@ def test_processed_paths_reads_the_checkpoint_real_spark_writes(spark: Any, tmp_
 
     got = {_key(p) for p in processed_paths(HadoopFS(spark), local_uri(checkpoint))}
     assert got == {_key(local_uri(manifests / f"m{n}.json")) for n in range(5)}
+
+
+def test_a_signal_while_the_next_generation_sets_up_stops_it_at_once(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGTERM that comes between two generations reaches the previous query's handler; the next
+    generation's query stops at once instead of running on until the job is killed."""
+    import os
+    import signal
+
+    import glue_processor.generations
+    from bench.batch import local_job
+    from glue_processor.main import run_query
+    from tests.glue_processor.test_intake import _manifests
+
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    start = glue_processor.generations.start_generation
+    calls: list[int] = []
+
+    def start_and_signal(fs: Any, settings: Any) -> str:
+        calls.append(1)
+        if len(calls) == 2:  # the second generation sets up: the first one's handler takes it
+            os.kill(os.getpid(), signal.SIGTERM)
+        return start(fs, settings)
+
+    monkeypatch.setattr(glue_processor.generations, "start_generation", start_and_signal)
+    # Given four manifests and a checkpoint generation of one manifest
+    _manifests(tmp_path, 4)
+    size = str((tmp_path / "objects" / "bkt" / "o000.ndjson").stat().st_size)
+    settings = settings_from_mapping(
+        local_job(
+            tmp_path,
+            objects=tmp_path / "objects",
+            trigger="available-now",
+            max_bytes_per_trigger=size,
+            max_manifest_bytes=size,
+            checkpoint_rotate_manifests="1",
+            manifest_archive_uri=(tmp_path / "archive").as_uri(),
+        )
+    )
+    try:
+        # When a SIGTERM comes while the second generation sets up
+        run = run_query(spark, settings)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    # Then the second generation's query stops at once, and the run says it was stopped (without the
+    # signal carried over, it ran to its end and the run ended as if never stopped)
+    assert len(calls) == 2 and run.generations == 2
+    assert run.interrupted
