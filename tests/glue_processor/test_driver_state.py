@@ -13,9 +13,7 @@ from typing import Any
 
 import pytest
 
-from bench.batch import local_job
-from glue_processor.settings import settings_from_mapping
-from tests.glue_processor.test_intake import _manifests
+from tests.glue_processor.test_generations import a_generation_a_manifest
 
 pytestmark = pytest.mark.spark
 
@@ -54,19 +52,7 @@ def test_past_generations_jobs_and_listeners_are_let_go(
 
         monkeypatch.setattr(cls, "__init__", tracked)
     # Given six manifests of an object each, a trigger of one, a checkpoint generation of one
-    _manifests(tmp_path, 6)
-    size = str((tmp_path / "objects" / "bkt" / "o000.ndjson").stat().st_size)
-    settings = settings_from_mapping(
-        local_job(
-            tmp_path,
-            objects=tmp_path / "objects",
-            trigger_interval_seconds="2",
-            max_bytes_per_trigger=size,
-            max_manifest_bytes=size,
-            checkpoint_rotate_manifests="1",
-            manifest_archive_uri=(tmp_path / "archive").as_uri(),
-        )
-    )
+    settings = a_generation_a_manifest(tmp_path, 6, trigger_interval_seconds="2")
     batches: list[int] = []
     returned = threading.Event()
 

@@ -8,12 +8,32 @@ from typing import Any
 
 import pytest
 
+from bench.batch import local_job
 from glue_processor.generations import generation_uri, start_generation
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.local.layout import local_uri
-from glue_processor.settings import settings_from_mapping
+from glue_processor.settings import JobSettings, settings_from_mapping
+from tests.glue_processor.test_intake import _manifests
 
 pytestmark = pytest.mark.spark
+
+
+def a_generation_a_manifest(root: Path, manifests: int, **extra: str) -> JobSettings:
+    """A job's settings on ``manifests`` manifests of an object each under ``root``, taken one a
+    trigger, in a checkpoint generation each."""
+    _manifests(root, manifests)
+    size = str((root / "objects" / "bkt" / "o000.ndjson").stat().st_size)
+    return settings_from_mapping(
+        local_job(
+            root,
+            objects=root / "objects",
+            max_bytes_per_trigger=size,
+            max_manifest_bytes=size,
+            checkpoint_rotate_manifests="1",
+            manifest_archive_uri=(root / "archive").as_uri(),
+            **extra,
+        )
+    )
 
 
 def test_a_processed_manifest_left_behind_is_archived_before_the_next_generation(spark: Any, tmp_path: Path) -> None:
@@ -101,9 +121,7 @@ def test_a_signal_while_the_next_generation_sets_up_stops_it_at_once(
     import signal
 
     import glue_processor.generations
-    from bench.batch import local_job
     from glue_processor.main import run_query
-    from tests.glue_processor.test_intake import _manifests
 
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     start = glue_processor.generations.start_generation
@@ -117,19 +135,7 @@ def test_a_signal_while_the_next_generation_sets_up_stops_it_at_once(
 
     monkeypatch.setattr(glue_processor.generations, "start_generation", start_and_signal)
     # Given four manifests and a checkpoint generation of one manifest
-    _manifests(tmp_path, 4)
-    size = str((tmp_path / "objects" / "bkt" / "o000.ndjson").stat().st_size)
-    settings = settings_from_mapping(
-        local_job(
-            tmp_path,
-            objects=tmp_path / "objects",
-            trigger="available-now",
-            max_bytes_per_trigger=size,
-            max_manifest_bytes=size,
-            checkpoint_rotate_manifests="1",
-            manifest_archive_uri=(tmp_path / "archive").as_uri(),
-        )
-    )
+    settings = a_generation_a_manifest(tmp_path, 4, trigger="available-now")
     try:
         # When a SIGTERM comes while the second generation sets up
         run = run_query(spark, settings)
