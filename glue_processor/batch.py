@@ -121,7 +121,7 @@ class ManifestBatchJob:
         self.last_commit_ms = 0.0
         self._query_id = query_id
         # The latest commit records, for a caller that asks (the local runner's summary, the
-        # benches): none on Glue, where a record of a batch of ~1,700 objects is ~2.5 MB of Python
+        # benches): none on Glue, where a record of a batch of ~1,700 objects is ~2.9 MB of Python
         # objects, and a 24/7 driver must not grow with its history.
         self.committed: deque[CommitRecord] = deque(maxlen=records_kept)
         self.rotate_after = rotate_after
