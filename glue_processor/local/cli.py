@@ -49,8 +49,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("ingest-local")
 NOT_PUBLISHED = 1  # the run ended, but a table refused some of its files: they are not in it
 INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as a shell reports it
-# the latest batches' commit records the run's summary reads (a 24/7 run must not grow with them)
-RECORDS_KEPT = 10_000
+# the latest batches' commit records the run's summary reads (a 24/7 run must not grow with them:
+# a record of a batch of 1,667 objects is ~2.9 MB in memory)
+RECORDS_KEPT = 1000
 
 
 def _cores(value: str) -> str:
@@ -565,15 +566,29 @@ def _run_job(
         print(render(report, here=here), flush=True)
     finally:
         spark.stop()
-    refused = report.not_published()
-    if refused:
-        print(
-            f"error: {counted(refused, 'file')} loaded but not published: the table refused their rows (above). "
-            f"Fix the cause, then make reconcile WORKDIR={args.workdir} REQUEUE=1 and make run WORKDIR={args.workdir}",
-            file=sys.stderr,
-        )
+    error = unpublished_error(report.not_published(), progress, kept=len(report.records), workdir=args.workdir)
+    if error:
+        print(error, file=sys.stderr)
         return NOT_PUBLISHED
     return 0
+
+
+def unpublished_error(refused: int, progress: Progress, *, kept: int, workdir: Path) -> str | None:
+    """Why the run fails, when a table refused rows it loaded: ``refused`` files of the summary's
+    records, or, past the records kept (``kept`` of ``progress.batches``), a share the progress line
+    was told of."""
+    fix = f"Fix the cause, then make reconcile WORKDIR={workdir} REQUEUE=1 and make run WORKDIR={workdir}"
+    if refused:
+        return (
+            f"error: {counted(refused, 'file')} loaded but not published: the table refused their rows (above). {fix}"
+        )
+    earlier = sum(1 for settled, _ in progress.unpublished.values() if settled == "abandoned")
+    if earlier and progress.batches > kept:
+        return (
+            f"error: {counted(earlier, 'table share')} of batches before the summary's: loaded but not published, "
+            f"the table refused their rows. {fix}"
+        )
+    return None
 
 
 def _shown_keys(layout: LocalLayout, known: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:

@@ -112,11 +112,12 @@ def test_processed_paths_reads_the_checkpoint_real_spark_writes(spark: Any, tmp_
     assert got == {_key(local_uri(manifests / f"m{n}.json")) for n in range(5)}
 
 
-def test_a_signal_while_the_next_generation_sets_up_stops_it_at_once(
+def test_a_signal_while_the_next_generation_sets_up_stops_that_generation(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A SIGTERM that comes between two generations reaches the previous query's handler; the next
-    generation's query stops at once instead of running on until the job is killed."""
+    generation's query is stopped by it (between batches) instead of running on until the job is
+    killed."""
     import os
     import signal
 
@@ -142,7 +143,7 @@ def test_a_signal_while_the_next_generation_sets_up_stops_it_at_once(
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
-    # Then the second generation's query stops at once, and the run says it was stopped (without the
+    # Then the second generation's query stops, and the run says it was stopped (without the
     # signal carried over, it ran to its end and the run ended as if never stopped)
     assert len(calls) == 2 and run.generations == 2
     assert run.interrupted

@@ -106,3 +106,23 @@ def test_a_renamed_column_is_said_in_the_run_that_brings_it_only() -> None:
 
 def test_sizes_read_as_a_person_reads_them() -> None:
     assert [size(61), size(2_300), size(99_999), size(3_900_000)] == ["61 B", "2.3 kB", "100.0 kB", "3.9 MB"]
+
+
+def test_a_refusal_older_than_the_records_kept_still_fails_the_run() -> None:
+    from glue_processor.local.cli import Progress, unpublished_error
+
+    progress = Progress(files=0, data_bytes=0, started=0.0)
+    # Given a run whose summary reads its latest 2 records of 3 batches, and the first batch's share refused
+    progress.batches = 3
+    progress.unpublished[(0, "events")] = ("abandoned", "table refused the schema change")
+    progress.unpublished[(2, "events")] = ("deferred", "catalog out of reach")
+    # Then the run fails, saying so, though the summary's records hold no refused file
+    error = unpublished_error(0, progress, kept=2, workdir=Path("w"))
+    assert error is not None and "1 table share of batches before the summary's" in error
+    assert "make reconcile WORKDIR=w REQUEUE=1" in error
+    # and a refused file of the summary's own records is said as before
+    assert "2 files loaded but not published" in (unpublished_error(2, progress, kept=2, workdir=Path("w")) or "")
+    # and when every batch's record is in the summary, or the share was only deferred, nothing more
+    assert unpublished_error(0, progress, kept=3, workdir=Path("w")) is None
+    del progress.unpublished[(0, "events")]
+    assert unpublished_error(0, progress, kept=2, workdir=Path("w")) is None
