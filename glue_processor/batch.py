@@ -126,7 +126,7 @@ class ManifestBatchJob:
         self.committed: deque[CommitRecord] = deque(maxlen=records_kept)
         self.rotate_after = rotate_after
         self.rotate_requested = False
-        self.on_rotate: Any = None  # told the batch that filled the generation: stops the query after it
+        self.on_rotate: Any = None  # stops the query between batches (a generation's rotation)
         # the query's manifests per trigger (glue_processor.intake); replan_to: the count it asks for
         self.intake: Intake | None = None
         self.replan_to: int | None = None
@@ -580,7 +580,7 @@ class ManifestBatchJob:
         if self.rotate_after is not None and batch_id + 1 >= self.rotate_after and not self.rotate_requested:
             self.rotate_requested = True
             if self.on_rotate is not None:
-                self.on_rotate(batch_id)
+                self.on_rotate()
 
     def _maybe_replan(self, batch_id: int) -> None:
         """Ask for the query to start again when the manifests waiting ask for another count."""

@@ -97,7 +97,7 @@ def run_query(
     from glue_processor.hadoop_fs import HadoopFS
     from glue_processor.intake import Intake
     from glue_processor.metrics.setup import job_metrics
-    from glue_processor.stream import start_query, stop_after_batch, stop_on_signal
+    from glue_processor.stream import start_query, stop_after_batch, stop_gracefully, stop_on_signal
 
     fs = HadoopFS(spark)
     run = QueryRun(committed=deque(maxlen=records_kept), progress=deque(maxlen=progress_kept))
@@ -126,11 +126,13 @@ def run_query(
             per_trigger = intake.first(settings.manifest_uri)
             while True:  # a query per count of manifests per trigger (glue_processor.intake)
                 query = start_query(spark, generation, batch_job, manifests_per_trigger=per_trigger)
-                # a full generation, or a new count, stops the query right after the batch that asked:
-                # a batch Spark started since is stopped (waiting for an idle trigger could wait long
-                # when batches run back to back), and runs again in the next query, or in the next
-                # generation, its objects deduplicated
-                batch_job.on_rotate = batch_job.on_replan = lambda batch_id, q=query: threading.Thread(
+                # processing-time: stop when the trigger is idle; available-now runs batches back to back, so
+                # stop soon (an interrupted batch re-runs in the next generation, its objects deduplicated)
+                wait_s = 2.0 if settings.trigger == "available-now" else 600.0
+                batch_job.on_rotate = lambda q=query, w=wait_s: threading.Thread(
+                    target=stop_gracefully, args=(q,), kwargs={"timeout_seconds": w}, daemon=True
+                ).start()
+                batch_job.on_replan = lambda batch_id, q=query: threading.Thread(
                     target=stop_after_batch, args=(q, batch_id), daemon=True
                 ).start()
                 # a signal between two queries (a replan's restart, a new generation) reached the
