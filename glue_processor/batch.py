@@ -96,7 +96,7 @@ class ManifestBatchJob:
         query_id: str | None = None,
         metrics: JobMetrics | None = None,
         rotate_after: int | None = None,
-        records_kept: int = 0,
+        committed: deque[CommitRecord] | None = None,
     ) -> None:
         self.spark = spark
         self.settings = settings
@@ -120,10 +120,11 @@ class ManifestBatchJob:
         self.last_snapshot_id: int | None = None
         self.last_commit_ms = 0.0
         self._query_id = query_id
-        # The latest commit records, for a caller that asks (the local runner's summary, the
-        # benches): none on Glue, where a record of a batch of ~1,700 objects is ~2.9 MB of Python
-        # objects, and a 24/7 driver must not grow with its history.
-        self.committed: deque[CommitRecord] = deque(maxlen=records_kept)
+        # Where each commit record goes, for a caller that asks (the run's, glue_processor.main: the
+        # local runner's summary, the benches); none kept otherwise, as on Glue, where a record of a
+        # batch of ~1,700 objects is ~2.9 MB of Python objects and a 24/7 driver must not grow with
+        # its history.
+        self.committed: deque[CommitRecord] = deque(maxlen=0) if committed is None else committed
         self.rotate_after = rotate_after
         self.rotate_requested = False
         self.on_rotate: Any = None  # stops the query between batches (a generation's rotation)

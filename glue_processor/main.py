@@ -65,10 +65,10 @@ class QueryRun:
     last: ManifestBatchJob | None = None  # the last generation's job
 
     def ended(self, job: ManifestBatchJob, *, fenced: bool = False, interrupted: bool = False) -> None:
-        """A generation ended: keep its records, and let its query go (the job's callbacks hold it,
-        and the query holds the job through the JVM: a cycle neither collector sees)."""
+        """A generation ended (its job put its records in ``committed``): let its query go (the
+        job's callbacks hold it, and the query holds the job through the JVM: a cycle neither
+        collector sees)."""
         job.on_rotate = job.on_replan = None
-        self.committed.extend(job.committed)
         self.generations += 1
         self.fenced = self.fenced or fenced or job.fenced
         self.interrupted = self.interrupted or interrupted
@@ -115,7 +115,7 @@ def run_query(
             generation,
             metrics=metrics,
             rotate_after=rotate_after_batches(settings),
-            records_kept=records_kept,
+            committed=run.committed,
         )
         batch_job.on_batch = on_batch
         batch_job.intake = intake if settings.trigger == "processing-time" else None
