@@ -64,7 +64,26 @@ static int buf_grow(Buf *b, size_t need) {
 static inline int emit(Buf *b, const uint8_t *s, size_t n) {
     if (n == 0) return 0;
     if (b->len + n > b->cap && buf_grow(b, b->len + n)) return -1;
-    memcpy(b->p + b->len, s, n);
+    char *d = b->p + b->len;
+    if (n <= 16) { /* most values: two overlapping loads and stores, no call (nothing past s + n is read) */
+        if (n >= 8) {
+            uint64_t a0, a1;
+            memcpy(&a0, s, 8);
+            memcpy(&a1, s + n - 8, 8);
+            memcpy(d, &a0, 8);
+            memcpy(d + n - 8, &a1, 8);
+        } else if (n >= 4) {
+            uint32_t a0, a1;
+            memcpy(&a0, s, 4);
+            memcpy(&a1, s + n - 4, 4);
+            memcpy(d, &a0, 4);
+            memcpy(d + n - 4, &a1, 4);
+        } else {
+            for (size_t i = 0; i < n; i++) d[i] = (char)s[i];
+        }
+    } else {
+        memcpy(d, s, n);
+    }
     b->len += n;
     return 0;
 }
@@ -136,6 +155,7 @@ typedef struct {
     int64_t max_cells;         /* rows x columns this scan may hold (0: no bound) */
     int64_t first_line;        /* the number of the text's first line */
     int64_t *lines;            /* line number of each row */
+    const uint8_t *limit;      /* the end of the text given to scan_run: bytes up to it may be read */
     int64_t *bad;              /* (line, reason, start, end) */
     size_t nbad, bad_cap;
     size_t consumed;           /* bytes scanned: whole lines from the start of the text */
@@ -158,6 +178,51 @@ static void init_tables(void) {
 static inline const uint8_t *skip_white(const uint8_t *p, const uint8_t *end) {
     while (p < end && WHITE[*p]) p++;
     return p;
+}
+
+/* A number's digits eight bytes at a time (SWAR: plain 64-bit arithmetic, any CPU): a digit run
+ * ends after a length the input chooses, and a byte loop's branch guesses that end wrong about
+ * once a number. The mask has the high bit of every byte that is not a digit; the lowest one is
+ * exact (a borrow or a carry only ever flags bytes above a true one), so the run ends at the first
+ * flagged byte. Words are read up to ``limit``, the end of the scanned buffer, which may lie past
+ * ``end``, the end of the line: a run found to go on past the line ends there, and a line's last
+ * value is most often within eight bytes of its end. (Strings' runs stay a byte loop: most are a
+ * few bytes, where a word costs more than the branch it saves; measured in docs/performance.md.) */
+#define SWAR_ONES 0x0101010101010101ULL
+#define SWAR_HIGH 0x8080808080808080ULL
+
+/* Eight bytes, the first in the lowest byte of the word (where a borrow starts). */
+static inline uint64_t load_word(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+/* Flags the bytes of x that are not an ASCII digit. */
+static inline uint64_t swar_not_digit(uint64_t x) {
+    /* a byte b is a digit when b - '0' and b + (0x80 - ':') both leave the high bit clear: the
+     * first for b >= '0', the second for b <= '9' (bytes of 0x80 and above are flagged by x) */
+    return ((x - SWAR_ONES * '0') | (x + SWAR_ONES * (0x80 - ':')) | x) & SWAR_HIGH;
+}
+
+/* The index of the lowest flagged byte of a non-zero mask of a load_word. */
+static inline int swar_first(uint64_t mask) { return __builtin_ctzll(mask) >> 3; }
+
+/* The first byte at or after p that is not an ASCII digit, or end (p <= end <= limit). */
+static inline const uint8_t *skip_digits(const uint8_t *p, const uint8_t *end, const uint8_t *limit) {
+    while (p < end && limit - p >= 8) {
+        uint64_t m = swar_not_digit(load_word(p));
+        if (m) {
+            p += swar_first(m);
+            return p < end ? p : end;
+        }
+        p += 8;
+    }
+    while (p < end && *p >= '0' && *p <= '9') p++;
+    return p < end ? p : end;
 }
 
 /* Length of the valid UTF-8 sequence at p (strict: no overlongs, surrogates or > U+10FFFF), or 0. */
@@ -299,20 +364,20 @@ lone:
     return NULL;
 }
 
-static const uint8_t *number(const uint8_t *p, const uint8_t *end) {
+static const uint8_t *number(const uint8_t *p, const uint8_t *end, const uint8_t *limit) {
     if (p < end && *p == '-') p++;
     if (p >= end) return NULL;
     if (*p == '0') {
         p++;
     } else if (*p >= '1' && *p <= '9') {
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        p = skip_digits(p + 1, end, limit);
     } else {
         return NULL;
     }
     if (p < end && *p == '.') {
         p++;
         if (p >= end || *p < '0' || *p > '9') return NULL;
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        p = skip_digits(p + 1, end, limit);
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
@@ -324,7 +389,7 @@ static const uint8_t *number(const uint8_t *p, const uint8_t *end) {
 }
 
 /* A number or literal at p (validated): its end, or NULL. ``*is_null`` says it was null. */
-static const uint8_t *atom(const uint8_t *p, const uint8_t *end, int *is_null) {
+static const uint8_t *atom(const uint8_t *p, const uint8_t *end, const uint8_t *limit, int *is_null) {
     *is_null = 0;
     size_t left = (size_t)(end - p);
     switch (*p) {
@@ -336,7 +401,7 @@ static const uint8_t *atom(const uint8_t *p, const uint8_t *end, int *is_null) {
         *is_null = 1;
         return left >= 4 && memcmp(p, "null", 4) == 0 ? p + 4 : NULL;
     default:
-        return number(p, end);
+        return number(p, end, limit);
     }
 }
 
@@ -377,7 +442,7 @@ static const uint8_t *value(Scan *s, const uint8_t *p, const uint8_t *end, Buf *
             p = string_body(p + 1, end, out, 0, fail);
             if (!p) return NULL;
         } else {
-            q = atom(p, end, &is_null);
+            q = atom(p, end, s->limit, &is_null);
             if (!q) goto syntax;
             if (out && emit(out, p, (size_t)(q - p))) goto nomem;
             p = q;
@@ -457,6 +522,11 @@ static inline int same_bytes(const uint8_t *a, const uint8_t *b, size_t n) {
         memcpy(&a1, a + n - 4, 4);
         memcpy(&b1, b + n - 4, 4);
         return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+    }
+    if (n < 4) { /* a name of one to three bytes ("id", "ts"): no call either */
+        for (size_t i = 0; i < n; i++)
+            if (a[i] != b[i]) return 0;
+        return 1;
     }
     return memcmp(a, b, n) == 0;
 }
@@ -693,7 +763,7 @@ static const uint8_t *member_value(Scan *s, ptrdiff_t k, const uint8_t *p, const
     } else if (*p == '{' || *p == '[') {
         q = value(s, p, end, out, 1, fail);
     } else {
-        q = atom(p, end, &is_null);
+        q = atom(p, end, s->limit, &is_null);
         if (!q) {
             *fail = F_SYNTAX;
         } else if (!is_null && emit(out, p, (size_t)(q - p))) {
@@ -1009,6 +1079,7 @@ static int scan_init(Scan *s, ptrdiff_t room, int64_t max_cells, int64_t first_l
  * when there is one): s->consumed, s->next_line and the results. 0, or -1 out of memory. */
 static int scan_run(Scan *s, const uint8_t *data, size_t size) {
     size_t region;
+    s->limit = data + size;
     if (scan_start(s, data, size, &region)) return -1;
     scan_lines(s, data, region);
     return s->nomem ? -1 : 0;

@@ -401,3 +401,23 @@ def test_keys_a_bad_line_added_leave_the_table_as_it_was() -> None:
     values = {k: c for k, c in zip([*known, *new], columns, strict=True) if c is not None}
     assert {k: bytes(c[1]) for k, c in values.items()} == {"k999": b"last", "k0": b"first", "fresh": b"1"}
     assert extra is not None and bytes(extra[4]) == b"spill" and bytes(extra[6]) == b"2"
+
+
+@pytest.mark.parametrize("tail", [b"", b"\n", b'\n{"a":1}\n', b"\n" + b"9" * 20])
+def test_every_byte_after_a_run_of_digits(tail: bytes) -> None:
+    # Given numbers whose digit runs (of 1 to 20 digits, in the integer part and the fraction) end
+    # at each of the 256 byte values, at the end of the line, one byte from it, or with the
+    # buffer's end right after the line (the scanner reads digits eight bytes at a time, up to the
+    # buffer's end and past the line's: scan_core.h, skip_digits)
+    lines = []
+    for digits in range(1, 21):
+        run = b"1234567890" * 2
+        for byte in range(256):
+            stop = bytes([byte])
+            lines += [b'{"a":' + run[:digits] + stop, b'{"a":' + run[:digits] + stop + b"}"]
+            lines += [b'{"a":0.' + run[:digits] + stop + b"}", b'{"a":-' + run[:digits] + b"e" + stop + b"1}"]
+    for line in lines:
+        if b"\n" in line:
+            continue
+        # Then each reads as the reference reads it: the same value, or the same bad line
+        _check(line + tail, ["a"], 0)
