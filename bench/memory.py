@@ -86,7 +86,8 @@ def measure(shape: str, mb: int, workdir: Path) -> dict[str, float]:
     code = f"""
 import json, resource
 from datetime import UTC, datetime
-from glue_processor.read.task import FileTask, TaskSpec, run_task
+from glue_processor.read.spec import FileTask, TaskSpec
+from glue_processor.read.task import run_task
 from glue_processor.table.declared import parse_schema
 from glue_processor.table.partitioning import parse_partition_by
 start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

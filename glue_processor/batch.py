@@ -54,7 +54,8 @@ from glue_processor.plan.mirror import Replacement
 from glue_processor.plan.routes import TableConfig, load_routes
 from glue_processor.plan.tasks import Where, plan_tasks
 from glue_processor.read.outcome import Outcome, gather
-from glue_processor.read.task import FileOutcome, TaskResult, TaskSpec, run_task
+from glue_processor.read.spec import TaskSpec
+from glue_processor.read.task import FileOutcome, TaskResult, run_task
 from glue_processor.settings import JobSettings
 from glue_processor.table.datafiles import WrittenFile
 from glue_processor.table.footer import metadata_of

@@ -10,7 +10,7 @@ from datetime import datetime
 from contracts.ledger import BatchStats, CommitRecord, PublishedFile, Replaced, Rewrite, TableShare
 from glue_processor.plan.manifests import BatchPlan, latency_seconds
 from glue_processor.read.outcome import Outcome
-from glue_processor.read.task import Staged
+from glue_processor.read.parts import Staged
 
 
 @dataclass(frozen=True)

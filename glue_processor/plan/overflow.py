@@ -10,7 +10,7 @@ partition: their partition values move to ``_extra`` under their keys and the co
 to be a partition. Two steps choose which:
 
 - a parse task keeps apart the rows of the first ``limit`` partitions it meets (the largest first
-  within a chunk) and moves any other's at once (``read.task._ParquetFiles._within_limit``), so what
+  within a chunk) and moves any other's at once (``read.parts.ParquetParts._within_limit``), so what
   it reports, and the driver holds, is bounded whatever its input;
 - of the partitions the tasks kept, the batch keeps the ``limit`` largest (by bytes; ties by label)
   and the write stage moves the others' rows (:func:`overflow`, here).
@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from glue_processor.read.task import SharedRows, Staged
+from glue_processor.read.parts import SharedRows, Staged
 
 
 def overflow(parts: Sequence[Staged], limit: int, null_label: str, *, run_bytes: int = 2**62) -> list[Staged]:

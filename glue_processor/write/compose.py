@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from glue_processor.read.objects import MIN_PART_BYTES, S3_SCHEMES, ObjectStore, Range
-from glue_processor.read.task import Staged
+from glue_processor.read.parts import Staged
 from glue_processor.table.footer import MAGIC, footer_at, metadata_of
 from glue_processor.write.concat import ConcatError, plan_concat
 

@@ -35,7 +35,7 @@ from glue_processor.plan.sizing import plan_groups
 from glue_processor.read.extra import EXTRA, to_map, values_in
 from glue_processor.read.names import LINEAGE_COLUMNS, column_names
 from glue_processor.read.objects import ObjectStore, local_path, store_for
-from glue_processor.read.task import Staged, _output_table
+from glue_processor.read.parts import Staged, output_table
 from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema, column_type
 from glue_processor.table.footer import footer_at, footer_of, metadata_of
 from glue_processor.write import parquet as parquet_writer
@@ -299,7 +299,7 @@ def _conformed(table: pa.Table, keys: tuple[str, ...], spec: MergeSpec) -> tuple
         columns = [table.column(names[key]).combine_chunks() for key in spilled]
         folded = values_in(columns)
         extra = to_map(spilled, columns, len(table), base=extra)
-    return _output_table(data, spec.keys, lineage, rescued, extra), folded
+    return output_table(data, spec.keys, lineage, rescued, extra), folded
 
 
 def _rewrite(spec: MergeSpec, stores: Callable[[str], ObjectStore], *, extra: pa.Table | None = None) -> Staged:

@@ -11,7 +11,7 @@ come (bounded), and at a *spill* sorts them by partition once:
   re-encoded;
 - the rows of all the other (small) partitions, sorted by partition, are appended to the task's one
   *shared file*, in row groups of about ``SHARED_ROW_GROUP_BYTES``; each partition's rows there are a
-  range of rows, which the task reports like a part (:class:`glue_processor.read.task.SharedRows`).
+  range of rows, which the task reports like a part (:class:`glue_processor.read.parts.SharedRows`).
 
 The write stage gives each merge task a contiguous run of partitions (in label order, the order the
 shared files are sorted in), so a merge task decodes only its share of each shared file's row groups,

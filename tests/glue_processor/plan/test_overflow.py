@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from glue_processor.plan.overflow import overflow
-from glue_processor.read.task import SharedRows, Staged
+from glue_processor.read.parts import SharedRows, Staged
 
 NULL = "kind=null"
 

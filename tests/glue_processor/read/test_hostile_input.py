@@ -24,7 +24,8 @@ from contracts.column_names import MAX_LENGTH, valid_column_name
 from glue_processor.plan.ranges import count_lines, number_ranges
 from glue_processor.read import names, ndjson
 from glue_processor.read.objects import local_path
-from glue_processor.read.task import FileTask, memory_bound, run_task
+from glue_processor.read.spec import FileTask
+from glue_processor.read.task import memory_bound, run_task
 from glue_processor.read.text import Limits
 from tests.glue_processor.read.test_task import file_task, spec
 

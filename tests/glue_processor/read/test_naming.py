@@ -17,7 +17,7 @@ from contracts.column_names import fit
 from glue_processor.read import names as T
 from glue_processor.read.extra import admit
 from glue_processor.read.ndjson import parse_ndjson
-from glue_processor.read.task import TaskSpec
+from glue_processor.read.spec import TaskSpec
 
 
 def _reference_names(keys: list[str]) -> list[tuple[str, str]]:

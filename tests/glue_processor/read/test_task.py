@@ -15,10 +15,13 @@ import boto3
 import pyarrow.parquet as pq
 import pytest
 
+from glue_processor.read import parts
 from glue_processor.read import task as tasks
 from glue_processor.read.names import LINEAGE_COLUMNS
 from glue_processor.read.objects import LocalStore, ObjectMissing, S3Store, local_path, split_s3, store_for
-from glue_processor.read.task import FileTask, Staged, TaskSpec, run_task
+from glue_processor.read.parts import ParquetParts, Staged
+from glue_processor.read.spec import FileTask, TaskSpec
+from glue_processor.read.task import run_task
 from glue_processor.write.merge import MergeSpec, merge_parts
 
 NOW = datetime.now(UTC)
@@ -314,13 +317,13 @@ def test_rows_partitions_hold_are_written_when_nothing_else_is_pending_at_the_en
     rows = [{"a": str(i), "kind": "xyz"[i % 3]} for i in range(300)]
     (root / "p.json").write_bytes("".join(json.dumps(r) + "\n" for r in rows).encode())
     # Given every piece of rows flushed as it is added (so nothing is pending when the task ends)
-    real_add = tasks._ParquetFiles.add
+    real_add = ParquetParts.add
 
     def add_then_flush(self: Any, table: Any, keys: Any) -> None:
         real_add(self, table, keys)
         self._flush()
 
-    monkeypatch.setattr(tasks._ParquetFiles, "add", add_then_flush)
+    monkeypatch.setattr(ParquetParts, "add", add_then_flush)
     out = f"file://{tmp_path}/out"
     result = run_task(
         spec(
@@ -395,7 +398,7 @@ def test_a_row_groups_lineage_dictionary_holds_only_the_objects_its_rows_come_fr
     holds the values its rows use, in a partition's own part and in the shared file's row groups."""
     from glue_processor.table.partitioning import parse_partition_by
 
-    monkeypatch.setattr(tasks, "SHARED_ROW_GROUP_BYTES", 16 * 1024)  # the shared file in several row groups
+    monkeypatch.setattr(parts, "SHARED_ROW_GROUP_BYTES", 16 * 1024)  # the shared file in several row groups
     root = tmp_path / "src"
     root.mkdir()
     files = []

@@ -187,7 +187,7 @@ def test_partition_sources_keep_their_bounds_whatever_the_metrics_configuration(
 
 
 def test_a_plan_that_does_not_reach_a_task_whole_leaves_the_statistics_to_the_driver(tmp_path: Path) -> None:
-    from glue_processor.read.task import Staged
+    from glue_processor.read.parts import Staged
     from glue_processor.write.merge import MergeSpec, _with_stats
 
     # Given a plan whose schema the task cannot read back (another pyiceberg on the executor, say)

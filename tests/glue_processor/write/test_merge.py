@@ -9,7 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from glue_processor.read.objects import local_path
-from glue_processor.read.task import FileTask, TaskSpec, run_task
+from glue_processor.read.spec import FileTask, TaskSpec
+from glue_processor.read.task import run_task
 from glue_processor.write.merge import merge_parts, plan_merge
 
 NOW = datetime.now(UTC)
@@ -77,7 +78,7 @@ def test_a_full_part_with_the_final_columns_is_kept_as_it_is(tmp_path: Path) -> 
 
 
 def test_parts_of_a_quarter_target_pack_into_files_on_target() -> None:
-    from glue_processor.read.task import Staged
+    from glue_processor.read.parts import Staged
 
     # Given 20 parts of 36 MB (714 MB, 5.6 targets): six files would be 108-144 MB, two outside ±15%
     mb = 1024 * 1024
@@ -92,7 +93,7 @@ def test_parts_of_a_quarter_target_pack_into_files_on_target() -> None:
 def test_the_null_partition_past_the_limit_is_packed_in_the_order_of_its_shared_files() -> None:
     import random
 
-    from glue_processor.read.task import SharedRows, Staged
+    from glue_processor.read.parts import SharedRows, Staged
 
     # Given moved ranges of three shared files, interleaved as the tasks reported them (20 each, 10 bytes)
     parts = [
