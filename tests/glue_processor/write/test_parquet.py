@@ -13,6 +13,7 @@ import pytest
 
 from glue_processor.read.extra import EXTRA_TYPE
 from glue_processor.write import parquet as parquet_writer
+from glue_processor.write.concat import concat
 
 
 def test_only_columns_whose_values_repeat_get_a_dictionary(tmp_path: Path) -> None:
@@ -36,6 +37,45 @@ def test_only_columns_whose_values_repeat_get_a_dictionary(tmp_path: Path) -> No
     assert not any("DICTIONARY" in e for e in encodings["id"])
     assert pq.read_table(path).equals(table)
     assert parquet_writer.dictionary_columns(table) == ["kind"]
+
+
+def test_a_map_columns_keys_get_a_dictionary_when_they_repeat_and_files_of_either_concatenate(
+    tmp_path: Path,
+) -> None:
+    # Given _extra maps whose keys repeat (names of keys past the column bound, values all distinct),
+    # and maps whose every key is new (a producer keying a map by id)
+    n = 4000
+    names = [f"attr_{i:03d}" for i in range(40)]
+    repeating = pa.table(
+        {
+            "id": pa.array([str(i) for i in range(n)]),
+            "_extra": pa.array(
+                [[(names[(i + j) % 40], f"v{i}-{j}") for j in range(i % 4)] or None for i in range(n)], EXTRA_TYPE
+            ),
+        }
+    )
+    ids = pa.array([str(i) for i in range(n)])
+    distinct = pa.table({"id": ids, "_extra": pa.array([[(f"k{i}", "v")] for i in range(n)], EXTRA_TYPE)})
+    # When each is written by the job's writer
+    assert parquet_writer.dictionary_columns(repeating) == ["_extra.key_value.key"]
+    assert parquet_writer.dictionary_columns(distinct) == []
+    paths = [tmp_path / "repeating.parquet", tmp_path / "distinct.parquet"]
+    for table, path in zip((repeating, distinct), paths, strict=True):
+        parquet_writer.write(table, path)
+
+    # Then the repeating keys are dictionary-encoded (and no value is), the others plain; every
+    # value reads back, and the two files concatenate by bytes (encodings are per column chunk)
+    def encodings(path: Path) -> dict[str, tuple[str, ...]]:
+        meta = pq.ParquetFile(path).metadata.row_group(0)
+        return {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
+
+    first, second = encodings(paths[0]), encodings(paths[1])
+    assert any("DICTIONARY" in e for e in first["_extra.key_value.key"])
+    assert not any("DICTIONARY" in e for e in first["_extra.key_value.value"])
+    assert not any("DICTIONARY" in e for e in second["_extra.key_value.key"])
+    assert pq.read_table(paths[0]).equals(repeating)
+    assert concat(paths, tmp_path / "both.parquet") == 2 * n
+    assert pq.read_table(tmp_path / "both.parquet").equals(pa.concat_tables([repeating, distinct]))
 
 
 def test_every_page_is_arrows_and_each_table_is_one_row_group_on_disk_at_once(tmp_path: Path) -> None:
