@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -41,21 +42,35 @@ def dictionary_columns(table: pa.Table) -> list[str]:
     chosen = []
     for name, column in zip(table.column_names, table.columns, strict=True):
         if pa.types.is_map(column.type):
-            if _repeats(_map_keys(column.slice(0, SAMPLE_ROWS))):
+            # keys of a nested type get none (Arrow has no unique of them)
+            if not pa.types.is_nested(column.type.key_type) and _repeats(_map_keys(column)):
                 chosen.append(f"{name}.key_value.key")
         elif not pa.types.is_nested(column.type) and _repeats(column.slice(0, SAMPLE_ROWS).drop_null()):
             chosen.append(name)
     return chosen
 
 
-def _map_keys(column: pa.ChunkedArray) -> pa.Array:
-    """The keys of a map column's entries, its slice's only (a chunk's ``keys`` are its whole
-    buffer's, whatever the slice: its offsets say which are the slice's)."""
-    keys = []
-    for chunk in column.chunks:
-        if len(chunk):
-            start, end = chunk.offsets[0].as_py(), chunk.offsets[-1].as_py()
-            keys.append(chunk.keys.slice(start, end - start))
+def _map_keys(column: pa.ChunkedArray, most: int = SAMPLE_ROWS) -> pa.Array:
+    """The keys of a map column's first entries, about ``most`` of them (as many as a flat column's
+    sample has values, however many entries a row has): of its slice only (a chunk's ``keys`` are
+    its whole buffer's, whatever the slice: its offsets say which are the slice's), and of non-NULL
+    rows only (Arrow lets a NULL row's offsets span entries)."""
+    keys: list[pa.Array] = []
+    taken = 0
+    for whole in column.slice(0, most).chunks:
+        if not len(whole):
+            continue
+        ends = whole.offsets.to_numpy()
+        rows = max(1, min(len(whole), int(np.searchsorted(ends, ends[0] + most - taken))))  # rows that reach it
+        chunk = whole.slice(0, rows)
+        offsets = chunk.offsets
+        start, end = offsets[0].as_py(), offsets[-1].as_py()
+        own = pc.subtract(offsets, offsets[0])  # from 0: Arrow takes no NULL mask with a slice's offsets
+        found = pc.list_flatten(pa.ListArray.from_arrays(own, chunk.keys[start:end], mask=chunk.is_null()))
+        keys.append(found)
+        taken += len(found)
+        if taken >= most:
+            break
     return pa.concat_arrays(keys) if keys else pa.array([], column.type.key_type)
 
 

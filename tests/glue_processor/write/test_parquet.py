@@ -150,3 +150,24 @@ def test_spark_reads_every_row_whatever_its_reader_and_splits(spark: Any, tmp_pa
         # Then every row is read once, with its values
         assert splits > 1
         assert rows == want, vectorized
+
+
+def test_a_maps_key_sample_is_bounded_reads_only_its_rows_and_skips_nested_keys(tmp_path: Path) -> None:
+    # Given maps of 1,000 entries a row, a NULL row whose offsets still span entries, and a map whose
+    # keys are structs (a table's older files may hold any type: compaction rewrites them)
+    wide = pa.table({"_extra": pa.array([[(f"k{j}", "v") for j in range(1000)]] * 50, EXTRA_TYPE)})
+    base = pa.array([[("a", "1")], [("x", "2"), ("y", "3")], [("a", "4")]], EXTRA_TYPE)
+    hidden = pa.MapArray.from_arrays(base.offsets, base.keys, base.items, mask=pa.array([False, True, False]))
+    struct_keys = pa.table(
+        {"m": pa.array([[({"a": 1}, "v")]] * 10, pa.map_(pa.struct([("a", pa.int32())]), pa.string()))}
+    )
+    # Then the sample holds about as many keys as a flat column's holds values, from whole rows
+    sample = parquet_writer._map_keys(wide.column(0))
+    assert parquet_writer.SAMPLE_ROWS <= len(sample) < parquet_writer.SAMPLE_ROWS + 1000
+    # ... only the keys of rows that are not NULL, within the slice
+    assert parquet_writer._map_keys(pa.chunked_array([hidden])).to_pylist() == ["a", "a"]
+    assert parquet_writer._map_keys(pa.chunked_array([hidden]).slice(1)).to_pylist() == ["a"]
+    # ... and a map of struct keys gets no dictionary and writes as before
+    assert parquet_writer.dictionary_columns(struct_keys) == []
+    parquet_writer.write(struct_keys, tmp_path / "s.parquet")
+    assert pq.read_table(tmp_path / "s.parquet").equals(struct_keys)
