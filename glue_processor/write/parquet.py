@@ -62,11 +62,10 @@ def _map_keys(column: pa.ChunkedArray, most: int = SAMPLE_ROWS) -> pa.Array:
             continue
         ends = whole.offsets.to_numpy()
         rows = max(1, min(len(whole), int(np.searchsorted(ends, ends[0] + most - taken))))  # rows that reach it
-        chunk = whole.slice(0, rows)
-        offsets = chunk.offsets
-        start, end = offsets[0].as_py(), offsets[-1].as_py()
-        own = pc.subtract(offsets, offsets[0])  # from 0: Arrow takes no NULL mask with a slice's offsets
-        found = pc.list_flatten(pa.ListArray.from_arrays(own, chunk.keys[start:end], mask=chunk.is_null()))
+        start, end = int(ends[0]), int(ends[rows])
+        own = pa.array(ends[: rows + 1] - start)  # from 0: Arrow takes no NULL mask with a slice's offsets
+        lists = pa.ListArray.from_arrays(own, whole.keys[start:end], mask=whole.slice(0, rows).is_null())
+        found = pc.list_flatten(lists)
         keys.append(found)
         taken += len(found)
         if taken >= most:
