@@ -48,6 +48,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / ".bench" / "stream"
 FILE_MB = 8
 FIVE_RULES = ROOT / "bench" / "five-rules.json"
+# issue 45's floor for every shape, warm, on one core
+FLOOR_MB_S = 60.0
 
 
 def split(files: list[Path], parts: int) -> list[list[Path]]:
@@ -99,7 +101,7 @@ def child(data: Path, out: Path, cores: str, batch_mb: int, *, rules: Path | Non
     steps = run.last.steps.seconds if run.last else {}  # the last batch's driver steps
     progress = {int(p["batchId"]): p for p in run.progress}
     points = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    commits = [p["value"] for p in points if p["name"] == "TableCommitDuration"]
+    commits = batch_commits(points)
     out_rows = []
     for batch_id in sorted(records):
         r, p = records[batch_id], progress.get(batch_id, {})
@@ -125,6 +127,21 @@ def child(data: Path, out: Path, cores: str, batch_mb: int, *, rules: Path | Non
             }
         )
     return {"batches": out_rows}
+
+
+def batch_commits(points: list[dict[str, Any]]) -> list[float]:
+    """Each batch's ``TableCommitDuration`` (ms): the point without a ``Table`` dimension, the whole
+    batch's (record and every table's publication); the per-table points beside it are one table's."""
+    return [
+        p["value"] for p in points if p["name"] == "TableCommitDuration" and "Table" not in (p.get("dimensions") or {})
+    ]
+
+
+def verdict(rates: list[tuple[float, str]], floor: float = FLOOR_MB_S) -> str:
+    """How many shapes make ``floor`` MB/s per core, and which do not (with their rates)."""
+    under = [f"{shape} {rate:.1f}" for rate, shape in sorted(rates) if rate < floor]
+    line = f"shapes at {floor:.0f} MB/s per core or more: {len(rates) - len(under)} of {len(rates)}"
+    return line + (f"; under it: {', '.join(under)}" if under else "")
 
 
 STAGE_HEADERS = [
@@ -312,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     with_rules = f", checking the rules of {args.rules.name}" if args.rules else ""
     print(f"the stream, warm batch of ~{args.mb} MB per shape on {args.cores} core(s){with_rules}, slowest first")
     print(aligned(headers, table, left=1))
+    print(verdict([(rate, shape) for rate, shape, _ in rows]))
     print("\nwhere a warm batch's time goes (s), slowest first")
     print(aligned(STAGE_HEADERS, [stage_row(shape, w) for _, shape, w in rows], left=1))
     serial = sorted(w["serial_s"] for _, _, w in rows)

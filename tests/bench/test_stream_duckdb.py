@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bench.stream import _duckdb_cells, duckdb_child, split, table_columns
+from bench.stream import _duckdb_cells, batch_commits, duckdb_child, split, table_columns, verdict
 from glue_processor.read.names import LINEAGE_COLUMNS
 
 
@@ -53,3 +53,25 @@ def test_the_warm_batch_is_the_second_manifests_files() -> None:
 def test_ours_against_duckdb_is_its_time_over_ours() -> None:
     warm = {"batch_s": 2.0, "duckdb": {"seconds": 4.0, "mb": 120.0}}
     assert _duckdb_cells(warm, cores=1) == ["4.00", "30.0", "2.00"]
+
+
+def test_a_batchs_commit_is_its_own_point_not_a_tables() -> None:
+    # the job publishes TableCommitDuration per table and for the whole batch (contracts/metrics.py):
+    # taking all of them gave two a batch, and the column printed "-" for every shape
+    job = {"JobName": "local", "QueryName": "q"}
+    points = [
+        {"name": "TableCommitDuration", "dimensions": {**job, "Table": "events"}, "value": 26.5},
+        {"name": "TableCommitDuration", "dimensions": job, "value": 83.2},
+        {"name": "BatchDuration", "dimensions": job, "value": 900.0},
+        {"name": "TableCommitDuration", "dimensions": {**job, "Table": "events"}, "value": 16.1},
+        {"name": "TableCommitDuration", "dimensions": job, "value": 46.9},
+    ]
+    assert batch_commits(points) == [83.2, 46.9]
+
+
+def test_the_verdict_names_each_shape_under_the_floor() -> None:
+    rates = [(91.3, "compact"), (32.6, "sparse-keys"), (60.0, "crlf"), (59.9, "tiny-records")]
+    assert verdict(rates) == (
+        "shapes at 60 MB/s per core or more: 2 of 4; under it: sparse-keys 32.6, tiny-records 59.9"
+    )
+    assert verdict([(61.0, "compact")]) == "shapes at 60 MB/s per core or more: 1 of 1"
