@@ -41,6 +41,7 @@ from typing import Any
 
 from bench.machine import probe
 from bench.shapes import SHAPES, generate
+from contracts.metrics import TABLE_COMMIT_DURATION, TABLE_DIMENSION
 from glue_processor.local.text import aligned
 
 MB = 1024 * 1024
@@ -133,7 +134,7 @@ def batch_commits(points: list[dict[str, Any]]) -> list[float]:
     """Each batch's ``TableCommitDuration`` (ms): the point without a ``Table`` dimension, the whole
     batch's (record and every table's publication); the per-table points beside it are one table's."""
     return [
-        p["value"] for p in points if p["name"] == "TableCommitDuration" and "Table" not in (p.get("dimensions") or {})
+        p["value"] for p in points if p["name"] == TABLE_COMMIT_DURATION.name and TABLE_DIMENSION not in p["dimensions"]
     ]
 
 
