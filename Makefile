@@ -53,7 +53,7 @@ FORMAT ?= table
 FUZZ_SECONDS ?= 300
 VALUES ?= 200000
 LIMIT ?= 10000
-.PHONY: help setup setup-dev parity run metrics query compact commit-cost conversion autoscale status reconcile backfill reliability bench bench-stream bench-serial bench-rules bench-commits bench-overwrites bench-partitions bench-cardinality bench-routing sizing intake bookkeeping memory template package plan deploy destroy smoke test test-fast sanitize fuzz lint format clean
+.PHONY: help setup setup-dev parity run metrics query compact commit-cost conversion autoscale status reconcile backfill reliability bench bench-stream bench-scale bench-serial bench-rules bench-commits bench-overwrites bench-partitions bench-cardinality bench-routing sizing intake bookkeeping memory template package plan deploy destroy smoke test test-fast sanitize fuzz lint format clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -122,9 +122,10 @@ backfill: setup ## manifests for existing objects from an S3 Inventory report, s
 reconcile: setup ## objects that landed but were never ingested (or twice), per table, from the load history: make reconcile [WORKDIR=...] [REQUEUE=1] [FROM=ledger]
 	@$(BIN)/python -m glue_processor.local.reconcile --workdir "$(WORKDIR)" $(if $(REQUEUE),--requeue) $(if $(FROM),--from $(FROM))
 
-bench: setup-dev ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on the same files, then the stream per producer shape on one core, a trigger's serial cost (and the stream again checking five rules), then partitioned batches, then three datasets routed to three tables, then overwrites on a 1,000-file table, then a batch's commit path through 3,000 batches: make bench [BENCH_MB=1024]
+bench: setup-dev ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on the same files, then the stream per producer shape on one core, a warm 200 MB batch on one core and two against Amdahl's ceiling, a trigger's serial cost (and the stream again checking five rules), then partitioned batches, then three datasets routed to three tables, then overwrites on a 1,000-file table, then a batch's commit path through 3,000 batches: make bench [BENCH_MB=1024]
 	$(BIN)/python -m bench.run --mb $(BENCH_MB)
 	$(BIN)/python -m bench.stream --duckdb
+	$(BIN)/python -m bench.scale
 	$(BIN)/python -m bench.serial
 	$(MAKE) --no-print-directory bench-rules
 	$(BIN)/python -m bench.partitions
@@ -138,6 +139,9 @@ bench-rules: setup-dev ## what rules cost: the stream per producer shape as benc
 
 bench-stream: setup-dev ## the job as it streams, per producer shape: two ~120 MB batches through the real query on one core, the warm one's BatchDuration, parallel and serial parts, and DuckDB on the same files and columns, slowest first
 	$(BIN)/python -m bench.stream --duckdb
+
+bench-scale: setup-dev ## does a batch use every core: a warm ~200 MB batch through the real query on one core and on two, rounds alternated, its parse, write and the rest, the speed-up and Amdahl's ceiling from the one-core batch
+	$(BIN)/python -m bench.scale
 
 bench-serial: setup-dev ## a trigger's serial cost (all but its parallel parse and write) once the job has run a while: 150 small batches through the real query on one core, the medians of the last half, itemised; PASS under 0.3 s
 	$(BIN)/python -m bench.serial
