@@ -188,10 +188,12 @@ def _pinned(cores: str) -> list[str]:
     return ["taskset", "-c", _cpus(cores)] if shutil.which("taskset") else []
 
 
-def measure(shape: str, *, mb: int, cores: str, rules: Path | None = None) -> dict[str, Any]:
-    data = DATA / shape / "bkt"
+def measure(shape: str, *, mb: int, cores: str, rules: Path | None = None, root: Path = DATA) -> dict[str, Any]:
+    """One shape's two batches in a fresh process pinned to ``cores`` CPUs; its data and runs under
+    ``root`` (a bench of another batch size keeps its own: the data is cached by size)."""
+    data = root / shape / "bkt"
     generate(data, shape, total_mb=2 * mb, file_mb=FILE_MB)
-    out = DATA / "runs" / f"{shape}-{cores}"
+    out = root / "runs" / f"{shape}-{cores}"
     shutil.rmtree(out, ignore_errors=True)
     # what the shapes before wrote goes to disk now, not in the kernel's writeback during this one
     # (~250 MB of Parquet each: the last shapes of a run were up to 1.7x slower without this)
