@@ -122,7 +122,7 @@ backfill: setup ## manifests for existing objects from an S3 Inventory report, s
 reconcile: setup ## objects that landed but were never ingested (or twice), per table, from the load history: make reconcile [WORKDIR=...] [REQUEUE=1] [FROM=ledger]
 	@$(BIN)/python -m glue_processor.local.reconcile --workdir "$(WORKDIR)" $(if $(REQUEUE),--requeue) $(if $(FROM),--from $(FROM))
 
-bench: setup-dev ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on the same files, then the stream per producer shape on one core, a warm 200 MB batch on one core and two against Amdahl's ceiling, a trigger's serial cost (and the stream again checking five rules), then partitioned batches, then three datasets routed to three tables, then overwrites on a 1,000-file table, then a batch's commit path through 3,000 batches: make bench [BENCH_MB=1024]
+bench: setup-dev ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on the same files, then the stream per producer shape on one core, a warm 200 MB batch on one core and two (each part's seconds past a perfect split), a trigger's serial cost (and the stream again checking five rules), then partitioned batches, then three datasets routed to three tables, then overwrites on a 1,000-file table, then a batch's commit path through 3,000 batches: make bench [BENCH_MB=1024]
 	$(BIN)/python -m bench.run --mb $(BENCH_MB)
 	$(BIN)/python -m bench.stream --duckdb
 	$(BIN)/python -m bench.scale
@@ -140,7 +140,7 @@ bench-rules: setup-dev ## what rules cost: the stream per producer shape as benc
 bench-stream: setup-dev ## the job as it streams, per producer shape: two ~120 MB batches through the real query on one core, the warm one's BatchDuration, parallel and serial parts, and DuckDB on the same files and columns, slowest first
 	$(BIN)/python -m bench.stream --duckdb
 
-bench-scale: setup-dev ## does a batch use every core: a warm ~200 MB batch through the real query on one core and on two, rounds alternated, its parse, write and the rest, the speed-up and Amdahl's ceiling from the one-core batch
+bench-scale: setup-dev ## does a batch use every core: a warm ~200 MB batch through the real query on one core and on two, rounds alternated, its parse, write, Spark's steps and the driver's, the speed-up and each part's seconds past a perfect split (the largest named)
 	$(BIN)/python -m bench.scale
 
 bench-serial: setup-dev ## a trigger's serial cost (all but its parallel parse and write) once the job has run a while: 150 small batches through the real query on one core, the medians of the last half, itemised; PASS under 0.3 s
