@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.batch import local_job
+from contracts.ledger import Stage
 from glue_processor.local.text import aligned
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds, record = sorted(mirrored, key=lambda x: x[0])[len(mirrored) // 2]
     rewrites = [r for s in record.tables for r in s.rewrites]
     removed = sum(s.stats.rows_removed for s in record.tables)
-    rewrite_s = record.stats.stage_s.get("rewrite", 0.0)
+    rewrite_s = record.stats.stage_s.get(Stage.REWRITE, 0.0)
     rows = [
         ["no overwrite", f"{base:.2f}", "", "", "", ""],
         [

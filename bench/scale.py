@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.stream import DATA, ROOT, measure
+from contracts.ledger import Stage
 from glue_processor.local.text import aligned
+from glue_processor.metrics.timing import Step
 
 TARGET = 1.8  # issue 45: a warm ~200 MB batch on two cores at least 1.8x one core
-# the job's driver steps of a batch (ManifestBatchJob.steps), in the order it takes them
-DRIVER_STEPS = ("collect", "prepare", "plan", "commit_record", "publish", "report")
+DRIVER_STEPS = Step.IN_ORDER  # the job's driver steps of a batch (ManifestBatchJob.steps)
 PARTS = ("parse", "write", "spark", *DRIVER_STEPS, "other")
 SCALE_DATA = DATA.parent / "scale"  # its own: the stream bench's data of the same shape is of another size
 
@@ -38,7 +39,7 @@ def parts(warm: dict[str, Any]) -> dict[str, float]:
     rest itemised by the job's driver steps where it timed them (``other``: what none of them holds,
     such as the Spark jobs' own start and the Python callback's entry)."""
     stages, steps = warm["stages"], warm.get("steps", {})
-    parse, write = stages.get("read_parse_write", 0.0), stages.get("write", 0.0)
+    parse, write = stages.get(Stage.READ_PARSE_WRITE, 0.0), stages.get(Stage.WRITE, 0.0)
     batch, spark = warm["batch_s"], warm["spark_s"]
     rest = batch - parse - write - spark
     itemised = {name: float(steps.get(name, 0.0)) for name in DRIVER_STEPS}

@@ -30,6 +30,7 @@ from typing import Any
 
 from bench.machine import probe
 from glue_processor.local.text import aligned
+from glue_processor.metrics.timing import Step
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / ".bench" / "serial"
@@ -100,10 +101,9 @@ def child(out: Path, batches: int) -> dict[str, Any]:
     rows = []
     for batch_id in sorted(records):
         d = progress.get(batch_id, {}).get("durationMs", {})
-        stages = dict(records[batch_id].stats.stage_s)
         s = steps.get(batch_id, {})
         total, add = d.get("triggerExecution", 0) / 1000, d.get("addBatch", 0) / 1000
-        parallel = stages.get("read_parse_write", 0.0) + stages.get("write", 0.0)
+        parallel = records[batch_id].stats.parallel_s
         rows.append(
             {
                 "batch": batch_id,
@@ -111,12 +111,12 @@ def child(out: Path, batches: int) -> dict[str, Any]:
                 "parallel_s": parallel,
                 "serial_s": total - parallel,
                 "Spark's steps": total - add,
-                "callback": add - s.get("total", add),
-                "manifests": s.get("collect", 0.0),
-                "plan": s.get("prepare", 0.0) + s.get("plan", 0.0),
-                "record": s.get("commit_record", 0.0),
-                "publish": s.get("publish", 0.0),
-                "report": s.get("report", 0.0),
+                "callback": add - s.get(Step.TOTAL, add),
+                "manifests": s.get(Step.COLLECT, 0.0),
+                "plan": s.get(Step.PREPARE, 0.0) + s.get(Step.PLAN, 0.0),
+                "record": s.get(Step.COMMIT_RECORD, 0.0),
+                "publish": s.get(Step.PUBLISH, 0.0),
+                "report": s.get(Step.REPORT, 0.0),
                 "spark": d,
             }
         )

@@ -41,8 +41,10 @@ from typing import Any
 
 from bench.machine import probe
 from bench.shapes import SHAPES, generate
+from contracts.ledger import Stage
 from contracts.metrics import TABLE_COMMIT_DURATION, TABLE_DIMENSION
 from glue_processor.local.text import aligned
+from glue_processor.metrics.timing import Step
 
 MB = 1024 * 1024
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,7 +110,7 @@ def child(data: Path, out: Path, cores: str, batch_mb: int, *, rules: Path | Non
         r, p = records[batch_id], progress.get(batch_id, {})
         d = p.get("durationMs", {})
         stages = dict(r.stats.stage_s)
-        parallel = stages.get("read_parse_write", 0.0) + stages.get("write", 0.0)
+        parallel = r.stats.parallel_s
         total = d.get("triggerExecution", 0) / 1000
         out_rows.append(
             {
@@ -163,18 +165,18 @@ def stage_row(shape: str, w: dict[str, Any]) -> list[str]:
     """A warm batch's time by stage: Spark's own steps (its trigger less ``addBatch``), the Python
     callback's entry (``addBatch`` less the job's own time), then the job's driver steps and stages."""
     steps, stages = w.get("steps", {}), w["stages"]
-    callback = w["add_batch_s"] - steps.get("total", w["add_batch_s"])
+    callback = w["add_batch_s"] - steps.get(Step.TOTAL, w["add_batch_s"])
     return [
         shape,
         f"{w['spark_s']:.2f}",
         f"{callback:.2f}",
-        f"{steps.get('collect', 0):.2f}",
-        f"{steps.get('prepare', 0) + steps.get('plan', 0):.2f}",
-        f"{stages.get('read_parse_write', 0):.2f}",
-        f"{stages.get('write', 0):.2f}",
-        f"{steps.get('commit_record', 0):.3f}",
-        f"{steps.get('publish', 0):.3f}",
-        f"{steps.get('report', 0):.3f}",
+        f"{steps.get(Step.COLLECT, 0):.2f}",
+        f"{steps.get(Step.PREPARE, 0) + steps.get(Step.PLAN, 0):.2f}",
+        f"{stages.get(Stage.READ_PARSE_WRITE, 0):.2f}",
+        f"{stages.get(Stage.WRITE, 0):.2f}",
+        f"{steps.get(Step.COMMIT_RECORD, 0):.3f}",
+        f"{steps.get(Step.PUBLISH, 0):.3f}",
+        f"{steps.get(Step.REPORT, 0):.3f}",
     ]
 
 
@@ -266,7 +268,7 @@ def measure_duckdb(shape: str, *, cores: str) -> dict[str, Any]:
 def _rules_cells(w: dict[str, Any], cores: int) -> list[str]:
     """The task seconds the rules took (a part of the parse; over the cores, as the tasks share
     them), and their share of the batch."""
-    seconds = w["stages"].get("rules", 0.0) / max(1, cores)
+    seconds = w["stages"].get(Stage.RULES, 0.0) / max(1, cores)
     return [f"{seconds:.2f}", f"{100 * seconds / w['batch_s']:.1f}" if w["batch_s"] else "-"]
 
 

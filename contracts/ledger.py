@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -90,6 +90,19 @@ def object_identity(bucket: str, key: str, etag: str, version_id: str | None) ->
     return f"{etag} {version_id or '-'} s3://{bucket}/{key}"
 
 
+class Stage:
+    """The keys of :attr:`BatchStats.stage_s`: a batch's wall seconds by stage, as the job times them."""
+
+    READ_PARSE_WRITE: Final = "read_parse_write"  # plan the parse tasks, run them: read, parse, stage parts
+    WRITE: Final = "write"  # the parts into data files of about the target size
+    REWRITE: Final = "rewrite"  # the files of rows a mirrored table retracts, rewritten without them
+    WRITE_QUARANTINE: Final = "write_quarantine"
+    # the parse tasks' seconds in the tables' rules, summed over the tasks (a part of READ_PARSE_WRITE)
+    RULES: Final = "rules"
+    # the stages the executors run: the work that scales with them
+    PARALLEL: Final = (READ_PARSE_WRITE, WRITE)
+
+
 class BatchStats(_Frozen):
     # figures a later version adds are left out here, not refused: a job rolled back to this version
     # still reads the records written since (the other models refuse what they do not know)
@@ -134,6 +147,11 @@ class BatchStats(_Frozen):
     stage_s: dict[str, float] = Field(default_factory=dict)
     max_latency_s: float | None = None
     p95_latency_s: float | None = None
+
+    @property
+    def parallel_s(self) -> float:
+        """The seconds of the stages the executors run (:attr:`Stage.PARALLEL`)."""
+        return sum(self.stage_s.get(stage, 0.0) for stage in Stage.PARALLEL)
 
 
 # Fields of BatchStats added after records were first written: a record leaves them out at 0 (its

@@ -26,7 +26,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import DataFrame, SparkSession
 
 from contracts.exceptions import FencedOut, RowsLost
-from contracts.ledger import CommitRecord
+from contracts.ledger import CommitRecord, Stage
 from contracts.manifest import Manifest
 from glue_processor import faults, workers
 from glue_processor.commit import after_load
@@ -47,6 +47,7 @@ from glue_processor.commit.publisher import Publisher
 from glue_processor.commit.record import Attempt, ShareResult, in_place, make_record, name_outputs
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.metrics.report import report
+from glue_processor.metrics.timing import Step, Stopwatch
 from glue_processor.mirror import Mirror, ShareRemovals
 from glue_processor.plan.manifests import BatchPlan, SourceFile, plan_batch, poison_plan
 from glue_processor.plan.memory import Memory
@@ -139,14 +140,14 @@ class ManifestBatchJob:
         self._unheld: list[SetAside] = []  # shares set aside whose keys are not held yet (see _hold_pending)
         self.fenced = False  # set when another run committed a batch first: this run stops
         self.sleep: Any = None  # how publication waits between attempts (None: time.sleep; tests: no wait)
-        self.steps = Stages()  # the latest batch's driver steps, timed (bench/stream.py reports them)
+        self.steps = Stopwatch()  # the latest batch's driver steps, timed (bench/stream.py reports them)
         self._said: set[tuple[str, str]] = set()  # (table, column) a misnamed rule was said of
 
     # -- the stream's side ------------------------------------------------------------------
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        self.steps = Stages()
-        with self.steps("total"):
-            with self.steps("collect"):
+        self.steps = Stopwatch()
+        with self.steps(Step.TOTAL):
+            with self.steps(Step.COLLECT):
                 # the stream's own columns (glue_processor/stream.py): a select on top would cost the
                 # batch its analysis and planning again, ~20 ms of each trigger
                 rows = batch_df.collect()
@@ -261,7 +262,7 @@ class ManifestBatchJob:
         A batch that raises is counted; after ``max_batch_attempts`` failures its manifests are
         quarantined with the last error and the stream moves on (poison manifests).
         """
-        with self.steps("prepare"):
+        with self.steps(Step.PREPARE):
             if not self._resumed:
                 self._resumed = True
                 self.resume()
@@ -271,7 +272,7 @@ class ManifestBatchJob:
             existing = committer.load(batch_id)
         if existing is not None:
             return self._finish(existing, committer)
-        with self.steps("prepare"):
+        with self.steps(Step.PREPARE):
             failures = Failures(self.fs, self.settings.output_uri, self.query_id)
             failed = failures.get(batch_id)
         if failed["count"] >= self.settings.max_batch_attempts:
@@ -279,7 +280,7 @@ class ManifestBatchJob:
             logger.error("quarantining poison manifests", extra={"batch_id": batch_id, "manifests": len(manifests)})
             return self._run(poison_plan(manifests, reason), batch_id, committer)
         try:
-            with self.steps("plan"):
+            with self.steps(Step.PLAN):
                 window = self.mirror.window(self.memory.ingested)
                 plan = plan_batch(manifests, self.settings, ingested=window, route=self.routes.table_of)
                 replacing = self.mirror.plan(plan, self.tables, spark_map=self._spark_map)
@@ -311,12 +312,12 @@ class ManifestBatchJob:
         for name in replacing or {}:  # a table whose share only retracts rows still commits
             by_table.setdefault(name, [])
         shares = [self._share(name, files, attempt) for name, files in by_table.items()]
-        stages = Stages()
+        stages = Stopwatch()
         if shares:
-            with stages("read_parse_write"):  # plan the tasks, read
+            with stages(Stage.READ_PARSE_WRITE):  # plan the tasks, read
                 self._read(shares, Where(f"{staging}/parts", quarantine_staging, batch_id, now))
             faults.hit("after-read")
-            with stages("write"):
+            with stages(Stage.WRITE):
                 in_place_sink = self.tables.first.in_place
                 write_files(
                     [
@@ -342,7 +343,7 @@ class ManifestBatchJob:
             self._misnamed_rules(s)
         removed = {}
         if replacing:  # the files holding the rows of the versions replaced, without them
-            with stages("rewrite"):
+            with stages(Stage.REWRITE):
                 removed = self.mirror.rewrite(
                     self.tables,
                     shares,
@@ -357,7 +358,7 @@ class ManifestBatchJob:
         for r in removed.values():
             written.update(r.written)
         self._check(shares, results, driver, written)
-        with stages("write_quarantine"):
+        with stages(Stage.WRITE_QUARANTINE):
             for s in shares:
                 driver.rejections.extend(s.outcome.rejections)
             write_rejections(self.fs, driver, quarantine_staging, batch_id)
@@ -377,7 +378,7 @@ class ManifestBatchJob:
             stage_s={**stages.seconds, **_rules_seconds(shares)},
         )
         committing = time.monotonic()
-        with self.steps("commit_record"):
+        with self.steps(Step.COMMIT_RECORD):
             committer.commit(record)
         self.committed.append(record)
         return self._finish(record, committer, written, since=committing)
@@ -484,7 +485,7 @@ class ManifestBatchJob:
         if not fresh:
             logger.info("batch already committed; finishing publication", extra={"batch_id": record.batch_id})
         publishing = time.monotonic() if since is None else since
-        with self.steps("publish"):
+        with self.steps(Step.PUBLISH):
             settlements = self.publisher().publish(record, committer, written, fresh=fresh)
         self.last_commit_ms = (time.monotonic() - publishing) * 1000
         faults.hit("after-batch")
@@ -493,7 +494,7 @@ class ManifestBatchJob:
         abandoned = {s.table for s in settlements if s.settled == "abandoned"}
         if fresh:
             self.memory.published(record, abandoned=abandoned)
-        with self.steps("report"):
+        with self.steps(Step.REPORT):
             report(
                 self.metrics,
                 record,
@@ -636,21 +637,6 @@ def check_rows(share: Share) -> None:
         )
 
 
-class Stages:
-    """Wall time per stage of a batch (recorded in the commit record, for profiling)."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    @contextlib.contextmanager
-    def __call__(self, name: str) -> Iterator[None]:
-        t0 = time.monotonic()
-        try:
-            yield
-        finally:
-            self.seconds[name] = round(self.seconds.get(name, 0.0) + time.monotonic() - t0, 3)
-
-
 def _rules_seconds(shares: Sequence[Any]) -> dict[str, float]:
     seconds = sum(s.outcome.rules_s for s in shares)
-    return {"rules": round(seconds, 4)} if seconds else {}
+    return {Stage.RULES: round(seconds, 4)} if seconds else {}

@@ -21,10 +21,6 @@ OPERATION_METRICS = {
 }
 
 
-# the batch's stages its executors run (glue_processor/batch.py): the work that scales with them
-PARALLEL_STAGES = ("read_parse_write", "write")
-
-
 def _when(progress: Mapping[str, Any]) -> datetime:
     stamp = str(progress.get("timestamp", ""))
     try:
@@ -114,7 +110,7 @@ def record_datums(
             when,
         ),
     ]
-    processing = sum(s.stage_s.get(stage, 0.0) for stage in PARALLEL_STAGES)
+    processing = s.parallel_s
     if processing > 0:
         out.append(datum(M.PROCESSING_DURATION, processing * 1000, dimensions, when))
     if s.output_files:

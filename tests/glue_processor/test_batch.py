@@ -13,9 +13,11 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from contracts.ledger import Stage
 from contracts.manifest import Manifest, ManifestEntry
 from glue_processor.batch import ManifestBatchJob
 from glue_processor.local.buckets import LocalBuckets
+from glue_processor.metrics.timing import Step
 from glue_processor.read.names import LINEAGE_COLUMNS
 from glue_processor.settings import JobSettings, settings_from_mapping
 from tests.helpers import read_rows, visible_parquet
@@ -385,7 +387,8 @@ def test_a_key_found_by_one_task_is_a_column_of_every_file(spark: Any, tmp_path:
         return "".join(json.dumps(r) + "\n" for r in recs).encode()
 
     entries = [env.put("in/plain.json", body(9000, False)), env.put("in/extra.json", body(9000, True))]
-    record = env.job(spark).run([env.manifest("m0", entries)], 0)
+    job = env.job(spark)
+    record = job.run([env.manifest("m0", entries)], 0)
     # Then every file of the batch has the same columns, and no value is lost
     files = visible_parquet(tmp_path / "output")
     assert len(files) >= 2
@@ -393,7 +396,11 @@ def test_a_key_found_by_one_task_is_a_column_of_every_file(spark: Any, tmp_path:
     assert schemas == {("blob", "extra", "id", *LINEAGE_COLUMNS, "_extra")}
     rows = read_rows(tmp_path / "output")
     assert sum(1 for r in rows if r["extra"] is not None) == 9000 == record.stats.records_out - 9000
-    assert "write" in record.stats.stage_s
+    # And the batch timed its stages and its driver steps by the names the benches read them by
+    # (foreachBatch's own steps, total and collect, are __call__'s, not run's)
+    assert set(record.stats.stage_s) == {Stage.READ_PARSE_WRITE, Stage.WRITE, Stage.WRITE_QUARANTINE}
+    assert record.stats.parallel_s == record.stats.stage_s[Stage.READ_PARSE_WRITE] + record.stats.stage_s[Stage.WRITE]
+    assert set(job.steps.seconds) == set(Step.IN_ORDER) - {Step.COLLECT}
 
 
 def test_two_versions_of_one_key_in_a_batch_each_get_their_own_record(spark: Any, tmp_path: Path) -> None:
