@@ -7,7 +7,9 @@ does); unset, ``hit`` is a dictionary lookup that does nothing. Points: ``after-
 docs/mirror.md), ``after-batch`` (published; Spark's checkpoint commit not yet written).
 
 ``INGEST_PAUSE=<point>:<seconds>`` makes the first hit of a point sleep instead (a slow run, for
-races between two runs), touching ``INGEST_PAUSE_MARKER`` when it starts sleeping, if set.
+races between two runs), touching ``INGEST_PAUSE_MARKER`` when it starts sleeping, if set; with
+``INGEST_PAUSE_UNTIL`` set, the sleep ends as soon as that file exists (a test's other run is done,
+however long it took on a loaded machine).
 
 ``INGEST_TWO_RUNS=1`` lifts the local one-run-per-WORKDIR lock, so a test can start two runs of the
 job on one checkpoint, as two Glue runs can (no local lock stands between them there).
@@ -44,7 +46,12 @@ def hit(point: str) -> None:
         marker = os.environ.get("INGEST_PAUSE_MARKER")
         if marker:
             Path(marker).touch()
-        time.sleep(seconds)
+        until = os.environ.get("INGEST_PAUSE_UNTIL")
+        if not until:
+            time.sleep(seconds)
+        deadline = time.monotonic() + seconds
+        while until and not Path(until).exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
     probability = _ARMED.get(point)
     if probability is not None and random.random() < probability:  # noqa: S311 - not cryptography
         os.killpg(os.getpgrp(), signal.SIGKILL)

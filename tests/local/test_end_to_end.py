@@ -189,7 +189,7 @@ def test_two_job_processes_on_one_checkpoint_publish_every_record_once(tmp_path:
     data, work = tmp_path / "data", tmp_path / "work"
     files = {f"f{i}.json": [{"id": i * 100 + j} for j in range(20)] for i in range(3)}
     write_tree(data, files)
-    marker = tmp_path / "slow-run-paused"
+    marker, resume = tmp_path / "slow-run-paused", tmp_path / "slow-run-resumes"
     args = [sys.executable, "-m", "glue_processor.local.cli", "--data", str(data), "--workdir", str(work)]
     args += ["--sqs-batch-size", "3", "--cores", "1"]
 
@@ -197,7 +197,8 @@ def test_two_job_processes_on_one_checkpoint_publish_every_record_once(tmp_path:
         env = {**os.environ, "INGEST_TWO_RUNS": "1", **extra}
         return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
-    slow = start(INGEST_PAUSE="after-stage:20", INGEST_PAUSE_MARKER=str(marker))
+    # (paused until the second run has ended, however long its start takes on a loaded machine)
+    slow = start(INGEST_PAUSE="after-stage:300", INGEST_PAUSE_MARKER=str(marker), INGEST_PAUSE_UNTIL=str(resume))
     deadline = time.monotonic() + 300
     while not marker.exists() and slow.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -205,6 +206,7 @@ def test_two_job_processes_on_one_checkpoint_publish_every_record_once(tmp_path:
     # When the second run re-runs the same batch and commits it while the first is still staging
     fast = start()
     _fast_out, fast_err = fast.communicate(timeout=300)
+    resume.touch()
     slow_out, slow_err = slow.communicate(timeout=300)
     # Then the second run published, the first was fenced out and ended without publishing
     assert fast.returncode == 0, fast_err[-3000:]
