@@ -51,6 +51,8 @@ ON_DELETE ?=
 TABLE_FORMAT ?=
 FORMAT ?= table
 FUZZ_SECONDS ?= 300
+# make test's pytest processes (pytest-xdist): one per core of the 2-core CI machine; more only slowed it
+TEST_WORKERS ?= 2
 VALUES ?= 200000
 LIMIT ?= 10000
 .PHONY: help setup setup-dev parity run metrics query compact commit-cost conversion autoscale status reconcile backfill reliability bench bench-stream bench-scale bench-serial bench-rules bench-commits bench-overwrites bench-partitions bench-cardinality bench-routing sizing intake bookkeeping memory template package plan deploy destroy smoke test test-fast sanitize fuzz lint format clean
@@ -197,8 +199,8 @@ format: setup-dev ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix contracts glue_processor lambdas infra bench tests
 	$(BIN)/ruff format contracts glue_processor lambdas infra bench tests
 
-test: setup-dev lint parity ## everything CI runs: lint, the whole test suite, the native core's tests under ASan and UBSan, a bounded fuzz run
-	$(BIN)/python -m pytest -q
+test: setup-dev lint parity ## everything CI runs: lint, the whole test suite (on TEST_WORKERS=2 processes), the native core's tests under ASan and UBSan, a bounded fuzz run
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 	$(MAKE) --no-print-directory sanitize
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=45
 

@@ -11,6 +11,31 @@ from typing import Any
 import pytest
 
 EVENTS = Path(__file__).parent / "events"
+ROOT = Path(__file__).parent.parent
+# Tests that build what ships in shared places: the wheel (pip wheel of the repo, through its build/),
+# the Lambda zip unpacked and the Glue-like venvs under .parity/ (infra/package.py, infra/parity.py).
+# make test runs the suite on every core (pytest-xdist, --dist loadgroup): these go to one worker, one
+# after another, so no two build the same path at once.
+PARITY = (
+    "tests/lambdas/",
+    "tests/infra/test_package.py",
+    "tests/infra/test_shipped.py",
+    "tests/infra/test_lambda_sdk.py",
+)
+
+
+# The suite's longest tests (each a local run in processes of its own, 20-60 s): handed out first, so
+# the workers do not end waiting on one of them.
+LONGEST = ("tests/local/", "tests/test_backfill.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("dist", "no") == "no":
+        return
+    for item in items:
+        if item.path.relative_to(ROOT).as_posix().startswith(PARITY):
+            item.add_marker(pytest.mark.xdist_group("parity"))
+    items.sort(key=lambda item: not item.path.relative_to(ROOT).as_posix().startswith(LONGEST))
 
 
 def load_event(name: str) -> dict[str, Any]:
