@@ -335,3 +335,15 @@ def test_a_run_stopped_between_batches_leaves_the_rest_for_the_next_and_one_run_
         "query", f"WORKDIR={work}", "FORMAT=csv", "SQL=SELECT count(DISTINCT id) AS n, count(*) AS rows FROM events"
     )
     assert ids.stdout.splitlines()[1] == "6,6", ids.stdout + rest.stdout + out
+
+
+def test_make_test_runs_the_suite_on_the_processes_test_workers_names() -> None:
+    # the README: make test runs the suite on two pytest processes, TEST_WORKERS=N sets how many
+    # (make -n prints the recipes; only the sub-makes run, dry as well)
+    readme = (ROOT / "README.md").read_text()
+    assert "two pytest processes" in readme and "`TEST_WORKERS=N`" in readme
+    for given, workers in ((), "2"), (("TEST_WORKERS=3",), "3"):
+        out = make("-n", "test", *given)
+        assert out.returncode == 0, out.stderr[-2000:]
+        suite = [line for line in out.stdout.splitlines() if line.startswith(".venv/bin/python -m pytest -q -n")]
+        assert suite == [f".venv/bin/python -m pytest -q -n {workers} --dist loadgroup"], out.stdout[-2000:]
