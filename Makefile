@@ -200,7 +200,7 @@ format: setup-dev ## apply ruff's fixes and formatting
 	$(BIN)/ruff format contracts glue_processor lambdas infra bench tests
 
 test: setup-dev lint parity ## everything CI runs: lint, the whole test suite (on TEST_WORKERS=2 processes), the native core's tests under ASan and UBSan, a bounded fuzz run
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 	$(MAKE) --no-print-directory sanitize
 	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=45
 

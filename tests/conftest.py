@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,30 +13,40 @@ import pytest
 
 EVENTS = Path(__file__).parent / "events"
 ROOT = Path(__file__).parent.parent
-# Tests that build what ships in shared places: the wheel (pip wheel of the repo, through its build/),
-# the Lambda zip unpacked and the Glue-like venvs under .parity/ (infra/package.py, infra/parity.py).
-# make test runs the suite on every core (pytest-xdist, --dist loadgroup): these go to one worker, one
-# after another, so no two build the same path at once.
-PARITY = (
+# Tests that build what ships in paths every process of the checkout shares: the wheel (pip wheel of
+# the repo, through its build/), the Lambda zip and its unpacked copy, the Glue-like venvs under .parity/
+# (infra/package.py, infra/parity.py). make test runs the suite on two processes (pytest-xdist): each
+# such test runs holding one file lock (BUILDS_LOCK), so no two build one path at once. (Not an xdist
+# group: with pytest 9.2, xdist 3.8 hands a group's tests to any worker, pytest-xdist#1386.)
+BUILDS = (
     "tests/lambdas/",
     "tests/infra/test_package.py",
     "tests/infra/test_shipped.py",
     "tests/infra/test_lambda_sdk.py",
 )
-
-
+BUILDS_LOCK = ROOT / ".parity" / ".tests-building.lock"
 # The suite's longest tests (each a local run in processes of its own, 20-60 s): handed out first, so
-# the workers do not end waiting on one of them.
+# no worker ends with one of them while the other has nothing left.
 LONGEST = ("tests/local/", "tests/test_backfill.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("dist", "no") == "no":
-        return
+    # runs in every xdist worker, on the same collection: each sorts it the same way
     for item in items:
-        if item.path.relative_to(ROOT).as_posix().startswith(PARITY):
-            item.add_marker(pytest.mark.xdist_group("parity"))
-    items.sort(key=lambda item: not item.path.relative_to(ROOT).as_posix().startswith(LONGEST))
+        if item.nodeid.startswith(BUILDS):
+            item.add_marker(pytest.mark.builds)
+    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """A test marked ``builds`` runs (its fixtures' setup and teardown too) holding BUILDS_LOCK."""
+    if item.get_closest_marker("builds") is None:
+        return (yield)
+    BUILDS_LOCK.parent.mkdir(exist_ok=True)
+    with BUILDS_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        return (yield)
 
 
 def load_event(name: str) -> dict[str, Any]:

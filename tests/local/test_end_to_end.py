@@ -199,15 +199,23 @@ def test_two_job_processes_on_one_checkpoint_publish_every_record_once(tmp_path:
 
     # (paused until the second run has ended, however long its start takes on a loaded machine)
     slow = start(INGEST_PAUSE="after-stage:300", INGEST_PAUSE_MARKER=str(marker), INGEST_PAUSE_UNTIL=str(resume))
-    deadline = time.monotonic() + 300
-    while not marker.exists() and slow.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert marker.exists(), slow.communicate()[1][-3000:]
-    # When the second run re-runs the same batch and commits it while the first is still staging
-    fast = start()
-    _fast_out, fast_err = fast.communicate(timeout=300)
-    resume.touch()
-    slow_out, slow_err = slow.communicate(timeout=300)
+    fast: subprocess.Popen[str] | None = None
+    try:
+        deadline = time.monotonic() + 300
+        while not marker.exists() and slow.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert marker.exists(), slow.communicate()[1][-3000:]
+        # When the second run re-runs the same batch and commits it while the first is still staging
+        fast = start()
+        _fast_out, fast_err = fast.communicate(timeout=300)
+        resume.touch()
+        slow_out, slow_err = slow.communicate(timeout=300)
+    finally:  # a failed test leaves no run behind (the slow one would sleep out its 300 s)
+        resume.touch()
+        for run in (slow, fast):
+            if run is not None and run.poll() is None:
+                run.kill()
+                run.communicate()
     # Then the second run published, the first was fenced out and ended without publishing
     assert fast.returncode == 0, fast_err[-3000:]
     assert slow.returncode == 0, slow_err[-3000:]
