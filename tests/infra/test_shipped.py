@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import socket
 import subprocess
 import tomllib
 import zipfile
@@ -218,9 +217,9 @@ def test_the_job_script_runs_a_batch_from_the_zip(
     import boto3
     from moto.server import ThreadedMotoServer
 
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)  # the kernel's port, kept (see test_smoke)
     server.start()
+    port = server.get_host_and_port()[1]
     endpoint = f"http://127.0.0.1:{port}"
     import urllib.request
 
@@ -266,21 +265,15 @@ def test_the_job_script_runs_a_batch_from_the_zip(
 # ---------------------------------------------------------------- the Lambda zip, on the Lambda runtime
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def _moto_s3(bucket: str) -> Iterator[tuple[str, Any]]:
     """moto's server on loopback with ``bucket``: its endpoint, and an S3 client of this interpreter."""
     import boto3
     from moto.server import ThreadedMotoServer
 
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)  # the kernel's port, kept (see test_smoke)
     server.start()
+    port = server.get_host_and_port()[1]
     try:
         endpoint = f"http://127.0.0.1:{port}"
         s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",

@@ -9,7 +9,6 @@ NOT here: a small thread, :class:`StandInJob`, plays its part (list, parse, appe
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import uuid
 from collections.abc import Iterator
@@ -52,19 +51,15 @@ FOREIGN_URI = f"s3://{LANDING}/{PREFIX}producer/a.json"
 FOREIGN_QUARANTINE = "quarantine/day=1/foreign.json"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     from moto.server import ThreadedMotoServer
 
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    # port 0: the port the kernel gives the server's own socket (one picked, released and taken again
+    # could go to another pytest process in between)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    port = server.get_host_and_port()[1]
     url = f"http://127.0.0.1:{port}"
     for key, value in {
         "AWS_ENDPOINT_URL": url,
