@@ -47,11 +47,12 @@ def hit(point: str) -> None:
         if marker:
             Path(marker).touch()
         until = os.environ.get("INGEST_PAUSE_UNTIL")
-        if not until:
+        if until:
+            deadline = time.monotonic() + seconds
+            while not Path(until).exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+        else:
             time.sleep(seconds)
-        deadline = time.monotonic() + seconds
-        while until and not Path(until).exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
     probability = _ARMED.get(point)
     if probability is not None and random.random() < probability:  # noqa: S311 - not cryptography
         os.killpg(os.getpgrp(), signal.SIGKILL)

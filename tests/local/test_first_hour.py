@@ -25,7 +25,13 @@ pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# make's own variables: under make test they carry its command line's (make test TEST_WORKERS=3
+# FORMAT=csv) into every make a test runs, as if the test had typed them; each make here starts clean
+OUTER_MAKE = ("MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKELEVEL", "TEST_WORKERS")
+
+
 def make(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in OUTER_MAKE}
     return subprocess.run(
         ["make", "-s", "--no-print-directory", *args],
         cwd=cwd,
@@ -33,7 +39,7 @@ def make(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> sub
         text=True,
         timeout=600,
         check=False,
-        env={**os.environ, **(env or {})},
+        env={**clean, **(env or {})},
     )
 
 
@@ -339,15 +345,11 @@ def test_a_run_stopped_between_batches_leaves_the_rest_for_the_next_and_one_run_
 
 def test_make_test_runs_the_suite_on_the_processes_test_workers_names() -> None:
     # the README: make test runs the suite on two pytest processes, TEST_WORKERS=N sets how many
-    # (make -n prints the recipes; only the sub-makes run, dry as well). Under make test, make's own
-    # variables (MAKEFLAGS: TEST_WORKERS=3 as given) would reach this make: they are left out.
+    # (make -n prints the recipes; only the sub-makes run, dry as well)
     readme = (ROOT / "README.md").read_text()
     assert "two pytest processes" in readme and "`TEST_WORKERS=N`" in readme
-    outer = ("MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKELEVEL", "TEST_WORKERS")
-    clean = {k: v for k, v in os.environ.items() if k not in outer}
     for given, workers in ((), "2"), (("TEST_WORKERS=3",), "3"):
-        cmd = ["make", "-s", "--no-print-directory", "-n", "test", *given]
-        out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, env=clean)
+        out = make("-n", "test", *given)
         assert out.returncode == 0, out.stderr[-2000:]
         suite = [line for line in out.stdout.splitlines() if line.startswith(".venv/bin/python -m pytest -q -n")]
         assert suite == [f".venv/bin/python -m pytest -q -n {workers}"], out.stdout[-2000:]
