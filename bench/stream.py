@@ -125,6 +125,7 @@ def child(data: Path, out: Path, cores: str, batch_mb: int, *, rules: Path | Non
                 "job_s": r.stats.duration_s,
                 "commit_ms": commits[len(out_rows)] if len(commits) == len(records) else None,
                 "records": r.stats.records_out,
+                "out_mb": r.stats.output_bytes / MB,
                 "spark": d,
                 "steps": steps if batch_id == max(records) else {},
             }

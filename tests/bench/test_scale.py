@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 import bench.scale as scale
-from bench.scale import PARTS, parts, past_split, verdict
+from bench.machine import Machine
+from bench.scale import PARTS, new_pages, parts, past_split, verdict
 
 
 def _warm(batch: float, parse: float, write: float, spark: float, **steps: float) -> dict[str, Any]:
     stages = {"read_parse_write": parse, "write": write}
-    return {"batch_s": batch, "spark_s": spark, "stages": stages, "steps": {"total": 9.0, **steps}}
+    return {"batch_s": batch, "spark_s": spark, "stages": stages, "steps": {"total": 9.0, **steps}, "out_mb": 148.0}
 
 
 def test_a_batchs_parts_add_up_to_its_duration() -> None:
@@ -66,14 +67,36 @@ def test_a_run_pairs_each_rounds_runs_and_reports_the_best_pair(
         return {"batches": [_warm(9.0, 9.0, 0.0, 0.0), _warm(batch, batch * 0.6, batch * 0.3, 0.0)]}
 
     monkeypatch.setattr(scale, "measure", fake_measure)
+    probed: list[tuple[Path, str]] = []
+
+    def fake_probe(where: Path, cpus: str) -> Machine:
+        probed.append((where, cpus))
+        return Machine(cpu_s=0.04, fresh_s_per_gb=2.0, reused_s_per_gb=0.3)
+
+    monkeypatch.setattr(scale, "probe", fake_probe)
     out = tmp_path / "scale.json"
     assert scale.main(["--shape", "tiny-records", "--mb", "50", "--json", str(out)]) == 0
     assert calls == ["1", "2", "2", "1"]
     printed = capsys.readouterr().out
     assert "best against best: 1.80x (each round: 2.00x, 1.38x)" in printed  # 1.8/1.0; 2.0/1.0, 1.8/1.3
     assert "two cores >= 1.8x: PASS" in printed
+    assert probed == [(scale.SCALE_DATA, "0")] and "a new file 2.00 s/GB to write" in printed
+    # 148 MB at 2 s/GB; the best pair without its write stage: (1.8 - 0.54) / (1.0 - 0.3)
+    assert "148 MB of Parquet into a new file: at this machine's 2.00 s/GB for a new file that is ~0.29 s" in printed
+    assert "the batch less its write stage (on Glue, S3's own copy): 1.80x" in printed
     got = json.loads(out.read_text())
     assert [r["batch"] for r in got["runs"]["1"]] == [2.0, 1.8] and got["speedup"] == pytest.approx(1.8)
     assert got["past_split"]["batch"] == pytest.approx(1.0 - 0.9)
+    assert got["machine"]["fresh_s_per_gb"] == 2.0 and got["runs"]["1"][0]["out_mb"] == 148.0
     with pytest.raises(SystemExit):
         scale.main(["--rounds", "0"])
+
+
+def test_the_write_stages_new_pages_are_its_mb_at_the_machines_rate_and_the_rest_is_the_speed_up_without_it() -> None:
+    one = parts({**_warm(2.0, 1.0, 0.6, 0.1), "out_mb": 100.0})
+    two = parts({**_warm(1.4, 0.5, 0.6, 0.1), "out_mb": 102.4})
+    got = new_pages(one, two, Machine(cpu_s=0.04, fresh_s_per_gb=4.0, reused_s_per_gb=0.3))
+    assert "copies 102 MB of Parquet" in got and "4.00 s/GB for a new file that is ~0.40 s" in got
+    assert "(it took 0.60 s on one, 0.60 s on two)" in got
+    assert got.endswith("\nthe batch less its write stage (on Glue, S3's own copy): 1.75x")  # 1.4 / 0.8
+    assert "out_mb" not in PARTS and sum(one[k] for k in PARTS) == pytest.approx(one["batch"])
