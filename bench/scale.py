@@ -43,7 +43,8 @@ SCALE_DATA = DATA.parent / "scale"  # its own: the stream bench's data of the sa
 def parts(warm: dict[str, Any]) -> dict[str, float]:
     """A warm batch's seconds: whole, parse tasks, write stage, Spark's own steps, and the rest; the
     rest itemised by the job's driver steps where it timed them (``other``: what none of them holds,
-    such as the Spark jobs' own start and the Python callback's entry)."""
+    such as the Spark jobs' own start and the Python callback's entry); and, not a time, ``out_mb``:
+    the Parquet it wrote, which :func:`new_pages` prices."""
     stages, steps = warm["stages"], warm.get("steps", {})
     parse, write = stages.get(Stage.READ_PARSE_WRITE, 0.0), stages.get(Stage.WRITE, 0.0)
     batch, spark = warm["batch_s"], warm["spark_s"]
@@ -57,7 +58,7 @@ def parts(warm: dict[str, Any]) -> dict[str, float]:
         "rest": rest,
         **itemised,
         "other": rest - sum(itemised.values()),
-        "out_mb": float(warm.get("out_mb", 0.0)),  # the Parquet it wrote: not a part of its time
+        "out_mb": float(warm.get("out_mb", 0.0)),
     }
 
 
@@ -83,12 +84,12 @@ def new_pages(one: dict[str, float], many: dict[str, float], machine: Machine) -
     is S3's own copy (``UploadPartCopy``): no byte through the driver."""
     mb = max(one["out_mb"], many["out_mb"])
     copy = mb / 1024 * machine.fresh_s_per_gb
-    rest = (one["batch"] - one["write"]) / max(1e-9, many["batch"] - many["write"])
+    less_write = (one["batch"] - one["write"]) / max(1e-9, many["batch"] - many["write"])
     return (
         f"the write stage copies {mb:.0f} MB of Parquet into a new file: at this machine's "
         f"{machine.fresh_s_per_gb:.2f} s/GB for a new file that is ~{copy:.2f} s on any number of cores "
         f"(it took {one['write']:.2f} s on one, {many['write']:.2f} s on two)\n"
-        f"the batch less its write stage (on Glue, S3's own copy): {rest:.2f}x"
+        f"the batch less its write stage (on Glue, S3's own copy): {less_write:.2f}x"
     )
 
 
