@@ -13,8 +13,11 @@
  *
  * Bounds, whatever the input (see ndjson_arrow/__init__.py):
  * - time: keys are found through SipHash-1-3 under a key drawn at random per process, so no input
- *   can steer them into one probe chain; a line has at most MAX_LINE_KEYS distinct keys (past it
- *   the line is bad, R_TOO_MANY_KEYS) and a scan at most MAX_SCAN_KEYS keys besides the known ones.
+ *   can steer them into one probe chain (a name is first looked up in one slot of a small table
+ *   by an unkeyed index of its bytes, and taken from it only when its bytes match: a name steered
+ *   there misses and is hashed, as without it); a line has at most MAX_LINE_KEYS distinct keys
+ *   (past it the line is bad, R_TOO_MANY_KEYS) and a scan at most MAX_SCAN_KEYS keys besides the
+ *   known ones.
  * - memory: a scan stops before the line that would take its columns past ``max_cells`` (rows x
  *   columns, each cell an offset); the caller scans the rest of the text in further calls.
  */
@@ -132,6 +135,9 @@ typedef struct {
     ptrdiff_t key; /* -1: empty */
 } Slot;
 
+#define RECENT_BITS 12
+#define RECENT_SLOTS (1 << RECENT_BITS)
+
 typedef struct {
     Key *keys;
     ptrdiff_t nkeys, keys_cap;
@@ -141,6 +147,10 @@ typedef struct {
     size_t table_mask;
     uint64_t probes;           /* slots visited by lookups (what an input could try to inflate) */
     ptrdiff_t first;           /* predicted first key of a row */
+    /* 1 + the key last found for a name of each quick index (recent_slot; 0: none), tried when the
+     * predicted key is not it and before hashing: keys seen in no set order (a few of hundreds a
+     * row) are found without SipHash, whose rounds were ~15 % of such a scan's instructions */
+    int32_t recent[RECENT_SLOTS];
     Entry *entries;
     ptrdiff_t nentries, entries_cap;
     Buf extra;                 /* bytes of spilled values */
@@ -644,6 +654,27 @@ static int scan_add_known(Scan *s, const uint8_t *name, size_t n) {
 /* Columns the scan holds: the known keys and the new ones admitted as columns. */
 static inline int64_t scan_columns(const Scan *s) { return (int64_t)s->known + (int64_t)s->admitted; }
 
+/* A slot of Scan.recent for a name: from its length and its first and last bytes, unkeyed (a
+ * name steered to a taken slot only misses it and is hashed, as every name was before). */
+static inline size_t recent_slot(const uint8_t *name, size_t n) {
+    uint64_t x;
+    if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, name, 8);
+        memcpy(&b, name + n - 8, 8);
+        x = a ^ rotl64(b, 31);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, name, 4);
+        memcpy(&b, name + n - 4, 4);
+        x = a | (uint64_t)b << 32;
+    } else {
+        x = 0;
+        for (size_t i = 0; i < n; i++) x = x << 8 | name[i];
+    }
+    return (size_t)(((x ^ n) * 0x9E3779B97F4A7C15ULL) >> (64 - RECENT_BITS));
+}
+
 /* The key named by p..p+n, found or added (as a column while there is room): its index, or
  * -1 out of memory, or -F_FULL when a new column would take the scan past its cell budget. */
 static ptrdiff_t key_of(Scan *s, ptrdiff_t prev, const uint8_t *name, size_t n) {
@@ -652,6 +683,15 @@ static ptrdiff_t key_of(Scan *s, ptrdiff_t prev, const uint8_t *name, size_t n) 
     if (guess >= 0 && guess < s->nkeys) {
         Key *g = &s->keys[guess];
         if (g->name_len == n && same_bytes((const uint8_t *)g->name, name, n)) k = guess;
+    }
+    size_t slot = 0;
+    if (k < 0) {
+        slot = recent_slot(name, n);
+        ptrdiff_t r = (ptrdiff_t)s->recent[slot] - 1;
+        if (r >= 0 && r < s->nkeys) {
+            Key *g = &s->keys[r];
+            if (g->name_len == n && same_bytes((const uint8_t *)g->name, name, n)) k = r;
+        }
     }
     if (k < 0) {
         uint64_t h = hash_bytes(name, n);
@@ -665,6 +705,7 @@ static ptrdiff_t key_of(Scan *s, ptrdiff_t prev, const uint8_t *name, size_t n) 
             if (k < 0) return -1;
             if (!spill) s->admitted++;
         }
+        s->recent[slot] = (int32_t)(k + 1);
     }
     if (prev >= 0)
         s->keys[prev].next = k;

@@ -9,6 +9,7 @@ nothing behind. Reason codes follow a left-to-right reading (first error wins).
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 import ndjson_arrow
@@ -401,6 +402,26 @@ def test_keys_a_bad_line_added_leave_the_table_as_it_was() -> None:
     values = {k: c for k, c in zip([*known, *new], columns, strict=True) if c is not None}
     assert {k: bytes(c[1]) for k, c in values.items()} == {"k999": b"last", "k0": b"first", "fresh": b"1"}
     assert extra is not None and bytes(extra[4]) == b"spill" and bytes(extra[6]) == b"2"
+
+
+def test_names_that_share_a_quick_slot_are_told_apart() -> None:
+    # Given names the scanner's first lookup cannot tell apart (scan_core.h, recent_slot: the same
+    # length and the same first and last eight bytes, so the same slot), names of every length up
+    # to 20 (the slot reads them in overlapping words), in shuffled orders that defeat the
+    # prediction of the next key, with lines that fail after adding names, room for some columns
+    rng = random.Random(11)
+    alike = [f"prefix__{i:03d}__suffix" for i in range(40)] + [f"prefix__{i:04d}__suffix" for i in range(20)]
+    short = ["", *("abcdefghijklmnopqrst"[:n] for n in range(1, 21)), *("tsrqponmlkjihgfedcba"[:n] for n in range(1, 21))]
+    pool = alike + short
+    lines = []
+    for i in range(400):
+        keys = rng.sample(pool, rng.randint(1, 12))
+        body = ",".join(f"{json.dumps(k)}:{i if j % 2 else json.dumps(k)}" for j, k in enumerate(keys))
+        lines.append(("{" + body + "}" if i % 7 else "{" + body + ",[").encode())
+    data = b"\n".join(lines) + b"\n"
+    # Then each value is in its own name's column or entry, as the reference reads them
+    for known, room in (([], 10), ([], 10**6), (alike[:5], 3)):
+        _check(data, known, room)
 
 
 @pytest.mark.parametrize("tail", [b"", b"\n", b'\n{"a":1}\n', b"\n" + b"9" * 20])
