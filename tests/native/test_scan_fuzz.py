@@ -411,7 +411,11 @@ def test_names_that_share_a_quick_slot_are_told_apart() -> None:
     # prediction of the next key, with lines that fail after adding names, room for some columns
     rng = random.Random(11)
     alike = [f"prefix__{i:03d}__suffix" for i in range(40)] + [f"prefix__{i:04d}__suffix" for i in range(20)]
-    short = ["", *("abcdefghijklmnopqrst"[:n] for n in range(1, 21)), *("tsrqponmlkjihgfedcba"[:n] for n in range(1, 21))]
+    short = [
+        "",
+        *("abcdefghijklmnopqrst"[:n] for n in range(1, 21)),
+        *("tsrqponmlkjihgfedcba"[:n] for n in range(1, 21)),
+    ]
     pool = alike + short
     lines = []
     for i in range(400):
