@@ -13,9 +13,10 @@
  *
  * Bounds, whatever the input (see ndjson_arrow/__init__.py):
  * - time: keys are found through SipHash-1-3 under a key drawn at random per process, so no input
- *   can steer them into one probe chain (a name is first looked up in one slot of a small table
- *   by an unkeyed index of its bytes, and taken from it only when its bytes match: a name steered
- *   there misses and is hashed, as without it); a line has at most MAX_LINE_KEYS distinct keys
+ *   can steer them into one probe chain (a name the predicted key is not is first looked up in
+ *   one slot of a small table by an unkeyed index of its bytes, and taken from it only when its
+ *   bytes match: a name steered there costs one more compare of its bytes, then is hashed as
+ *   without it); a line has at most MAX_LINE_KEYS distinct keys
  *   (past it the line is bad, R_TOO_MANY_KEYS) and a scan at most MAX_SCAN_KEYS keys besides the
  *   known ones.
  * - memory: a scan stops before the line that would take its columns past ``max_cells`` (rows x
@@ -147,9 +148,12 @@ typedef struct {
     size_t table_mask;
     uint64_t probes;           /* slots visited by lookups (what an input could try to inflate) */
     ptrdiff_t first;           /* predicted first key of a row */
-    /* 1 + the key last found for a name of each quick index (recent_slot; 0: none), tried when the
-     * predicted key is not it and before hashing: keys seen in no set order (a few of hundreds a
-     * row) are found without SipHash, whose rounds were ~15 % of such a scan's instructions */
+    /* A hint per quick index of a name (recent_slot): 1 + the key last found or added through
+     * it (0: none), tried when the predicted key is not it and before hashing, so keys seen in no
+     * set order (a few of hundreds a row) are found without SipHash, whose rounds were ~15 % of
+     * such a scan's instructions. It may be stale: a failed line's rollback frees the keys it
+     * added (an index past nkeys, or later one of another name), so a hint is taken only below
+     * nkeys and when its name's bytes match. */
     int32_t recent[RECENT_SLOTS];
     Entry *entries;
     ptrdiff_t nentries, entries_cap;
@@ -656,6 +660,7 @@ static inline int64_t scan_columns(const Scan *s) { return (int64_t)s->known + (
 
 /* A slot of Scan.recent for a name: from its length and its first and last bytes, unkeyed (a
  * name steered to a taken slot only misses it and is hashed, as every name was before). */
+/* tests/native/test_scan_fuzz.py builds names that share a slot under this mix: change both. */
 static inline size_t recent_slot(const uint8_t *name, size_t n) {
     uint64_t x;
     if (n >= 8) {
@@ -688,7 +693,8 @@ static ptrdiff_t key_of(Scan *s, ptrdiff_t prev, const uint8_t *name, size_t n) 
     if (k < 0) {
         slot = recent_slot(name, n);
         ptrdiff_t r = (ptrdiff_t)s->recent[slot] - 1;
-        if (r >= 0 && r < s->nkeys) {
+        s->probes++; /* a slot visited too; a miss then costs one compare of the name */
+        if (r >= 0 && r < s->nkeys) { /* below nkeys: a rolled-back key's name is freed */
             Key *g = &s->keys[r];
             if (g->name_len == n && same_bytes((const uint8_t *)g->name, name, n)) k = r;
         }

@@ -416,10 +416,15 @@ def test_names_that_share_a_quick_slot_are_told_apart() -> None:
         *("abcdefghijklmnopqrst"[:n] for n in range(1, 21)),
         *("tsrqponmlkjihgfedcba"[:n] for n in range(1, 21)),
     ]
+    # and names of the same slots seen only in lines that fail, whose keys the scan frees, so the
+    # slot is left naming a key that is gone (under make sanitize, a read of it is reported)
+    gone = [f"prefix__{i:03d}__suffix" for i in range(40, 99)] + [f"prefix__{i:04d}__suffix" for i in range(20, 60)]
     pool = alike + short
     lines = []
     for i in range(400):
         keys = rng.sample(pool, rng.randint(1, 12))
+        if i % 7 == 0:
+            keys += rng.sample(gone, 3)
         body = ",".join(f"{json.dumps(k)}:{i if j % 2 else json.dumps(k)}" for j, k in enumerate(keys))
         lines.append(("{" + body + "}" if i % 7 else "{" + body + ",[").encode())
     data = b"\n".join(lines) + b"\n"
