@@ -296,7 +296,10 @@ static void frame_take(Frame *f) {
 }
 
 /* How a text starts: 1 when it is not NDJSON (a top-level array, or a first object that runs past
- * its first line), 0 when it is, -1 when ``head`` ends before that is known. */
+ * its first line and closes within ``head``: pretty-printed), 0 when it is, -1 when ``head`` ends
+ * before that is known (the caller reads it as NDJSON). A first line cut inside an object, before
+ * whole NDJSON lines, never closes (each whole line after it balances its own brackets), so the
+ * text stays NDJSON and costs only that line, instead of becoming one record to its end. */
 static int frame_sniff(const uint8_t *p, size_t n) {
     size_t i = 0;
     while (i < n && frame_white(p[i])) i++;
@@ -304,7 +307,7 @@ static int frame_sniff(const uint8_t *p, size_t n) {
     if (p[i] == '[') return 1;
     if (p[i] != '{') return 0;
     size_t depth = 0;
-    int in_string = 0, escape = 0;
+    int in_string = 0, escape = 0, past_line = 0;
     for (; i < n; i++) {
         uint8_t c = p[i];
         if (in_string) {
@@ -315,17 +318,18 @@ static int frame_sniff(const uint8_t *p, size_t n) {
             else if (c == '"')
                 in_string = 0;
             else if (c == '\n')
-                return 0; /* a broken first line: NDJSON, where it is one bad line */
+                return 0; /* a line feed in a string, where JSON has none: NDJSON, a bad line */
             continue;
         }
-        if (c == '\n') return 1; /* the first object goes on past its line */
-        if (c == '"') {
+        if (c == '\n') {
+            past_line = 1; /* the first object goes on past its line: pretty-printed, if it closes */
+        } else if (c == '"') {
             in_string = 1;
         } else if (c == '{' || c == '[') {
             depth++;
         } else if (c == '}' || c == ']') {
             if (depth == 0) return 0;
-            if (--depth == 0) return 0; /* the first object ends on its line */
+            if (--depth == 0) return past_line; /* the first object ends: on its line, or past it */
         }
     }
     return -1;

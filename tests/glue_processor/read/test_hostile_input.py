@@ -262,6 +262,31 @@ def test_pretty_printed_objects_one_after_another_are_records(tmp_path: Path) ->
     ]
 
 
+@pytest.mark.parametrize("good", [3, 30_000])  # the text inside the sniffed first MiB, and past it
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_first_line_cut_inside_its_object_costs_that_line_only(tmp_path: Path, good: int, gz: bool) -> None:
+    # Given NDJSON whose first line is cut inside its object (a newcomer's try lost a whole 6.8 MB
+    # file this way: the object was read as one pretty-printed record running to its end), the
+    # cut ending after a key, an open object, an open array
+    for n, cut in enumerate([b'{"id":"cut","v":', b'{"id":"cut","v":{"w":1,', b'{"id":"cut","v":[1,']):
+        lines = [json.dumps({"id": f"g{i}", "v": i, "s": "y" * 30}).encode() for i in range(good)]
+        body = cut + b"\n" + b"\n".join(lines) + b"\n"
+        name = f"first{n}.ndjson"
+        (tmp_path / name).mkdir()
+        rows, bad = _one_task(tmp_path / name, name + (".gz" if gz else ""), gzip.compress(body) if gz else body)
+        # Then every whole line loads at its number and the cut one is quarantined where it stands
+        assert sorted((r["_line"], r["id"]) for r in rows) == sorted((i + 2, f"g{i}") for i in range(good))
+        assert [(b["kind"], b["line"], b["raw"]) for b in bad] == [("line", 1, cut.decode())]
+
+
+def test_a_pretty_printed_first_object_is_still_a_document_when_it_closes(tmp_path: Path) -> None:
+    # Given pretty-printed objects whose first line is a key ending in a colon, its value on the next
+    rows, bad = _one_task(tmp_path, "colon.json", b'{"id":\n  "a", "v": {\n "w": [1,\n 2]}}\n{"id":\n"b"}\n')
+    # Then each object is one record, as before
+    assert bad == []
+    assert sorted((r["id"], r["v"], r["_line"]) for r in rows) == [("a", '{"w":[1,2]}', 1), ("b", None, 5)]
+
+
 def test_elements_that_are_not_objects_are_quarantined_with_their_position(tmp_path: Path) -> None:
     body = b'[\n  {"a": 1},\n  3,\n  "text",\n  [1, 2],\n  {"a": [1}\n, {"a": 2}\n]\n'
     rows, bad = _one_task(tmp_path, "mixed.json", body)
