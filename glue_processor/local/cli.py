@@ -62,9 +62,7 @@ def _cores(value: str) -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = Parser(prog="ingest-local", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument(
-        "--data", type=Path, help="your NDJSON tree (.json/.ndjson/.jsonl, optionally .gz); default: a sample"
-    )
+    p.add_argument("--data", type=Path, help="your NDJSON tree (.json/.ndjson/.jsonl/.gz); default: a sample")
     p.add_argument(
         "--workdir", type=Path, default=Path(".work"), help="local stand-ins for the buckets (default .work)"
     )
@@ -359,7 +357,7 @@ def _duplicates(files: list[Path]) -> dict[str, int]:
 
 def _feed_line(feed: FeedResult, source: DataSource, here: Path) -> str:
     where = shown(source.path, here)
-    ignored = f"; {len(feed.ignored):,} ignored (not .json/.ndjson/.jsonl)" if feed.ignored else ""
+    ignored = f"; {len(feed.ignored):,} ignored (not .json/.ndjson/.jsonl/.gz)" if feed.ignored else ""
     replayed = " (and the interrupted feed of the last run)" if feed.replayed else ""
     what = counted(feed.files - feed.changed - feed.removed, "new file")
     if feed.changed:

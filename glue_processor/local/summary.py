@@ -209,7 +209,8 @@ def _problems(
         if kind == "loaded in part":
             why = f"{s.records:,} rows loaded, then: {why}"
         out.append((kind, path_of(s.key), why))
-    out += [("ignored", path_of(k), "not .json, .ndjson or .jsonl (optionally .gz)") for k in report.ignored]
+    why_ignored = "not .json, .ndjson, .jsonl or .gz (case-sensitive, as on S3)"
+    out += [("ignored", path_of(k), why_ignored) for k in report.ignored]
     out += _values(report, rel(report.workdir))
     fresh = {t: tuple(set(keys) - set(report.shown_keys.get(t, ()))) for t, keys in report.known_keys.items()}
     out += [(f"column {name}", f'key "{key}"', why) for key, name, why in renamed(report.known_keys, only=fresh)]
