@@ -1,7 +1,7 @@
 """The quarantine table: every quarantined line, object and manifest, as rows you can query.
 
 ``<database>.quarantine`` (``--quarantine_table``) holds one row per quarantine record a batch made:
-the table the object was meant for, its bucket, key and version, the line, the kind (``line``, a
+the table the object was meant for, its bucket, key, version and eTag, the line, the kind (``line``, a
 whole object, a manifest, a ``rule`` a row broke), the reason, the rule, the raw text's first 64 KiB
 and its size, the batch, the manifest and the commit time. It is appended with the batch's load
 history, exactly once by the same guard (``history.append_once``: the snapshot summary names the
@@ -44,6 +44,7 @@ SCHEMA = pa.schema(
         pa.field("bucket", pa.string()),
         pa.field("key", pa.string()),
         pa.field("version_id", pa.string()),
+        pa.field("etag", pa.string()),
         pa.field("line", pa.int64()),
         pa.field("kind", pa.string()),
         pa.field("reason", pa.string()),
@@ -90,17 +91,17 @@ def quarantine_rows(record: CommitRecord, records: pa.Table, *, database: str, l
     batch's sources (a record names its object by URI), the raw text cut to :data:`RAW_CHARS`."""
     # a record names its object by URI and, since issue 47, its version (eTag, S3 version): two
     # versions of one key in a batch are told apart; a record from before, by the URI's loaded one
-    by_version: dict[tuple[str, str, str | None], tuple[str | None, str, str, str | None]] = {}
-    by_uri: dict[str, tuple[str | None, str, str, str | None]] = {}
+    by_version: dict[tuple[str, str, str | None], tuple[str | None, str, str, str | None, str]] = {}
+    by_uri: dict[str, tuple[str | None, str, str, str | None, str]] = {}
     loaded = ("ingested", "empty")
     for s in sorted(record.sources, key=lambda s: s.status not in loaded):  # loaded ones first
         table = s.table if s.table is not None else (legacy if record.schema_version == 1 else None)
-        this = (table or None, s.bucket, s.key, s.version_id)
+        this = (table or None, s.bucket, s.key, s.version_id, s.etag)
         uri = source_uri(s.bucket, s.key)
         by_version.setdefault((uri, s.etag, s.version_id), this)
         by_uri.setdefault(uri, this)
-    uris = records.column("source_uri").to_pylist()
-    versions = zip(uris, records.column("etag").to_pylist(), records.column("version_id").to_pylist(), strict=True)
+    uris, etags = records.column("source_uri").to_pylist(), records.column("etag").to_pylist()
+    versions = zip(uris, etags, records.column("version_id").to_pylist(), strict=True)
     found = [
         (by_version.get((u, e, v)) if e is not None else None) or by_uri.get(u) if u else None for u, e, v in versions
     ]
@@ -113,6 +114,8 @@ def quarantine_rows(record: CommitRecord, records: pa.Table, *, database: str, l
             "bucket": [f[1] if f else _where(u)[0] for f, u in zip(found, uris, strict=True)],
             "key": [f[2] if f else _where(u)[1] for f, u in zip(found, uris, strict=True)],
             "version_id": [f[3] if f else None for f in found],
+            # the version's eTag: a version replaced later keeps its rows, told apart by it
+            "etag": [e if e is not None else f[4] if f else None for f, e in zip(found, etags, strict=True)],
             "line": records.column("line"),
             "kind": records.column("kind"),
             "reason": records.column("reason"),

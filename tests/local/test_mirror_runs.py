@@ -95,6 +95,38 @@ def test_a_deleted_file_is_retracted_and_a_new_upload_of_it_loaded(tmp_path: Pat
     assert rows(work) == [("a.ndjson", 1, "5"), ("b.ndjson", 1, "9")]
 
 
+def test_a_fixed_file_s_old_bad_line_stays_and_the_readme_tells_the_versions_apart(tmp_path: Path) -> None:
+    # a newcomer fixed a bad line and re-ran: the README's query still showed it, with nothing to
+    # say it was the replaced version's (README.md, the quarantine's queries, run as printed)
+    import re
+
+    from tests.local.test_first_hour import make
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```sql\n(.*?)```", readme, re.S) if "the bad lines of one object" in b]
+    every, now = [q.strip() for q in block.split(";")[1:3]]
+    assert "exports/a.ndjson" in every and "exports/a.ndjson" in now
+    data, work = tmp_path / "data", tmp_path / "work"
+    path = data / "exports" / "a.ndjson"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"n": 1}\nnot json\n')
+    assert run(work, "--data", str(data)).returncode == 0
+    # When the bad line is fixed and the folder run again
+    path.write_text('{"n": 1}\n{"n": 2}\n')
+    assert run(work).returncode == 0
+    assert rows(work) == [("a.ndjson", 1, "1"), ("a.ndjson", 2, "2")]
+
+    def query(sql: str) -> list[str]:
+        out = make("query", f"WORKDIR={work}", "FORMAT=csv", f"SQL={sql}")
+        assert out.returncode == 0, out.stderr
+        return out.stdout.splitlines()[1:]
+
+    # Then the first query shows the old version's bad line, and the second, of the versions the
+    # table holds now, none
+    assert [line.split(",")[:2] for line in query(every)] == [["2", "malformed JSON"]]
+    assert query(now) == []
+
+
 def test_append_keeps_every_version_and_the_summary_says_why_rows_repeat(tmp_path: Path) -> None:
     data, work = tmp_path / "data", tmp_path / "work"
     write(data / "a.ndjson", 1, 2)

@@ -85,11 +85,11 @@ def test_a_record_is_the_row_of_its_own_version_when_a_batch_has_two_of_a_key() 
         )
         versioned = pa.Table.from_pylist([line | {"etag": "ev2", "version_id": "v2"}], schema=RECORD)
         (row,) = quarantine_rows(record, versioned, database="ingest", legacy="events").to_pylist()
-        assert (row["table_name"], row["version_id"], row["line"]) == ("ingest.events", "v2", 5)
+        assert (row["table_name"], row["version_id"], row["etag"], row["line"]) == ("ingest.events", "v2", "ev2", 5)
         # a record from before versions were written: the URI's loaded version
         older = pa.Table.from_pylist([line], schema=RECORD)
         (row,) = quarantine_rows(record, older, database="ingest", legacy="events").to_pylist()
-        assert row["table_name"] == "ingest.events"
+        assert row["table_name"] == "ingest.events" and row["etag"] == f"e{row['version_id']}"
 
 
 def test_a_file_too_large_to_read_at_once_is_one_row_saying_where_its_records_are() -> None:
@@ -99,3 +99,32 @@ def test_a_file_too_large_to_read_at_once_is_one_row_saying_where_its_records_ar
     (row,) = left_in_file(big).to_pylist()
     assert row["kind"] == "records-in-file" and "s3://q/quarantine-00001.json" in row["reason"]
     assert row["raw_bytes"] == GROUP_BYTES + 1
+
+
+def test_a_quarantine_table_from_before_etag_gains_it_and_a_fixed_version_is_told_apart(
+    spark: Any, tmp_path: Path
+) -> None:
+    # a newcomer fixed a bad line, re-ran, and the README's query still showed it: every version's
+    # bad lines stay, and the table had no eTag to tell the fixed version's from the old one's
+    from glue_processor.table.history import ensure_dated_table
+    from glue_processor.table.quarantine import SCHEMA
+
+    env = Env(tmp_path)
+    # Given a quarantine table made by a version of the job without the etag column
+    older = SCHEMA.remove(SCHEMA.get_field_index("etag"))
+    catalog = open_catalog(env.settings.catalog_uri)
+    ensure_dated_table(
+        catalog, env.settings.database, "quarantine", older, location=env.settings.location_of("quarantine")
+    )
+    job = env.job(spark)
+    # When an object with a bad line is loaded, then a fixed version of it
+    bad = env.put("in/a.json", b'{"a": 1}\nnot json\n')
+    job.run([env.manifest("m0", [bad])], 0)
+    fixed = env.put("in/a.json", b'{"a": 1}\n{"a": 2}\n')
+    job.run([env.manifest("m1", [fixed])], 1)
+    # Then the table has the column, and the bad line's row names the version it was in
+    table = catalog.load_table((env.settings.database, "quarantine"))
+    assert "etag" in table.schema().column_names
+    (row,) = [r for r in quarantine(env) if r["kind"] == "line"]
+    assert (row["key"], row["line"], row["etag"]) == ("in/a.json", 2, bad.etag)
+    assert bad.etag != fixed.etag
