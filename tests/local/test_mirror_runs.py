@@ -125,6 +125,15 @@ def test_a_fixed_file_s_old_bad_line_stays_and_the_readme_tells_the_versions_apa
     # table holds now, none
     assert [line.split(",")[:2] for line in query(every)] == [["2", "malformed JSON"]]
     assert query(now) == []
+    # And the README's "what landed and loaded no row" lists neither version (both loaded rows),
+    # but does list a file of bad lines only
+    (history,) = [b for b in re.findall(r"```sql\n(.*?)```", readme, re.S) if "loaded no row" in b]
+    (none,) = [q for q in history.split(";") if "loaded no row" in q]
+    assert "SELECT" in none, none  # a statement, not only its comment
+    assert query(none) == []
+    (data / "exports" / "junk.ndjson").write_text("not json\n")
+    assert run(work).returncode == 0
+    assert [line.split(",")[:2] for line in query(none)] == [["exports/junk.ndjson", "empty"]]
 
 
 def test_append_keeps_every_version_and_the_summary_says_why_rows_repeat(tmp_path: Path) -> None:
