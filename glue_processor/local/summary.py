@@ -111,8 +111,9 @@ def render(report: RunReport, *, here: Path | None = None) -> str:
     for table in report.tables:
         dup = ""
         if table.duplicates is not None:
-            once = ", each (source, line) once"
-            dup = once if not table.duplicates else f", {table.duplicates:,} (source, line) pairs twice"
+            # with earlier versions kept beside (ON_OVERWRITE=append), a line is once per version
+            pair = "(source version, line)" if table.earlier_rows else "(source, line)"
+            dup = f", each {pair} once" if not table.duplicates else f", {table.duplicates:,} {pair} pairs twice"
         if table.earlier_rows:
             dup += (
                 f"; {table.earlier_rows:,} row{'s' * (table.earlier_rows != 1)} of earlier versions of changed "

@@ -144,6 +144,7 @@ def test_append_keeps_every_version_and_the_summary_says_why_rows_repeat(tmp_pat
     out = run(work)
     assert out.returncode == 0 and "using this WORKDIR's ON_OVERWRITE=append" in out.stdout
     assert len(rows(work)) == 5 and "2 rows of earlier versions of changed files kept beside" in out.stdout
+    assert "each (source version, line) once" in out.stdout  # not "(source, line)": a line is once per version
 
 
 # (after-read, after-stage, after-commit-record and after-batch: the chaos tests kill there on every
