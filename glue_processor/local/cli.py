@@ -34,7 +34,7 @@ from glue_processor.local.errors import Parser, cli
 from glue_processor.local.feeder import Feeder, FeedResult
 from glue_processor.local.layout import MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout, local_uri
 from glue_processor.local.sample import generate
-from glue_processor.local.source import DataSource, choose, remember
+from glue_processor.local.source import DataSource, check_data, choose, remember
 from glue_processor.local.summary import RunReport, TableState, quarantine_records, render, shown, size
 from glue_processor.local.text import counted
 from glue_processor.metrics.sinks import JsonlSink
@@ -378,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     here = Path.cwd()
     layout = LocalLayout(args.workdir.resolve())
     fresh = not layout.state.exists()
+    check_data(args.data)  # a DATA typo leaves no WORKDIR behind
     try:
         layout.create()
     except FileExistsError as exc:

@@ -42,8 +42,7 @@ def choose(layout: LocalLayout, data: Path | None) -> DataSource:
     known = remembered(layout)
     workdir = layout.workdir
     if data is not None:
-        if not data.is_dir():
-            raise ConfigError(f"DATA={data} is not a directory: give the folder that holds your .json/.ndjson files")
+        check_data(data)
         wanted = DataSource(data.resolve(), sample=False)
         if known is None or (not known.sample and known.path.resolve() == wanted.path):
             return wanted
@@ -59,6 +58,12 @@ def choose(layout: LocalLayout, data: Path | None) -> DataSource:
     if known is not None:
         return known
     return DataSource(layout.sample, sample=True)
+
+
+def check_data(data: Path | None) -> None:
+    """A ConfigError when ``data`` is given and is no folder (checked before a WORKDIR is made)."""
+    if data is not None and not data.is_dir():
+        raise ConfigError(f"DATA={data} is not a directory: give the folder that holds your .json/.ndjson files")
 
 
 def remember(layout: LocalLayout, source: DataSource) -> None:

@@ -204,6 +204,7 @@ def test_mistakes_are_one_line_and_exit_2(messy: dict[str, Any], tmp_path: Path)
     assert "SCHEMA=" in user_error(make("run", f"WORKDIR={tmp_path / 'w1'}", f"DATA={data}", "SCHEMA=nope.json"))
     assert "ROUTES=" in user_error(make("run", f"WORKDIR={tmp_path / 'w2'}", f"DATA={data}", "ROUTES=nope.yaml"))
     assert "not a directory" in user_error(make("run", f"WORKDIR={tmp_path / 'w3'}", f"DATA={tmp_path / 'none'}"))
+    assert not (tmp_path / "w3").exists()  # a DATA typo leaves no WORKDIR behind
     assert "glob" in user_error(make("run", f"WORKDIR={tmp_path / 'w[1]'}", f"DATA={data}"))
     (tmp_path / "a file").write_text("")
     assert "cannot be used" in user_error(make("run", f"WORKDIR={tmp_path / 'a file'}", f"DATA={data}"))
