@@ -135,7 +135,7 @@ def chunks(
     line that began in an earlier block, which is a chunk of its own (its bytes joined once)."""
     blocks = _Blocks(read_ahead(stream, min(READ_BYTES, limits.chunk_bytes)), limits, skip_bom=skip_bom)
     if sniff:
-        head = blocks.peek(first_line)
+        head = blocks.peek(first_line, SNIFF_BYTES + len(BOM))
         if head and is_document(head):
             yield from _records(blocks, limits, first_line)
             return
@@ -218,20 +218,35 @@ class _Blocks:
     def __init__(self, blocks: Iterator[bytes], limits: Limits, *, skip_bom: bool) -> None:
         self._blocks = _without_bom(blocks) if skip_bom else blocks
         self._limits = limits
-        self._peeked: bytes | None = None
+        self._peeked: list[bytes] = []
+        self._stopped: StreamStopped | None = None  # a read that stopped while peeking ahead
         self.total = 0
 
-    def peek(self, line: int) -> bytes:
-        """The next block, which :meth:`next` returns again."""
-        if self._peeked is None:
-            self._peeked = self._read(line)
-        return self._peeked
+    def peek(self, line: int, at_least: int = 1) -> bytes:
+        """The text of the next blocks, at least ``at_least`` bytes of it unless the text ends
+        first (the sniff decides on its first MiB, whatever the block size), which :meth:`next`
+        returns again. A read past the first block that stops is raised by :meth:`next` once the
+        blocks before it are handed out, naming the line it stopped at."""
+        if not self._peeked and self._stopped is None:
+            self._peeked.append(self._read(line))
+        have = sum(len(b) for b in self._peeked)
+        while have < at_least and self._peeked and self._peeked[-1] and self._stopped is None:
+            try:
+                block = self._read(line)
+            except StreamStopped as exc:
+                self._stopped = exc
+                break
+            self._peeked.append(block)
+            have += len(block)
+        return self._peeked[0] if len(self._peeked) == 1 else b"".join(self._peeked)
 
     def next(self, line: int) -> bytes:
         """The next block (``b""`` at the end); ``line``: the number of the first line not read yet."""
-        if self._peeked is not None:
-            block, self._peeked = self._peeked, None
-            return block
+        if self._peeked:
+            return self._peeked.pop(0)
+        if self._stopped is not None:
+            stopped, self._stopped = self._stopped, None
+            raise type(stopped)(str(stopped), next_line=line, text_bytes=stopped.text_bytes) from stopped.__cause__
         return self._read(line)
 
     def _read(self, line: int) -> bytes:

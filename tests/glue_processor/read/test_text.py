@@ -105,3 +105,32 @@ def test_a_task_streams_from_s3() -> None:
     (staged,) = result.data
     body = s3.get_object(Bucket="landing", Key=split_s3(staged.uri)[1])["Body"].read()
     assert sorted(pq.read_table(io.BytesIO(body)).column("_line").to_pylist()) == list(range(1, 5_001))
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_the_sniff_reads_its_mib_whatever_the_block_size_and_a_stop_names_its_line(gz: bool) -> None:
+    # Given a pretty-printed document whose first object spans many 64-byte blocks (the sniff calls
+    # a first object a document only once it closes: it must see past the first block)
+    records = [{"k": i, "v": "x" * 40} for i in range(3)]
+    text = "\n".join(json.dumps(r, indent=4) for r in records).encode()
+    limits = Limits(chunk_bytes=64, max_line_bytes=2000, max_object_bytes=10_000)
+
+    def stream(body: bytes) -> Any:
+        return gzip.GzipFile(fileobj=io.BytesIO(gzip.compress(body))) if gz else io.BytesIO(body)
+
+    pieces = list(chunks(stream(text), limits, sniff=True))
+    # Then it is read record by record, each numbered by the line it starts on
+    chunked = [p for p in pieces if isinstance(p, Chunk) and p.starts is not None]
+    assert len(chunked) == len(pieces)
+    got = [
+        (int(s), json.loads(r)["k"]) for p in chunked for s, r in zip(p.starts, bytes(p.text).splitlines(), strict=True)
+    ]
+    assert got == [(1, 0), (5, 1), (9, 2)]
+    # And NDJSON over the object cap, whose cap is met while the sniff reads ahead, still stops at
+    # the line it reached (not at the line the sniff started on)
+    over = Limits(chunk_bytes=64, max_line_bytes=200, max_object_bytes=1000)
+    with pytest.raises(TooLarge) as stopped:
+        list(chunks(stream(lines_of(500)), over, sniff=True))
+    with pytest.raises(TooLarge) as unsniffed:
+        list(chunks(stream(lines_of(500)), over))
+    assert stopped.value.next_line == unsniffed.value.next_line > 1
