@@ -295,11 +295,46 @@ static void frame_take(Frame *f) {
     f->heads.len = 0;
 }
 
+/* Whether the line at p[i..n) is one whole object standing alone: it starts with '{' in its first
+ * column, its brackets balance on it, and only white space follows on the line. 1 yes, 0 no,
+ * -1 when ``head`` ends first. */
+static int frame_line_is_object(const uint8_t *p, size_t i, size_t n) {
+    if (i >= n) return -1;
+    if (p[i] != '{') return 0;
+    size_t depth = 0;
+    int in_string = 0, escape = 0;
+    for (; i < n; i++) {
+        uint8_t c = p[i];
+        if (c == '\n') return 0; /* the object goes on past its line */
+        if (in_string) {
+            if (escape)
+                escape = 0;
+            else if (c == '\\')
+                escape = 1;
+            else if (c == '"')
+                in_string = 0;
+            continue;
+        }
+        if (c == '"') {
+            in_string = 1;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (--depth == 0) break;
+        }
+    }
+    if (i >= n) return -1;
+    for (i++; i < n && p[i] != '\n'; i++)
+        if (!frame_white(p[i])) return 0;
+    return 1;
+}
+
 /* How a text starts: 1 when it is not NDJSON (a top-level array, or a first object that runs past
- * its first line and closes within ``head``: pretty-printed), 0 when it is, -1 when ``head`` ends
- * before that is known (the caller reads it as NDJSON). A first line cut inside an object, before
- * whole NDJSON lines, never closes (each whole line after it balances its own brackets), so the
- * text stays NDJSON and costs only that line, instead of becoming one record to its end. */
+ * its first line: pretty-printed), 0 when it is, -1 when ``head`` ends before that is known. A
+ * first object that runs past its line is NDJSON after all when the next line (past empty ones)
+ * is a whole object standing alone: a first line cut inside its object before whole NDJSON lines
+ * (a pretty-printer indents a nested line or ends it with a comma), so the cut line costs only
+ * itself instead of becoming one record running to the object's end. */
 static int frame_sniff(const uint8_t *p, size_t n) {
     size_t i = 0;
     while (i < n && frame_white(p[i])) i++;
@@ -307,7 +342,7 @@ static int frame_sniff(const uint8_t *p, size_t n) {
     if (p[i] == '[') return 1;
     if (p[i] != '{') return 0;
     size_t depth = 0;
-    int in_string = 0, escape = 0, past_line = 0;
+    int in_string = 0, escape = 0;
     for (; i < n; i++) {
         uint8_t c = p[i];
         if (in_string) {
@@ -318,18 +353,22 @@ static int frame_sniff(const uint8_t *p, size_t n) {
             else if (c == '"')
                 in_string = 0;
             else if (c == '\n')
-                return 0; /* a line feed in a string, where JSON has none: NDJSON, a bad line */
+                return 0; /* a broken first line: NDJSON, where it is one bad line */
             continue;
         }
-        if (c == '\n') {
-            past_line = 1; /* the first object goes on past its line: pretty-printed, if it closes */
-        } else if (c == '"') {
+        if (c == '\n') { /* the first object goes on past its line */
+            size_t j = i + 1;
+            while (j < n && (p[j] == '\n' || p[j] == '\r')) j++;
+            int alone = frame_line_is_object(p, j, n);
+            return alone == 1 ? 0 : 1; /* a line cut short, or pretty-printed (unknown: as before) */
+        }
+        if (c == '"') {
             in_string = 1;
         } else if (c == '{' || c == '[') {
             depth++;
         } else if (c == '}' || c == ']') {
             if (depth == 0) return 0;
-            if (--depth == 0) return past_line; /* the first object ends: on its line, or past it */
+            if (--depth == 0) return 0; /* the first object ends on its line */
         }
     }
     return -1;

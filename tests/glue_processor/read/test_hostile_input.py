@@ -279,12 +279,31 @@ def test_a_first_line_cut_inside_its_object_costs_that_line_only(tmp_path: Path,
         assert [(b["kind"], b["line"], b["raw"]) for b in bad] == [("line", 1, cut.decode())]
 
 
-def test_a_pretty_printed_first_object_is_still_a_document_when_it_closes(tmp_path: Path) -> None:
+def test_a_cut_first_line_before_lines_that_do_not_balance_costs_those_lines_only(tmp_path: Path) -> None:
+    # Given a cut first line, then whole lines, one of them the torn tail of another line (its
+    # closing brace unmatched: a review found it turned the file back into one record)
+    good = [json.dumps({"id": f"g{i}", "v": i}).encode() for i in range(5_000)]
+    body = b"\n".join([b'{"id":"cut","v":', *good[:2_500], b'"s":"yyy"}', *good[2_500:]]) + b"\n"
+    rows, bad = _one_task(tmp_path, "torn.ndjson", body)
+    # Then every whole line loads and the two broken ones are quarantined where they stand
+    assert len(rows) == 5_000 and {r["id"] for r in rows} == {f"g{i}" for i in range(5_000)}
+    assert [b["line"] for b in bad] == [1, 2_502]
+
+
+@pytest.mark.parametrize("big", [False, True])  # the first object within the sniffed MiB, and past it
+def test_a_pretty_printed_first_object_is_still_a_document(tmp_path: Path, big: bool) -> None:
     # Given pretty-printed objects whose first line is a key ending in a colon, its value on the next
     rows, bad = _one_task(tmp_path, "colon.json", b'{"id":\n  "a", "v": {\n "w": [1,\n 2]}}\n{"id":\n"b"}\n')
     # Then each object is one record, as before
     assert bad == []
     assert sorted((r["id"], r["v"], r["_line"]) for r in rows) == [("a", '{"w":[1,2]}', 1), ("b", None, 5)]
+    # And an API export that is one object holding the records, indented (a review: past the
+    # sniffed MiB it was read as NDJSON, every line quarantined), is one record
+    n = 40_000 if big else 100
+    export = json.dumps({"items": [{"id": i, "name": "x" * 10} for i in range(n)]}, indent=2).encode()
+    assert (len(export) > 1 << 20) == big
+    rows, bad = _one_task(tmp_path, "export.json", export)
+    assert bad == [] and len(rows) == 1 and len(json.loads(rows[0]["items"])) == n
 
 
 def test_elements_that_are_not_objects_are_quarantined_with_their_position(tmp_path: Path) -> None:
