@@ -13,10 +13,24 @@ Run it again on the same WORKDIR and only new files are processed; after a crash
 
 from __future__ import annotations
 
+import signal
+
+# make run: a Ctrl-C while the modules below load (a second or more) is kept, and said in one line
+# once main() is ready to. Raised in the middle of an import it printed a traceback, or an import
+# that catches broadly swallowed it and the run went on (a CI run of the Ctrl-C test loaded it all).
+_PRESSED: list[int] = []
+
+
+def _keep(signum: int, _frame: object) -> None:
+    _PRESSED.append(signum)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, _keep)
+
 import argparse
 import json
 import logging
-import signal
 import sys
 import threading
 import time
@@ -388,6 +402,10 @@ def main(argv: list[str] | None = None) -> int:
             f"WORKDIR={args.workdir} cannot be used: {exc.strerror or exc}; give a folder you can write"
         ) from exc
     try:
+        if signal.getsignal(signal.SIGINT) is _keep:  # from here a Ctrl-C is a KeyboardInterrupt
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        if _PRESSED:
+            raise KeyboardInterrupt
         with runs.exclusive(layout):
             return _main(args, layout, started=started, here=here, fresh=fresh)
     except KeyboardInterrupt:
