@@ -181,8 +181,8 @@ SNIFF_BYTES = 1 * MIB
 def is_document(head: bytes | memoryview) -> bool:
     """True when a text that starts with ``head`` is a JSON document rather than NDJSON: its first
     value is an array, or an object that goes on past its first line (pretty-printed), unless the
-    next line is a whole object standing alone (the first line was cut: NDJSON, where it is one bad
-    line, not one record running to the object's end; ``frame_sniff``). Decided on the first
+    next two lines are whole objects standing alone (the first line was cut: NDJSON, where it is one
+    bad line, not one record running to the object's end; ``frame_sniff``). Decided on the first
     :data:`SNIFF_BYTES` after a byte-order mark (a first object longer than that on one line is
     NDJSON)."""
     head = bytes(head[: SNIFF_BYTES + len(BOM)])

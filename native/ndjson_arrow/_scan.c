@@ -361,7 +361,8 @@ static PyMethodDef methods[] = {
      "-> (new_keys, columns, lines, rows, bad, extra, consumed, next_line, probes)\n\n"
      "NDJSON bytes -> string columns; see ndjson_arrow.scan for the contract."},
     {"sniff", sniff, METH_O,
-     "sniff(head) -> 1 (a JSON document: an array, or a first object past its line), 0 (NDJSON), -1 (unknown yet)"},
+     "sniff(head) -> 1 (a JSON document: an array, or a first object past its line unless a cut line "
+     "before whole ones: frame_core.h, frame_sniff), 0 (NDJSON), -1 (unknown yet)"},
     {"newlines", newlines, METH_VARARGS,
      "newlines(data, start=0, end=len(data)) -> int\n\nHow many LF bytes data[start:end] holds (no copy)."},
     {NULL, NULL, 0, NULL},

@@ -295,6 +295,14 @@ static void frame_take(Frame *f) {
     f->heads.len = 0;
 }
 
+/* The start of the first line from i on that is not white space only (n: only white space left). */
+static size_t frame_skip_blank_lines(const uint8_t *p, size_t i, size_t n) {
+    size_t k = i;
+    for (; k < n && frame_white(p[k]); k++)
+        if (p[k] == '\n') i = k + 1;
+    return k >= n ? n : i;
+}
+
 /* Whether the line at p[i..n) is one whole object standing alone: it starts with '{' in its first
  * column, its brackets balance on it, and only white space follows on the line. 1 yes, 0 no,
  * -1 when ``head`` ends first. */
@@ -331,10 +339,11 @@ static int frame_line_is_object(const uint8_t *p, size_t i, size_t n) {
 
 /* How a text starts: 1 when it is not NDJSON (a top-level array, or a first object that runs past
  * its first line: pretty-printed), 0 when it is, -1 when ``head`` ends before that is known. A
- * first object that runs past its line is NDJSON after all when the next line (past empty ones)
- * is a whole object standing alone: a first line cut inside its object before whole NDJSON lines
- * (a pretty-printer indents a nested line or ends it with a comma), so the cut line costs only
- * itself instead of becoming one record running to the object's end. */
+ * first object that runs past its line is NDJSON after all when the next two lines (past blank
+ * ones) are whole objects standing alone, or the next one is and the text ends: a first line cut
+ * inside its object before whole NDJSON lines (a pretty-printer indents a nested line or ends it
+ * with a comma, and an export of one element a line ends with its closing brackets), so the cut
+ * line costs only itself instead of becoming one record running to the object's end. */
 static int frame_sniff(const uint8_t *p, size_t n) {
     size_t i = 0;
     while (i < n && frame_white(p[i])) i++;
@@ -357,10 +366,12 @@ static int frame_sniff(const uint8_t *p, size_t n) {
             continue;
         }
         if (c == '\n') { /* the first object goes on past its line */
-            size_t j = i + 1;
-            while (j < n && (p[j] == '\n' || p[j] == '\r')) j++;
-            int alone = frame_line_is_object(p, j, n);
-            return alone == 1 ? 0 : 1; /* a line cut short, or pretty-printed (unknown: as before) */
+            size_t j = frame_skip_blank_lines(p, i + 1, n);
+            if (frame_line_is_object(p, j, n) != 1) return 1; /* pretty-printed (unknown: as before) */
+            while (j < n && p[j] != '\n') j++;
+            j = j < n ? frame_skip_blank_lines(p, j + 1, n) : n;
+            /* and the line after it one too, or the text ends: a first line cut short */
+            return j >= n || frame_line_is_object(p, j, n) != 0 ? 0 : 1;
         }
         if (c == '"') {
             in_string = 1;

@@ -16,7 +16,7 @@ import pytest
 from glue_processor.read.objects import local_path, split_s3, store_for
 from glue_processor.read.spec import FileTask, TaskSpec
 from glue_processor.read.task import run_task
-from glue_processor.read.text import Chunk, Limits, LongLine, ReadFailed, TooLarge, chunks
+from glue_processor.read.text import Chunk, Limits, LongLine, ReadFailed, TooLarge, chunks, is_document
 
 TINY = Limits(chunk_bytes=64, max_line_bytes=200, max_object_bytes=10_000)
 
@@ -134,3 +134,26 @@ def test_the_sniff_reads_its_mib_whatever_the_block_size_and_a_stop_names_its_li
     with pytest.raises(TooLarge) as unsniffed:
         list(chunks(stream(lines_of(500)), over))
     assert stopped.value.next_line == unsniffed.value.next_line > 1
+
+
+@pytest.mark.parametrize(
+    ("text", "document"),
+    [
+        (b'{"id":"cut","v":\n{"a":1}\n{"a":2}\n', False),  # a first line cut short, then NDJSON
+        (b'{"id":"cut","v":\n{"a":1}\n', False),  # ... with one line after it
+        (b'{"id":"cut","v":\n  \n{"a":1}\n\t\n{"a":2}\n', False),  # ... blank lines between
+        (b'{"id":"cut","v":\r\n{"a":1}\r\n{"a":2}\r\n', False),  # ... CRLF
+        (b'{"a":1}\n{"a":2}\n', False),  # NDJSON
+        (b'{"data": [\n{"x":1}\n]}\n', True),  # an export of one element a line (a review's cases)
+        (b'{"data":[\n{"x":1}\n,{"x":2}\n]}', True),  # ... commas first
+        (b'{"a":\n{"b":1}\n}', True),
+        (b'{"a":\r\n{"b":1}\r\n}', True),
+        (b'{"type":"FeatureCollection","features":[\n{"type":"Feature"}\n]}\n', True),
+        (json.dumps({"a": 1, "b": [1, {"c": "}"}]}, indent=2).encode(), True),  # json.dumps, indented
+        (b'\xef\xbb\xbf{\n  "a": 1\n}\n', True),  # ... after a byte-order mark
+        (b'[{"a":1}]\n', True),  # an array
+        (b'{"id":"cut","v":\n{"a":1}\nnot json\n', True),  # the limit: cut twice in its first lines
+    ],
+)
+def test_what_the_sniff_calls_a_document(text: bytes, document: bool) -> None:
+    assert is_document(text) == document
