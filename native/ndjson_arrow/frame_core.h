@@ -303,17 +303,16 @@ static size_t frame_skip_blank_lines(const uint8_t *p, size_t i, size_t n) {
     return k >= n ? n : i;
 }
 
-/* Whether the line at p[i..n) is one whole object standing alone: it starts with '{' in its first
- * column, its brackets balance on it, and only white space follows on the line. 1 yes, 0 no,
- * -1 when ``head`` ends first. */
-static int frame_line_is_object(const uint8_t *p, size_t i, size_t n) {
-    if (i >= n) return -1;
-    if (p[i] != '{') return 0;
+/* How the object that opens at p[i] ('{') goes on, following its strings and brackets: it closes
+ * on its line (FRAME_CLOSED, *end at its closing bracket), its line ends first (FRAME_PAST_LINE,
+ * *end at that line feed), a line feed falls inside one of its strings, where JSON has none
+ * (FRAME_BROKEN), or ``head`` ends first (FRAME_HEAD_END). */
+enum { FRAME_CLOSED, FRAME_PAST_LINE, FRAME_BROKEN, FRAME_HEAD_END };
+static int frame_object_line(const uint8_t *p, size_t i, size_t n, size_t *end) {
     size_t depth = 0;
     int in_string = 0, escape = 0;
     for (; i < n; i++) {
         uint8_t c = p[i];
-        if (c == '\n') return 0; /* the object goes on past its line */
         if (in_string) {
             if (escape)
                 escape = 0;
@@ -321,18 +320,37 @@ static int frame_line_is_object(const uint8_t *p, size_t i, size_t n) {
                 escape = 1;
             else if (c == '"')
                 in_string = 0;
+            else if (c == '\n')
+                return FRAME_BROKEN;
             continue;
+        }
+        if (c == '\n') {
+            *end = i;
+            return FRAME_PAST_LINE;
         }
         if (c == '"') {
             in_string = 1;
         } else if (c == '{' || c == '[') {
             depth++;
-        } else if (c == '}' || c == ']') {
-            if (--depth == 0) break;
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+            *end = i;
+            return FRAME_CLOSED;
         }
     }
+    return FRAME_HEAD_END;
+}
+
+/* Whether the line at p[i..n) is one whole object standing alone: it starts with '{' in its first
+ * column, its brackets balance on it, and only white space follows on the line. 1 yes, 0 no,
+ * -1 when ``head`` ends first. */
+static int frame_line_is_object(const uint8_t *p, size_t i, size_t n) {
     if (i >= n) return -1;
-    for (i++; i < n && p[i] != '\n'; i++)
+    if (p[i] != '{') return 0;
+    size_t end = 0;
+    int how = frame_object_line(p, i, n, &end);
+    if (how == FRAME_HEAD_END) return -1;
+    if (how != FRAME_CLOSED) return 0; /* the object goes on past its line */
+    for (i = end + 1; i < n && p[i] != '\n'; i++)
         if (!frame_white(p[i])) return 0;
     return 1;
 }
@@ -350,39 +368,19 @@ static int frame_sniff(const uint8_t *p, size_t n) {
     if (i == n) return -1;
     if (p[i] == '[') return 1;
     if (p[i] != '{') return 0;
-    size_t depth = 0;
-    int in_string = 0, escape = 0;
-    for (; i < n; i++) {
-        uint8_t c = p[i];
-        if (in_string) {
-            if (escape)
-                escape = 0;
-            else if (c == '\\')
-                escape = 1;
-            else if (c == '"')
-                in_string = 0;
-            else if (c == '\n')
-                return 0; /* a broken first line: NDJSON, where it is one bad line */
-            continue;
-        }
-        if (c == '\n') { /* the first object goes on past its line */
-            size_t j = frame_skip_blank_lines(p, i + 1, n);
-            if (frame_line_is_object(p, j, n) != 1) return 1; /* pretty-printed (unknown: as before) */
-            while (j < n && p[j] != '\n') j++;
-            j = j < n ? frame_skip_blank_lines(p, j + 1, n) : n;
-            /* and the line after it one too, or the text ends: a first line cut short */
-            return j >= n || frame_line_is_object(p, j, n) != 0 ? 0 : 1;
-        }
-        if (c == '"') {
-            in_string = 1;
-        } else if (c == '{' || c == '[') {
-            depth++;
-        } else if (c == '}' || c == ']') {
-            if (depth == 0) return 0;
-            if (--depth == 0) return 0; /* the first object ends on its line */
-        }
+    size_t end = 0;
+    switch (frame_object_line(p, i, n, &end)) {
+    case FRAME_CLOSED: return 0; /* the first object ends on its line */
+    case FRAME_BROKEN: return 0; /* a broken first line: NDJSON, where it is one bad line */
+    case FRAME_HEAD_END: return -1;
+    default: break; /* the first object goes on past its line */
     }
-    return -1;
+    size_t j = frame_skip_blank_lines(p, end + 1, n);
+    if (frame_line_is_object(p, j, n) != 1) return 1; /* pretty-printed (unknown: as before) */
+    while (j < n && p[j] != '\n') j++;
+    j = j < n ? frame_skip_blank_lines(p, j + 1, n) : n;
+    /* and the line after it one too, or the text ends: a first line cut short */
+    return j >= n || frame_line_is_object(p, j, n) != 0 ? 0 : 1;
 }
 
 #endif

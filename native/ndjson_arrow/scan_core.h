@@ -16,9 +16,8 @@
  *   can steer them into one probe chain (a name the predicted key is not is first looked up in
  *   one slot of a small table by an unkeyed index of its bytes, and taken from it only when its
  *   bytes match: a name steered there costs one more compare of its bytes, then is hashed as
- *   without it); a line has at most MAX_LINE_KEYS distinct keys
- *   (past it the line is bad, R_TOO_MANY_KEYS) and a scan at most MAX_SCAN_KEYS keys besides the
- *   known ones.
+ *   without it); a line has at most MAX_LINE_KEYS distinct keys (past it the line is bad,
+ *   R_TOO_MANY_KEYS) and a scan at most MAX_SCAN_KEYS keys besides the known ones.
  * - memory: a scan stops before the line that would take its columns past ``max_cells`` (rows x
  *   columns, each cell an offset); the caller scans the rest of the text in further calls.
  */
@@ -590,6 +589,11 @@ static int table_build(Scan *s, size_t slots) {
     return 0;
 }
 
+/* Whether ``key`` is named by name..name+n. */
+static inline int key_is(const Key *key, const uint8_t *name, size_t n) {
+    return key->name_len == n && same_bytes((const uint8_t *)key->name, name, n);
+}
+
 static ptrdiff_t key_find(Scan *s, const uint8_t *name, size_t n, uint64_t h) {
     size_t i = (size_t)h & s->table_mask;
     uint64_t probes = 0;
@@ -600,8 +604,7 @@ static ptrdiff_t key_find(Scan *s, const uint8_t *name, size_t n, uint64_t h) {
         k = slot->key;
         if (k < 0) break;
         if (slot->hash != h) continue;
-        const Key *key = &s->keys[k];
-        if (key->name_len == n && same_bytes((const uint8_t *)key->name, name, n)) break;
+        if (key_is(&s->keys[k], name, n)) break;
     }
     s->probes += probes;
     return k;
@@ -685,19 +688,14 @@ static inline size_t recent_slot(const uint8_t *name, size_t n) {
 static ptrdiff_t key_of(Scan *s, ptrdiff_t prev, const uint8_t *name, size_t n) {
     ptrdiff_t guess = prev >= 0 ? s->keys[prev].next : s->first;
     ptrdiff_t k = -1;
-    if (guess >= 0 && guess < s->nkeys) {
-        Key *g = &s->keys[guess];
-        if (g->name_len == n && same_bytes((const uint8_t *)g->name, name, n)) k = guess;
-    }
+    if (guess >= 0 && guess < s->nkeys && key_is(&s->keys[guess], name, n)) k = guess;
     size_t slot = 0;
     if (k < 0) {
         slot = recent_slot(name, n);
         ptrdiff_t r = (ptrdiff_t)s->recent[slot] - 1;
         s->probes++; /* a slot visited too; a miss then costs one compare of the name */
-        if (r >= 0 && r < s->nkeys) { /* below nkeys: a rolled-back key's name is freed */
-            Key *g = &s->keys[r];
-            if (g->name_len == n && same_bytes((const uint8_t *)g->name, name, n)) k = r;
-        }
+        /* below nkeys: a rolled-back key's name is freed */
+        if (r >= 0 && r < s->nkeys && key_is(&s->keys[r], name, n)) k = r;
     }
     if (k < 0) {
         uint64_t h = hash_bytes(name, n);

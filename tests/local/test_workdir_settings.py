@@ -12,8 +12,7 @@ import pytest
 
 from glue_processor.local import cli
 from glue_processor.local.layout import LocalLayout
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.local.test_first_hour import ROOT
 
 GIVEN = {
     "TABLE_FORMAT": ("--table-format", "hive-parquet", "table_format"),
