@@ -529,6 +529,14 @@ def _run_job(
         if early.is_set():
             print("stopped (Ctrl-C) before the job ran: nothing was loaded; make run starts again", file=sys.stderr)
             return INTERRUPTED
+        cut = runs.unfinished(layout)
+        if cut is not None:
+            when = f" (started {cut[:19].replace('T', ' ')})" if cut else ""
+            print(
+                f"the last run{when} ended without finishing (killed or crashed): resuming from its checkpoint; "
+                "what it committed is not loaded again",
+                flush=True,
+            )
         runs.mark_run(layout, finished=False)
         progress = Progress(files, left_bytes, started)
         run = run_query(spark, settings, on_batch=progress, early_stop=early, records_kept=RECORDS_KEPT)

@@ -67,6 +67,24 @@ def read(layout: LocalLayout) -> dict[str, Any]:
     return item if isinstance(item, dict) else {}
 
 
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def unfinished(layout: LocalLayout) -> str | None:
+    """When the last run started and ended without finishing (``kill -9``, a crash, the machine
+    going down): when it started. Asked under :func:`exclusive`, so that run is not alive (a live
+    process of its pid is another one's, after a reboot)."""
+    last = read(layout)
+    if not last.get("pid") or last.get("finished_at"):
+        return None
+    return str(last.get("started_at") or "")
+
+
 def mark_run(layout: LocalLayout, *, finished: bool, drained: Iterable[str] = (), fingerprint: str = "") -> None:
     """At a run's start (its pid) and at its clean end (the manifests it drained, its settings)."""
     info = read(layout)

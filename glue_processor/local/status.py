@@ -7,7 +7,6 @@ active (its process is alive), finished, or died without finishing (reported as 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 from contracts.layout import manifest_data_bytes
 from glue_processor.local.errors import Parser, cli
 from glue_processor.local.layout import LocalLayout
-from glue_processor.local.runs import Waiting, read, run_file, waiting
+from glue_processor.local.runs import Waiting, alive, read, run_file, waiting
 from lambdas.control_plane.decision import JobView
 from lambdas.control_plane.metrics_reader import JsonlReader
 from lambdas.control_plane.service import ControlPlane
@@ -39,7 +38,7 @@ class LocalJobGateway:
             return JobView("NONE", paused=paused, desired_workers=desired_workers)
         info = json.loads(path.read_text())
         started = datetime.fromisoformat(info["started_at"]) if info.get("started_at") else None
-        if info.get("pid") and _alive(int(info["pid"])):
+        if info.get("pid") and alive(int(info["pid"])):
             state = "RUNNING"
         elif info.get("pid"):
             state = "FAILED"
@@ -72,14 +71,6 @@ class LocalJobGateway:
 
     def stop(self, run_ids: list[str]) -> None:
         return
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
 
 
 def render(status: dict[str, Any], dry: dict[str, Any], waiting: Waiting | None = None) -> str:

@@ -103,6 +103,7 @@ def test_user_tree_is_ingested_then_only_new_files(tmp_path: Path) -> None:
     second = run_local("--data", str(data), "--workdir", str(work))
     assert second.returncode == 0, second.stderr[-3000:]
     assert "fed 1 new file (" in second.stdout and "your files: 1 new; 1 loaded (1 row)" in second.stdout
+    assert "ended without finishing" not in second.stdout  # the first run finished: nothing resumed
     assert len(read_rows(work / "output")) == 14
 
 
@@ -145,6 +146,7 @@ def test_kill_9_mid_run_then_resume_gives_each_record_once(tmp_path: Path) -> No
 
     resumed = run_local(*args)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "ended without finishing (killed or crashed): resuming from its checkpoint" in resumed.stdout
     rows = read_rows(work / "output")
     kept = {rel: recs for rel, recs in files.items() if rel < "f020"}
     want = sorted((f"s3://local-landing/{rel}", n + 1) for rel, recs in kept.items() for n in range(len(recs)))
