@@ -31,6 +31,7 @@ if __name__ == "__main__":
 import argparse
 import json
 import logging
+import shutil
 import sys
 import threading
 import time
@@ -392,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     here = Path.cwd()
     layout = LocalLayout(args.workdir.resolve())
     fresh = not layout.state.exists()
+    made = not layout.workdir.exists()
     check_data(args.data)  # a DATA typo leaves no WORKDIR behind
     try:
         layout.create()
@@ -408,11 +410,25 @@ def main(argv: list[str] | None = None) -> int:
             raise KeyboardInterrupt
         with runs.exclusive(layout):
             return _main(args, layout, started=started, here=here, fresh=fresh)
+    except ConfigError:
+        if made:  # a mistake in a setting (SCHEMA=, ROUTES=, ...) leaves no WORKDIR behind either
+            _unmake(layout)
+        raise
     except KeyboardInterrupt:
         # Ctrl-C before the job ran (Spark starting, the feed hashing): a batch is never cut by it
         # (the job stops between batches), and a feed cut short is replayed by the next run
         print("stopped (Ctrl-C) before the job ran: nothing was loaded; make run starts again", file=sys.stderr)
         return INTERRUPTED
+
+
+def _unmake(layout: LocalLayout) -> None:
+    """Remove a WORKDIR this run made, unless a file was fed into it (then it holds a manifest the
+    next run must load): what a refused setting left is folders, a link and this run's state."""
+    if layout.manifests.is_dir() and any(layout.manifests.iterdir()):
+        return
+    if layout.output.exists() or layout.checkpoint.exists():
+        return
+    shutil.rmtree(layout.workdir, ignore_errors=True)
 
 
 def _main(args: argparse.Namespace, layout: LocalLayout, *, started: float, here: Path, fresh: bool) -> int:

@@ -203,6 +203,10 @@ def test_mistakes_are_one_line_and_exit_2(messy: dict[str, Any], tmp_path: Path)
     assert "SQL:" in user_error(make("query", f"WORKDIR={work}", "SQL=SELEC 1"))
     assert "SCHEMA=" in user_error(make("run", f"WORKDIR={tmp_path / 'w1'}", f"DATA={data}", "SCHEMA=nope.json"))
     assert "ROUTES=" in user_error(make("run", f"WORKDIR={tmp_path / 'w2'}", f"DATA={data}", "ROUTES=nope.yaml"))
+    (tmp_path / "bad.json").write_text('{"columns": {"ts": "timestamp",}}')
+    assert "bad.json: not JSON" in user_error(
+        make("run", f"WORKDIR={tmp_path / 'w5'}", f"DATA={data}", f"SCHEMA={tmp_path}/bad.json")
+    )
     assert "not a directory" in user_error(make("run", f"WORKDIR={tmp_path / 'w3'}", f"DATA={tmp_path / 'none'}"))
     assert not (tmp_path / "w3").exists()  # a DATA typo leaves no WORKDIR behind
     assert "glob" in user_error(make("run", f"WORKDIR={tmp_path / 'w[1]'}", f"DATA={data}"))
@@ -211,6 +215,8 @@ def test_mistakes_are_one_line_and_exit_2(messy: dict[str, Any], tmp_path: Path)
     assert "not a declared column" in user_error(
         make("run", f"WORKDIR={tmp_path / 'w4'}", f"DATA={data}", "PARTITION_BY=custid")
     )
+    # a setting's mistake leaves no WORKDIR behind either: the next run, with the typo fixed, is a first run
+    assert [w for w in ("w1", "w2", "w4", "w5") if (tmp_path / w).exists()] == []
     assert "no local run here" in user_error(make("reconcile", f"WORKDIR={tmp_path / 'typo'}"))
     assert "no metrics.jsonl" in user_error(make("metrics", f"WORKDIR={tmp_path / 'typo'}"))
     assert "no Iceberg table here" in user_error(make("compact", f"WORKDIR={tmp_path / 'typo'}"))
