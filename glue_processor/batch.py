@@ -136,6 +136,10 @@ class ManifestBatchJob:
         self.on_replan: Any = None  # told the batch that asked for a new count: stops the query after it
         # told each batch this run commits and how its shares settled, once published (local progress)
         self.on_batch: Any = None
+        # told a batch an earlier run committed and this run only finished publishing (a restart
+        # after a kill between the batch's commit record and Spark's commit): the local summary
+        # counts it, as the run that ended never could
+        self.on_replay: Any = None
         self._resumed = False
         self._unheld: list[SetAside] = []  # shares set aside whose keys are not held yet (see _hold_pending)
         self.fenced = False  # set when another run committed a batch first: this run stops
@@ -529,6 +533,9 @@ class ManifestBatchJob:
             logger.info("batch done", extra={"batch_id": record.batch_id, **record.stats.model_dump()})
             if self.on_batch is not None:
                 self.on_batch(record, settlements)
+        elif self.on_replay is not None:
+            self.committed.append(record)
+            self.on_replay(record, settlements)
         return record
 
     def _deferred_count(self) -> int:

@@ -80,13 +80,16 @@ def run_query(
     settings: JobSettings,
     *,
     on_batch: Callable[[CommitRecord, Sequence[Settlement]], None] | None = None,
+    on_replay: Callable[[CommitRecord, Sequence[Settlement]], None] | None = None,
     early_stop: threading.Event | None = None,
     records_kept: int = 0,
     progress_kept: int = 0,
 ) -> QueryRun:
     """Run the query, generation after generation, until it ends or is stopped (SIGTERM/SIGINT
     stop it between batches). ``on_batch``: told each batch this run commits and how each table's
-    share settled, once published (the local runner's progress line and summary). ``early_stop``:
+    share settled, once published (the local runner's progress line and summary); ``on_replay``: told
+    each batch an earlier run committed that this run finished publishing (kept in ``committed``
+    too). ``early_stop``:
     set by a signal that came before the query could take it (the local runner's Ctrl-C while Spark
     starts): the query stops at once. ``records_kept``, ``progress_kept``: how many of the latest
     commit records and Spark progress reports the run keeps for its caller (the job on Glue keeps
@@ -118,6 +121,7 @@ def run_query(
             committed=run.committed,
         )
         batch_job.on_batch = on_batch
+        batch_job.on_replay = on_replay
         batch_job.intake = intake if settings.trigger == "processing-time" else None
         metrics.attach(spark, generation)
         try:

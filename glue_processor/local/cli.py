@@ -306,7 +306,7 @@ class Progress:
         self.unpublished: dict[tuple[int, str], tuple[str, str]] = {}
         self.manifests: set[str] = set()  # names of the manifests this run's batches committed
 
-    def __call__(self, record: CommitRecord, settlements: Sequence[Settlement] = ()) -> None:
+    def __call__(self, record: CommitRecord, settlements: Sequence[Settlement] = (), *, whose: str = "") -> None:
         s = record.stats
         self.batches += 1
         self.done_files += s.files
@@ -319,11 +319,15 @@ class Progress:
         total_files = max(self.files, self.done_files)
         total = max(self.data_bytes, self.done_bytes)
         print(
-            f"batch {record.batch_id}: {self.done_files:,} of {counted(total_files, 'file')}, "
+            f"batch {record.batch_id}{whose}: {self.done_files:,} of {counted(total_files, 'file')}, "
             f"{size(self.done_bytes)} of {size(total)}, {counted(self.rows, 'row')}, "
             f"{time.monotonic() - self.started:.1f} s",
             flush=True,
         )
+
+    def replayed(self, record: CommitRecord, settlements: Sequence[Settlement] = ()) -> None:
+        """A batch the run that ended committed, whose publication this run finished."""
+        self(record, settlements, whose=" (the last run's, committed before it ended; published now)")
 
 
 def table_states(settings: JobSettings, layout: LocalLayout) -> list[TableState]:
@@ -555,7 +559,14 @@ def _run_job(
             )
         runs.mark_run(layout, finished=False)
         progress = Progress(files, left_bytes, started)
-        run = run_query(spark, settings, on_batch=progress, early_stop=early, records_kept=RECORDS_KEPT)
+        run = run_query(
+            spark,
+            settings,
+            on_batch=progress,
+            on_replay=progress.replayed,
+            early_stop=early,
+            records_kept=RECORDS_KEPT,
+        )
         # available-now drained every manifest listed before it started, unless a signal stopped it
         # between batches or another run fenced it out: then the next run must look again (unless
         # this run's batches took every manifest that was waiting)

@@ -199,3 +199,25 @@ def test_a_kill_inside_a_batch_that_tails_loads_the_appended_lines_once(tmp_path
     out = run(work)
     assert out.returncode == 0 and "only its lines from 5 on were read" in out.stdout, out.stdout
     assert rows(work) == [("app.ndjson", i, str(i)) for i in range(1, 6)]
+
+
+def test_a_run_killed_between_its_record_and_its_table_is_finished_and_counted_by_the_next(tmp_path: Path) -> None:
+    # Given a first batch killed (SIGKILL) once its commit record is written, before its table commit
+    data, work = tmp_path / "data", tmp_path / "work"
+    write(data / "a.ndjson", 1, 2, 3)
+    (data / "b.ndjson").write_text('{"n": 4}\n{not json\n')
+    killed = run(work, "--data", str(data), fault="after-commit-record")
+    assert killed.returncode == -signal.SIGKILL, (killed.returncode, killed.stderr[-2000:])
+    # When make run runs again: it says it resumes, finishes that batch's publication, and its
+    # summary counts that batch (a newcomer read "0 loaded (0 rows)" as a loss: the run that ended
+    # never printed one)
+    again = run(work)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "ended without finishing (killed or crashed): resuming from its checkpoint" in again.stdout
+    assert "batch 0 (the last run's, committed before it ended; published now): 2 of 2 files" in again.stdout
+    assert "your files: 0 new; 2 loaded (4 rows), 1 line quarantined" in again.stdout, again.stdout
+    assert "b.ndjson:2  malformed JSON" in again.stdout
+    assert rows(work) == [("a.ndjson", i, str(i)) for i in (1, 2, 3)] + [("b.ndjson", 1, "4")]
+    # And a run after it, with nothing new, starts nothing and counts nothing twice
+    idle = run(work)
+    assert idle.returncode == 0 and "nothing new in" in idle.stdout, idle.stdout
