@@ -101,7 +101,10 @@ def render(report: RunReport, *, here: Path | None = None) -> str:
     sources = [(s, report.outcome(r, s)) for r in report.records for s in r.sources]
     kinds = Counter(kind for _, kind in sources)
     kinds["ignored"] += len(report.ignored)
-    rows = sum(s.records for s, kind in sources if kind not in ("not published", "waiting to publish"))
+    rows = Counter[str]()
+    for s, kind in sources:
+        if kind not in ("not published", "waiting to publish"):
+            rows[kind] += s.records
     bad = sum(s.bad_records for s, _ in sources)
     out = [_headline(report, kinds, rows, bad)]
     problems = _problems(report, sources, rel)
@@ -155,10 +158,17 @@ HEADLINE_ORDER = (
 )
 
 
-def _headline(report: RunReport, kinds: Counter[str], rows: int, bad: int) -> str:
-    """Each file counted once: the parts add up to the files this run saw."""
-    parts = [f"{kinds['loaded']:,} loaded ({rows:,} row{'s' * (rows != 1)})"]
-    parts += [f"{kinds[k]:,} {k}" for k in HEADLINE_ORDER if kinds[k]]
+def _headline(report: RunReport, kinds: Counter[str], rows: Counter[str], bad: int) -> str:
+    """Each file counted once: the parts add up to the files this run saw; rows are said with the
+    files they came from (a truncated gzip's 10,309 rows are not the whole files')."""
+
+    def rows_of(kind: str) -> str:
+        return f" ({rows[kind]:,} row{'s' * (rows[kind] != 1)})"
+
+    others = [k for k in HEADLINE_ORDER if kinds[k]]
+    loaded = rows_of("loaded") if kinds["loaded"] or not any(rows[k] for k in others) else ""
+    parts = [f"{kinds['loaded']:,} loaded{loaded}"]
+    parts += [f"{kinds[k]:,} {k}{rows_of(k) if rows[k] else ''}" for k in others]
     parts += [f"{kinds[k]:,} {k}" for k in ("already loaded", "superseded") if kinds[k]]
     if bad:
         parts.append(f"{bad:,} line{'s' * (bad != 1)} quarantined")

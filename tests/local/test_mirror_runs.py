@@ -177,7 +177,7 @@ def test_tail_loads_only_what_a_log_file_appends(tmp_path: Path) -> None:
     assert run(work, "--data", str(data), "--on-overwrite", "tail").returncode == 0
     write(data / "app.log.ndjson", 1, 2, 3, 4, 5)
     out = run(work)
-    assert out.returncode == 0 and "your files: 0 new, 1 changed; 0 loaded (2 rows), 1 extended" in out.stdout, (
+    assert out.returncode == 0 and "your files: 0 new, 1 changed; 0 loaded, 1 extended (2 rows)" in out.stdout, (
         out.stdout
     )
     assert "only its lines from 4 on were read" in out.stdout

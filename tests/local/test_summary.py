@@ -63,7 +63,8 @@ def test_each_file_is_counted_once_and_the_parts_add_up_to_the_files_seen() -> N
     text = render(_report(record), here=Path("/"))
     headline = text.splitlines()[0]
     # 3 fed + 1 ignored = 4 new = 1 loaded + 1 in part + 1 empty + 1 ignored
-    assert headline.startswith("your files: 4 new; 1 loaded (7 rows), 1 loaded in part, 1 empty, 1 ignored")
+    # (each part's rows its own: the file loaded in part's 2 are not the loaded one's)
+    assert headline.startswith("your files: 4 new; 1 loaded (5 rows), 1 loaded in part (2 rows), 1 empty, 1 ignored")
     assert "empty              d/empty.json  no record in it: nothing to load" in text
 
 
