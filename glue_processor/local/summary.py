@@ -319,11 +319,18 @@ def renamed(
         by_lower: dict[str, list[str]] = {}
         for key in keys:
             by_lower.setdefault(key.lower(), []).append(key)
-        for key, name in column_names(keys):
+        names = column_names(keys)
+        column_of = dict(names)
+        for key, name in names:
             if key and key != name and (wanted is None or key in wanted):
                 twins = [k for k in by_lower.get(key.lower(), []) if k != key]
+                # the twin whose column has the plain name: what SQL's bare name reads (a newcomer's
+                # SELECT id read ID's column, all NULL where only id was given, and took it for a loss)
+                plain = [k for k in twins if column_of[k].lower() == key.lower()]
+                reads = f'; SQL\'s {key} reads the column of "{plain[0]}"' if plain else ""
                 why = (
-                    f'differs from "{twins[0]}" only in case (Athena and Glue cannot tell them apart): query {name}'
+                    f'differs from "{twins[0]}" only in case (Athena and Glue cannot tell them apart): query '
+                    f'{name}, every file\'s "{key}" is there{reads}'
                     if twins
                     else f"a name of the job's own: query {name}"
                 )

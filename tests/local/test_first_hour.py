@@ -95,6 +95,7 @@ def test_the_summary_leads_with_what_happened_to_each_file(messy: dict[str, Any]
     assert f"ignored            {data / 'notes.txt'}" in out
     # the key that lost its name says so where it happens
     assert re.search(r'column name__2 +key "name" +differs from "Name" only in case', out), out
+    assert 'query name__2, every file\'s "name" is there; SQL\'s name reads the column of "Name"' in out
     assert "table ingest.events:" in out and "each (source, line) once" in out
     # the metrics are behind make metrics, not in the summary
     assert "RecordsIn" not in out
