@@ -48,6 +48,26 @@ HIVE_SQL = (
     "FROM meta.files GROUP BY ALL ORDER BY ALL"
 )
 EMPTY = pa.table({"table": pa.array([], pa.string())})
+# what partitions_of and files_of give (a table with no snapshot yet gives them empty: the default
+# query, and the check of a table's format by its spec_id, read the same columns)
+PARTITIONS = pa.schema(
+    [
+        ("partition", pa.string()),
+        ("spec_id", pa.int32()),
+        ("rows", pa.int64()),
+        ("files", pa.int32()),
+        ("mb", pa.float64()),
+    ]
+)
+FILES = pa.schema(
+    [
+        ("path", pa.string()),
+        ("partition", pa.string()),
+        ("spec_id", pa.int32()),
+        ("rows", pa.int64()),
+        ("mb", pa.float64()),
+    ]
+)
 
 
 def connect(output: Path, *, database: str = LOCAL_DATABASE, table_name: str = "events") -> duckdb.DuckDBPyConnection:
@@ -131,15 +151,8 @@ def _labelled(name: str, table: pa.Table) -> pa.Table:
 
 def partitions_of(table: Table) -> pa.Table:
     """One row per partition of the current snapshot: its path (``name=value/...``), rows, files, MB."""
-    if table.current_snapshot() is None:
-        return pa.table(
-            {
-                "partition": pa.array([], pa.string()),
-                "rows": pa.array([], pa.int64()),
-                "files": pa.array([], pa.int32()),
-                "mb": pa.array([], pa.float64()),
-            }
-        )
+    if table.current_snapshot() is None:  # the columns all the same: a table with no rows yet is Iceberg too
+        return PARTITIONS.empty_table()
     raw = table.inspect.partitions()
     specs = raw["spec_id"].to_pylist()
     labels = [_label(p, _fields(table, s)) for p, s in zip(raw["partition"].to_pylist(), specs, strict=True)]
@@ -157,7 +170,7 @@ def partitions_of(table: Table) -> pa.Table:
 def files_of(table: Table) -> pa.Table:
     """One row per data file of the current snapshot: path, partition, spec, rows, MB."""
     if table.current_snapshot() is None:
-        return pa.table({"path": pa.array([], pa.string())})
+        return FILES.empty_table()
     raw = table.inspect.files()
     return pa.table(
         {

@@ -226,6 +226,28 @@ def test_mistakes_are_one_line_and_exit_2(messy: dict[str, Any], tmp_path: Path)
     assert debug.returncode != 0 and "Traceback" in debug.stderr
 
 
+def test_make_query_as_the_run_prints_it_works_on_a_table_with_no_row_yet(tmp_path: Path) -> None:
+    # Given a first run whose every line is bad (a newcomer's day one): the table has no snapshot
+    data, work = tmp_path / "data", tmp_path / "work"
+    write(data / "bad.ndjson", [], raw=b'{"a" 1}\n')
+    (data / "empty.ndjson").write_bytes(b"")
+    first = make("run", f"DATA={data}", f"WORKDIR={work}")
+    assert first.returncode == 0 and "table ingest.events: 0 rows in 0 Parquet files" in first.stdout, first.stderr
+    # When the query the run suggests runs as printed, Then it lists no partition (it failed on
+    # "SQL: Binder Error" though no SQL was given: an empty table was taken for a hive-parquet one)
+    for args in ((), ("SQL=SELECT * FROM files",), ("SQL=SELECT count(*) AS n FROM quarantine",)):
+        out = make("query", f"WORKDIR={work}", *args)
+        assert out.returncode == 0, (args, out.stderr)
+    assert make("query", f"WORKDIR={work}").stdout.splitlines()[0].split() == [
+        "table",
+        "partition",
+        "spec_id",
+        "rows",
+        "files",
+        "mb",
+    ]
+
+
 def test_changing_partition_by_evolves_the_spec_in_place(tmp_path: Path) -> None:
     data, work = tmp_path / "data", tmp_path / "work"
     write(data / "a.json", [{"id": i, "custid": i % 2, "ts": f"2026-01-0{1 + i % 3}T00:00:00Z"} for i in range(6)])
