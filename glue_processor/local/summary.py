@@ -295,7 +295,9 @@ def _values(report: RunReport, workdir: str) -> list[tuple[str, str, str]]:
             (
                 "values in _extra",
                 f"{total['extra']:,} value{'s' * (total['extra'] != 1)}",
-                "past the table's column bound, or with no column of their own: kept in _extra (a JSON object)",
+                "past the table's column bound, with no column of their own, or another case of a column's key "  # noqa: S608 - a hint printed
+                f"(Athena and Glue cannot tell them apart): kept in _extra (a JSON object); their keys: make query "
+                f'WORKDIR={workdir} SQL="SELECT DISTINCT unnest(map_keys(_extra)) AS key FROM {_view(report)}"',
             )
         )
     return out

@@ -168,6 +168,11 @@ def gather(
     keys = sorted(known)
     seen = set(keys)
     names = StableNames(known, held)
+    losers = case_losers(found_by_object, known=known, held=held)
+
+    def joins(key: str) -> bool:
+        return key not in losers and names.join(key)
+
     for result in sorted(results, key=lambda r: r.index):
         outcome.rescued += result.rescued
         outcome.extra_values += result.extra_values
@@ -183,7 +188,7 @@ def gather(
         elif found.status == "superseded":
             outcome.add(source, "superseded", reason=found.reason)
         else:
-            admit(keys, seen, found.new_keys, max_columns, names.join)
+            admit(keys, seen, found.new_keys, max_columns, joins)
             outcome.read(source, found)
     for part in lost:  # a range that could not be read, of an object whose other ranges loaded
         source = files[part.item]
@@ -191,6 +196,34 @@ def gather(
         outcome.partial.add(_identity(source))
     outcome.final_keys = tuple(sorted(keys))
     return seen
+
+
+def case_losers(found: Sequence[FileOutcome], *, known: Collection[str], held: Collection[str] = ()) -> frozenset[str]:
+    """Of the keys new to a table in a batch that differ only in case (``kind`` and ``Kind``), all
+    but the one with the most values across the batch (ties: the first in sorted order, lower case
+    before upper: ``kind`` before ``Kind``, ``userId`` before ``userID``): their
+    values go to ``_extra``, as a case variant of a column the table has does. Named together, the
+    two would be columns ``Kind`` and ``kind__2`` by their sorted order, however many rows each is
+    in: one stray ``Kind`` among 1.6M lines of ``kind`` named the dataset's column ``kind__2`` and
+    left ``kind`` in SQL reading NULL (a newcomer's backfill)."""
+    values: dict[str, int] = {}
+    for outcome in found:
+        for key, n in outcome.new_key_values:
+            values[key] = values.get(key, 0) + n
+    for outcome in found:  # a key with no value counted (a NULL only) is a candidate all the same
+        for key in outcome.new_keys:
+            values.setdefault(key, 0)
+    taken = set(known) | set(held)
+    cases: dict[str, list[str]] = {}
+    for key in values:
+        if key not in taken:
+            cases.setdefault(key.lower(), []).append(key)
+    losers: set[str] = set()
+    for variants in cases.values():
+        if len(variants) > 1:
+            winner = min(variants, key=lambda k: (-values[k], k.swapcase()))
+            losers.update(k for k in variants if k != winner)
+    return frozenset(losers)
 
 
 def _identity(source: SourceFile) -> tuple[str, str, str, str | None]:

@@ -92,6 +92,10 @@ class FileOutcome:
     item: int = 0  # FileTask.item
     violations: tuple[tuple[str, int], ...] = ()  # rows that broke each rule (of those that some did)
     dropped: int = 0  # rows a drop rule removed
+    # (key, values in the object's rows) of each key the table does not know (spec.known), this
+    # object's first or not: of new keys that differ only in case, the one with more values across
+    # the batch keeps the column (outcome.case_losers)
+    new_key_values: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -234,6 +238,7 @@ def _parse_stream(
     item: FileTask, text: Any, keys: list[str], *, spec: TaskSpec, out: ParquetParts, bad_records: _QuarantineFile
 ) -> FileOutcome:
     first_keys = set(keys)
+    new_values: dict[str, int] = {}  # the values of the keys the table does not know
     good = bad = text_bytes = dropped = 0
     violations: dict[str, int] = {}
     reason: str | None = None
@@ -252,6 +257,9 @@ def _parse_stream(
             for parsed, in_text in _parsed(piece, keys, spec):
                 good += parsed.rows
                 bad += len(parsed.bad)
+                for i in range(len(spec.known), len(parsed.keys)):  # keys new to the table come last
+                    column = parsed.columns[i]
+                    new_values[parsed.keys[i]] = new_values.get(parsed.keys[i], 0) + len(column) - column.null_count
                 bad_records.extend(_quarantine_record(item, b, spec.batch_id) for b in parsed.bad)
                 if parsed.rows:
                     out.extra_values += parsed.extra_values
@@ -306,6 +314,7 @@ def _parse_stream(
         reason,
         violations=tuple(sorted(violations.items())),
         dropped=dropped,
+        new_key_values=tuple(new_values.items()),
     )
 
 

@@ -40,6 +40,28 @@ def test_a_case_variant_of_a_known_column_does_not_rename_it(spark: Any, tmp_pat
     assert [dict(r["_extra"] or {}) for r in rows] == [{}, {}, {"Kind": "B"}]
 
 
+def test_of_case_variants_new_in_one_batch_the_key_in_more_rows_keeps_the_name(spark: Any, tmp_path: Path) -> None:
+    # Given a first batch whose first file has one stray "Kind" (first in sorted order and in the
+    # batch) and whose second has "kind" on every line (a newcomer's backfill named the dataset's
+    # column kind__2, and SQL's kind read the stray key's column)
+    env = Env(tmp_path)
+    job = env.job(spark)
+    stray = env.put("a.json", b'{"Kind": "stray", "i": 0}\n')
+    lines = b"".join(b'{"kind": "k%d", "i": %d}\n' % (i, i) for i in range(1, 8001))
+    job.run([env.manifest("m0", [stray, env.put("b.json", lines)])], 0)
+    # Then "kind" is the column, with all its values; "Kind" is in _extra under its own key
+    table = load(env.settings)
+    names = [f.name for f in table.schema().fields]
+    assert [n for n in names if n.lower().startswith("kind")] == ["kind"]
+    rows = _rows(table)
+    assert [r["kind"] for r in rows] == [None, *(f"k{i}" for i in range(1, 8001))]
+    assert dict(rows[0]["_extra"] or {}) == {"Kind": "stray"}
+    # And a later batch's "kind" lands in the same column, its "Kind" in _extra
+    job.run([env.manifest("m1", [env.put("c.json", b'{"kind": "later", "i": 8001}\n{"Kind": "K", "i": 8002}\n')])], 1)
+    rows = _rows(load(env.settings))
+    assert [(r["kind"], dict(r["_extra"] or {})) for r in rows[-2:]] == [("later", {}), (None, {"Kind": "K"})]
+
+
 def test_a_case_variant_of_the_partition_key_cannot_stop_the_stream(spark: Any, tmp_path: Path) -> None:
     # Given a table partitioned by kind, and a batch with a record that has "Kind" instead
     env = Env(tmp_path, schema=declared(tmp_path, kind="string"), partition_by="kind")
@@ -131,3 +153,21 @@ def test_a_share_whose_columns_would_take_a_time_partition_s_name_is_refused_not
         job.tables.sink(share.table).check(odd)
     assert refused(refused_with.value)
     job.tables.sink(share.table).check(share)  # the share as it was passes
+
+
+def test_case_losers_weigh_every_object_and_leave_known_and_held_keys_alone() -> None:
+    from glue_processor.read.outcome import case_losers
+    from glue_processor.read.task import FileOutcome
+
+    def found(*values: tuple[str, int]) -> FileOutcome:
+        return FileOutcome("u", "ingested", new_keys=tuple(k for k, _ in values), new_key_values=values)
+
+    # more values across the batch win, whichever object brought the key first
+    assert case_losers([found(("Kind", 2)), found(("kind", 1)), found(("kind", 2))], known=()) == {"Kind"}
+    # a tie goes to the lower case; three variants leave two losers
+    assert case_losers([found(("ID", 1), ("id", 1), ("Id", 1))], known=()) == {"ID", "Id"}
+    # a key with no value counted (only NULLs) still competes, and loses to one with values
+    assert case_losers([FileOutcome("u", "ingested", new_keys=("kind",)), found(("KIND", 1))], known=()) == {"kind"}
+    # a variant of a known or held key is not a new key's rival here (the parse sends it to _extra)
+    assert case_losers([found(("kind", 1), ("KIND", 9))], known=("KIND",)) == frozenset()
+    assert case_losers([found(("kind", 1), ("KIND", 9))], known=(), held=("KIND",)) == frozenset()
