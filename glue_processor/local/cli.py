@@ -250,11 +250,32 @@ def _table_settings(args: argparse.Namespace, layout: LocalLayout) -> dict[str, 
             setattr(args, name, Path(known[name]))
             used.append(f"{name.upper()}={known[name]}")
     if used:
-        print(
-            f"using this WORKDIR's {' and '.join(used)} "
-            "(give another to change it; PARTITION_BY=default, SCHEMA=default and EXPECT=default reset)"
-        )
+        print(f"using this WORKDIR's {' and '.join(used)} ({_how_to_change(used)})")
     return known
+
+
+RESETS = {
+    "PARTITION_BY": "PARTITION_BY=default",
+    "SCHEMA": "SCHEMA=default",
+    "EXPECT": "EXPECT=default",
+    "ON_OVERWRITE": "ON_OVERWRITE=replace",
+    "ON_DELETE": "ON_DELETE=keep",
+}
+
+
+def _how_to_change(used: list[str]) -> str:
+    """How the settings a run reuses change: another value, and the reset of each (a WORKDIR's
+    table format does not change: another one is refused)."""
+    names = [u.split("=", 1)[0] for u in used]
+    resets = [RESETS[n] for n in names if n in RESETS]
+    fixed = "TABLE_FORMAT" in names
+    parts = []
+    if resets:
+        back = "goes back to the default" if len(resets) == 1 else "go back to the defaults"
+        parts.append(f"give another to change {'it' if len(resets) == 1 else 'them'}; {', '.join(resets)} {back}")
+    if fixed:
+        parts.append("a WORKDIR keeps its TABLE_FORMAT: another format needs a WORKDIR of its own")
+    return "; ".join(parts)
 
 
 def _a(table_format: str) -> str:

@@ -57,6 +57,11 @@ def test_a_bare_rerun_reuses_each_setting_the_readme_says_a_workdir_remembers(
     sentence = re.search(r"A WORKDIR remembers its (.+?) as it does its `DATA`", readme, re.S)
     assert sentence is not None
     assert set(re.findall(r"`([A-Z_]+)`", sentence.group(1))) == reused == set(GIVEN)
+    # And the line gives the way back of each one it reuses, and says the table format stays (a
+    # newcomer read "give another to change it" for TABLE_FORMAT, and another was refused)
+    for name, reset in cli.RESETS.items():
+        assert reset in said and f"`{reset}`" in readme, (name, said)
+    assert "a WORKDIR keeps its TABLE_FORMAT" in said
 
 
 @pytest.mark.parametrize(
