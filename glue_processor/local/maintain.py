@@ -8,6 +8,7 @@ they held, orphan files deleted. When nothing is compacted, it says why.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from datetime import timedelta
@@ -32,8 +33,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--orphan-age-hours", type=float, default=24.0)
     p.add_argument("--include-open", action="store_true", help="compact today's partition too (make compact OPEN=1)")
     args = p.parse_args(argv)
-    output = LocalLayout(args.workdir.resolve()).output
+    layout = LocalLayout(args.workdir.resolve())
+    output = layout.output
     catalog_db = output / "_catalog" / "catalog.db"
+    if not catalog_db.exists() and _table_format(layout) == "hive-parquet":
+        raise ConfigError(
+            f"WORKDIR={args.workdir} holds a hive-parquet table: make compact packs Iceberg tables only "
+            "(TABLE_FORMAT=iceberg, the default, in a WORKDIR of its own)"
+        )
     if not catalog_db.exists():
         raise ConfigError(
             f"WORKDIR={args.workdir}: no Iceberg table here (no {catalog_db}); "
@@ -63,6 +70,15 @@ def main(argv: list[str] | None = None) -> int:
             f"deleted {counted(report.orphans_deleted, 'orphan file')}"
         )
     return 0
+
+
+def _table_format(layout: LocalLayout) -> str | None:
+    """The table format make run kept for this WORKDIR (``state/table.json``), if any."""
+    try:
+        kept = json.loads((layout.state / "table.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return kept.get("table_format") if isinstance(kept, dict) else None
 
 
 if __name__ == "__main__":

@@ -228,6 +228,12 @@ def test_mistakes_are_one_line_and_exit_2(messy: dict[str, Any], tmp_path: Path)
     assert "no local run here" in user_error(make("reconcile", f"WORKDIR={tmp_path / 'typo'}"))
     assert "no metrics.jsonl" in user_error(make("metrics", f"WORKDIR={tmp_path / 'typo'}"))
     assert "no Iceberg table here" in user_error(make("compact", f"WORKDIR={tmp_path / 'typo'}"))
+    hive = tmp_path / "hive" / "state"  # a WORKDIR make run kept as hive-parquet (not "run make run first")
+    hive.mkdir(parents=True)
+    (hive / "table.json").write_text('{"table_format": "hive-parquet"}')
+    assert "holds a hive-parquet table: make compact packs Iceberg tables only" in user_error(
+        make("compact", f"WORKDIR={hive.parent}")
+    )
     # DEBUG=1 shows where it was raised
     debug = make("query", f"WORKDIR={tmp_path / 'typo'}", env={"DEBUG": "1"})
     assert debug.returncode != 0 and "Traceback" in debug.stderr
