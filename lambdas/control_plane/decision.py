@@ -318,8 +318,12 @@ def _size_by_need(  # noqa: PLR0917
         "arrival_bytes_per_s": list(obs.arrival_bytes_per_s)[-5:],
         "worker_bytes_per_s": worker_rate(obs, s),
     }
-    if obs.data_age_s is None or obs.data_age_s > s.stale_after_s:
-        return Decision("none", current, f"no fresh backlog datapoint (newest {obs.data_age_s}s old): holding", inputs)
+    if obs.data_age_s is None:
+        return Decision("none", current, "no fresh backlog datapoint (none in the minutes read): holding", inputs)
+    if obs.data_age_s > s.stale_after_s:
+        return Decision(
+            "none", current, f"no fresh backlog datapoint (newest {obs.data_age_s:.0f} s old): holding", inputs
+        )
     if job.started_at is not None and now - timedelta(seconds=obs.data_age_s) < job.started_at:
         return Decision("none", current, "no backlog datapoint from this run yet: holding", inputs)
     level = arrival_level(obs)
