@@ -87,10 +87,10 @@ run: setup ## run the pipeline locally: make run [DATA=<ndjson dir>] [WORKDIR=<d
 metrics: setup ## the metrics of the last local run (make metrics [WORKDIR=...] [ALL=1: every run's])
 	@$(BIN)/python -m glue_processor.local.metrics_report --workdir "$(WORKDIR)" $(if $(ALL),--all)
 
-query: setup ## SQL over the local tables (DuckDB, current snapshots; ; between statements): make query [SQL='SELECT ...'] [FORMAT=csv] [WORKDIR=...]
+query: setup ## SQL over the local tables (DuckDB, current snapshots; ; between statements): make query [SQL="SELECT ..."] [FORMAT=csv] [WORKDIR=...] (double quotes: the README's SQL has single ones)
 	@$(BIN)/python -m glue_processor.local.query --workdir "$(WORKDIR)" --format "$(FORMAT)" --sql "$$SQL"
 
-compact: setup ## compact the local table: small files of closed days into ~128 MB files, expire old snapshots, remove orphans
+compact: setup ## compact the local tables: small files of closed days into ~128 MB files, expire old snapshots, remove orphans: make compact [WORKDIR=...] [OPEN=1: today's too]
 	@$(BIN)/python -m glue_processor.local.maintain --workdir "$(WORKDIR)" $(if $(OPEN),--include-open)
 
 status: setup ## the control plane's status and dry-run against a local run: make status [WORKDIR=<dir>]
