@@ -48,6 +48,7 @@ HIVE_SQL = (
     "FROM meta.files GROUP BY ALL ORDER BY ALL"
 )
 EMPTY = pa.table({"table": pa.array([], pa.string())})
+SHOWN_ROWS = 1000  # a table's rows printed at most (FORMAT=csv prints every row)
 # what partitions_of and files_of give (a table with no snapshot yet gives them empty: the default
 # query, and the check of a table's format by its spec_id, read the same columns)
 PARTITIONS = pa.schema(
@@ -289,18 +290,32 @@ def _print(con: duckdb.DuckDBPyConnection, statement: Any, fmt: str) -> None:
     if relation is None:  # a statement without rows
         return
     columns = list(relation.columns)
-    # through Arrow: time zones without pytz, decimals and maps as they are
-    arrow = relation.to_arrow_table()
-    rows = [
-        [cell(v) for v in row]
-        for row in zip(*(arrow.column(i).to_pylist() for i in range(arrow.num_columns)), strict=True)
-    ]
+    # through Arrow, in batches: time zones without pytz, decimals and maps as they are, and a
+    # SELECT * of a big table neither held whole nor printed whole as a table
+    batches = relation.to_arrow_reader(batch_size=10_000)
     if fmt == "csv":
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(columns)
-        writer.writerows(rows)
-    else:
+        for batch in batches:
+            writer.writerows(_rows_of(batch))
+        return
+    rows: list[list[Any]] = []
+    for batch in batches:
+        rows += _rows_of(batch.slice(0, SHOWN_ROWS + 1 - len(rows)))
+        if len(rows) > SHOWN_ROWS:
+            break
+    if len(rows) <= SHOWN_ROWS:
         print(render(columns, rows))
+        return
+    table = render(columns, rows[:SHOWN_ROWS]).rsplit("\n", 1)[0]
+    print(f"{table}\n(the first {SHOWN_ROWS:,} rows of more: add LIMIT, or FORMAT=csv prints them all)")
+
+
+def _rows_of(batch: pa.RecordBatch) -> list[list[Any]]:
+    return [
+        [cell(v) for v in row]
+        for row in zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns)), strict=True)
+    ]
 
 
 @cli
