@@ -37,6 +37,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -578,7 +579,8 @@ def _run_job(
                 "what it committed is not loaded again",
                 flush=True,
             )
-        runs.mark_run(layout, finished=False)
+        began = datetime.now().astimezone() - timedelta(seconds=time.monotonic() - started)
+        runs.mark_run(layout, finished=False, began=began)
         progress = Progress(files, left_bytes, started)
         run = run_query(
             spark,

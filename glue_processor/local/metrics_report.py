@@ -30,6 +30,12 @@ def read_datums(path: Path, *, since: datetime | None = None) -> list[dict[str, 
     return out
 
 
+def repeated(datums: list[dict[str, Any]]) -> int:
+    """The per-table datums of a run that wrote one table: the job's own series again, not shown."""
+    tables = {d["dimensions"][TABLE_DIMENSION] for d in datums if TABLE_DIMENSION in d["dimensions"]}
+    return sum(1 for d in datums if TABLE_DIMENSION in d["dimensions"]) if len(tables) < 2 else 0
+
+
 def render_metrics(datums: list[dict[str, Any]]) -> str:
     """One row per metric (and per metric and table, when a run wrote several tables)."""
     tables = {d["dimensions"][TABLE_DIMENSION] for d in datums if TABLE_DIMENSION in d["dimensions"]}
@@ -75,11 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     layout = LocalLayout(args.workdir.resolve())
     if not layout.metrics.exists():
         raise ConfigError(f"WORKDIR={args.workdir}: no metrics.jsonl here; run make run WORKDIR={args.workdir} first")
-    started = runs.read(layout).get("started_at")
+    last = runs.read(layout)
+    started = last.get("began_at") or last.get("started_at")  # the feed's (manifest builder's) datums too
     since = None if args.all or not started else datetime.fromisoformat(started)
     datums = read_datums(layout.metrics, since=since)
+    hidden = repeated(datums)
+    again = f" ({hidden:,} of them per table, the job's own again with one table: not shown)" if hidden else ""
     print(
-        f"{len(datums):,} datums {'of every run' if since is None else 'of the last run'} in {layout.metrics}, "
+        f"{len(datums):,} datums {'of every run' if since is None else 'of the last run'} in {layout.metrics}{again}, "
         "a row per metric (n: its datums; sum, min, max and last of their values):"
     )
     print(render_metrics(datums))

@@ -85,8 +85,16 @@ def unfinished(layout: LocalLayout) -> str | None:
     return str(last.get("started_at") or "")
 
 
-def mark_run(layout: LocalLayout, *, finished: bool, drained: Iterable[str] = (), fingerprint: str = "") -> None:
-    """At a run's start (its pid) and at its clean end (the manifests it drained, its settings)."""
+def mark_run(
+    layout: LocalLayout,
+    *,
+    finished: bool,
+    drained: Iterable[str] = (),
+    fingerprint: str = "",
+    began: datetime | None = None,
+) -> None:
+    """At a run's start (its pid; ``began``: when the run began, its feed included) and at its clean
+    end (the manifests it drained, its settings)."""
     info = read(layout)
     if finished:
         info.update(
@@ -96,7 +104,13 @@ def mark_run(layout: LocalLayout, *, finished: bool, drained: Iterable[str] = ()
             fingerprint=fingerprint,
         )
     else:
-        info.update(pid=os.getpid(), started_at=datetime.now().astimezone().isoformat(), finished_at=None)
+        now = datetime.now().astimezone()
+        info.update(
+            pid=os.getpid(),
+            started_at=now.isoformat(),
+            began_at=(began or now).isoformat(),  # make metrics: the feed's datums are the run's too
+            finished_at=None,
+        )
     path = run_file(layout)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(info), encoding="utf-8")

@@ -126,6 +126,14 @@ def test_every_count_agrees_on_a_file_read_in_part(messy: dict[str, Any]) -> Non
     assert sorted(kinds) == ["file", "line"]
     shown = make("metrics", f"WORKDIR={work}")
     assert shown.returncode == 0 and re.search(r"UnreadableObjects\s+job\s+Count\s+1\s+1", shown.stdout), shown.stdout
+    # the run's feed is the run's too: the manifest builder's datums are shown (ObjectsIgnored: the
+    # .txt), and the header's count adds up to the rows' n and the per-table datums it leaves out
+    assert re.search(r"ObjectsIgnored\s+manifest-lambda\s+Count\s+1\s", shown.stdout), shown.stdout
+    head = re.match(r"([\d,]+) datums of the last run ", shown.stdout)
+    hidden = re.search(r"\(([\d,]+) of them per table", shown.stdout.splitlines()[0])
+    assert head is not None and hidden is not None, shown.stdout
+    ns = [int(m) for m in re.findall(r"^\S+\s+(?:job|manifest-lambda)\s+\S+\s+(\d+)\s", shown.stdout, re.M)]
+    assert int(head.group(1).replace(",", "")) == sum(ns) + int(hidden.group(1).replace(",", "")), shown.stdout
 
 
 def test_the_quarantine_is_a_table_make_query_reads(messy: dict[str, Any]) -> None:
