@@ -31,6 +31,7 @@ if __name__ == "__main__":
 import argparse
 import json
 import logging
+import os
 import shutil
 import sys
 import threading
@@ -563,8 +564,14 @@ def _run_job(
         left = [m for m in waiting.manifests if m not in drained_before]
         left_bytes = sum(manifest_data_bytes(m) or 0 for m in left)
         files = _files_waiting(layout, left)
+        have = os.cpu_count() or 1
+        more = (
+            f", more than this machine's {have}: its tasks take turns"
+            if args.cores.isdigit() and int(args.cores) > have
+            else ""
+        )
         print(
-            f"running the streaming job on local Spark ({args.cores if args.cores != '*' else 'all'} cores): "
+            f"running the streaming job on local Spark ({args.cores if args.cores != '*' else 'all'} cores{more}): "
             f"{counted(len(left), 'manifest')}, {counted(files, 'file')}, {size(left_bytes)}",
             flush=True,
         )

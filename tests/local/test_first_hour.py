@@ -252,8 +252,9 @@ def test_make_query_as_the_run_prints_it_works_on_a_table_with_no_row_yet(tmp_pa
     data, work = tmp_path / "data", tmp_path / "work"
     write(data / "bad.ndjson", [], raw=b'{"a" 1}\n')
     (data / "empty.ndjson").write_bytes(b"")
-    first = make("run", f"DATA={data}", f"WORKDIR={work}")
+    first = make("run", f"DATA={data}", f"WORKDIR={work}", "CORES=4096")  # (and more cores than it has: said)
     assert first.returncode == 0 and "table ingest.events: 0 rows in 0 Parquet files" in first.stdout, first.stderr
+    assert f"(4096 cores, more than this machine's {os.cpu_count()}: its tasks take turns)" in first.stdout
     # When the query the run suggests runs as printed, Then it lists no partition (it failed on
     # "SQL: Binder Error" though no SQL was given: an empty table was taken for a hive-parquet one)
     for args in ((), ("SQL=SELECT * FROM files",), ("SQL=SELECT count(*) AS n FROM quarantine",)):
