@@ -107,7 +107,7 @@ def render(report: RunReport, *, here: Path | None = None) -> str:
             rows[kind] += s.records
     bad = sum(s.bad_records for s, _ in sources)
     out = [_headline(report, kinds, rows, bad)]
-    problems = _problems(report, sources, rel)
+    problems = _grouped(_problems(report, sources, rel))
     out += [f"  {what:<18} {where}{('  ' + why) if why else ''}" for what, where, why in problems[:SHOWN]]
     if len(problems) > SHOWN:
         out.append(f"  ... and {len(problems) - SHOWN} more: make query WORKDIR={rel(report.workdir)} {MORE_SQL}")
@@ -225,6 +225,20 @@ def _problems(
     out += _values(report, rel(report.workdir))
     fresh = {t: tuple(set(keys) - set(report.shown_keys.get(t, ()))) for t, keys in report.known_keys.items()}
     out += [(f"column {name}", f'key "{key}"', why) for key, name, why in renamed(report.known_keys, only=fresh)]
+    return out
+
+
+def _grouped(problems: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """Each (what, where, why) once, with how many times it came: the elements of a line that is a
+    JSON array (``[1,2,3]``: three records, all of line 1) were three identical lines."""
+    seen = Counter(problems)
+    out = []
+    for item in dict.fromkeys(problems):
+        what, where, why = item
+        n = seen[item]
+        if n > 1:
+            why = f"{why} ({n:,} {'records of the line' if what == 'line quarantined' else 'times'})"
+        out.append((what, where, why))
     return out
 
 

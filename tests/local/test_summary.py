@@ -127,3 +127,18 @@ def test_a_refusal_older_than_the_records_kept_still_fails_the_run() -> None:
     assert unpublished_error(0, progress, kept=3, workdir=Path("w")) is None
     del progress.unpublished[(0, "events")]
     assert unpublished_error(0, progress, kept=2, workdir=Path("w")) is None
+
+
+def test_the_elements_of_an_array_line_are_one_line_of_the_summary() -> None:
+    # Given a file whose line 1 is [1,2,3] (read as a document: three records, all of line 1)
+    record = _record(0, _source("arr.json", "ingested", 2))
+    bad = {"kind": "line", "source_uri": "s3://local-landing/arr.json", "line": 1}
+    reason = "record is a JSON scalar, expected an object"
+    quarantined = [{**bad, "reason": reason}] * 3 + [{**bad, "line": 4, "reason": "malformed JSON"}]
+    text = render(_report(record, quarantined=quarantined), here=Path("/"))
+    # Then the line is listed once, with its count
+    listed = [x for x in text.splitlines() if "line quarantined" in x]
+    assert listed == [
+        f"  line quarantined   d/arr.json:1  {reason} (3 records of the line)",
+        "  line quarantined   d/arr.json:4  malformed JSON",
+    ], text
