@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from contracts.exceptions import ConfigError
 from contracts.layout import manifest_data_bytes
 from glue_processor.local.errors import Parser, cli
 from glue_processor.local.layout import LocalLayout
@@ -87,6 +88,9 @@ def render(status: dict[str, Any], dry: dict[str, Any], waiting: Waiting | None 
     lines.append("backlog: " + ", ".join(f"{k}={v if v is not None else 'n/a'}" for k, v in status["backlog"].items()))
     d = dry["decision"]
     lines.append(f"dry-run decision: {d['action']} -> {d['desired_workers']} workers: {d['reason']}")
+    if d["action"] == "start" and job["state"] != "RUNNING":
+        # the control plane keeps a 24/7 job alive, backlog or not; a local run drains and stops
+        lines.append("  (on AWS the control plane keeps the streaming job running 24/7; locally, make run starts it)")
     lines.append(f"  inputs: {json.dumps(d['inputs'])}")
     if status["recent_decisions"]:
         lines.append("recent decisions:")
@@ -104,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     layout = LocalLayout(args.workdir.resolve())
     if not layout.metrics.exists():
-        print(f"no metrics in {layout.metrics}: run `make run WORKDIR={args.workdir}` first", file=sys.stderr)
-        return 2
+        raise ConfigError(f"WORKDIR={args.workdir}: no metrics.jsonl here; run make run WORKDIR={args.workdir} first")
     settings = load_settings(job_name=LOCAL_JOB, cooldown_s=0)
     plane = ControlPlane(
         settings,

@@ -207,6 +207,8 @@ def test_a_rerun_with_nothing_new_feeds_the_same_tree_and_starts_no_spark(messy:
     # and make status says nothing waits
     status = make("status", f"WORKDIR={work}")
     assert status.returncode == 0 and "manifests waiting: 0" in status.stdout, status.stdout
+    # and its dry-run's "start" is the 24/7 keep-alive, said so (it read as a start for nothing)
+    assert "dry-run decision: start" in status.stdout and "keeps the streaming job running 24/7" in status.stdout
 
 
 def test_mistakes_are_one_line_and_exit_2(messy: dict[str, Any], tmp_path: Path) -> None:
@@ -235,6 +237,7 @@ def test_mistakes_are_one_line_and_exit_2(messy: dict[str, Any], tmp_path: Path)
     assert [w for w in ("w1", "w2", "w4", "w5") if (tmp_path / w).exists()] == []
     assert "no local run here" in user_error(make("reconcile", f"WORKDIR={tmp_path / 'typo'}"))
     assert "no metrics.jsonl" in user_error(make("metrics", f"WORKDIR={tmp_path / 'typo'}"))
+    assert "error: WORKDIR=" in user_error(make("status", f"WORKDIR={tmp_path / 'typo'}"))
     assert "no Iceberg table here" in user_error(make("compact", f"WORKDIR={tmp_path / 'typo'}"))
     hive = tmp_path / "hive" / "state"  # a WORKDIR make run kept as hive-parquet (not "run make run first")
     hive.mkdir(parents=True)
