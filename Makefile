@@ -121,7 +121,7 @@ backfill: setup ## manifests for existing objects from an S3 Inventory report, s
 	@$(if $(filter 1,$(INVENTORY)),$(BIN)/python -m glue_processor.local.backfill --workdir "$(WORKDIR)" --write-inventory &&) \
 	$(BIN)/python -m glue_processor.local.backfill $(if $(MANIFESTS),--inventory "$(INVENTORY)" --manifests "$(MANIFESTS)" --output "$(OUTPUT)",--workdir "$(WORKDIR)" $(if $(filter-out 1,$(INVENTORY)),--inventory "$(INVENTORY)")) $(if $(PREFIX),--prefix "$(PREFIX)") $(if $(SINCE),--since "$(SINCE)") $(if $(RATE),--rate "$(RATE)")
 
-reconcile: setup ## objects that landed but were never ingested (or twice), per table, from the load history: make reconcile [WORKDIR=...] [REQUEUE=1] [FROM=ledger]
+reconcile: setup ## objects that landed but were never ingested (or twice), per table, from the load history: make reconcile [WORKDIR=...] [REQUEUE=1] [FROM=ledger] (a JSON report on stdout, one line on stderr; exit 3: an object never loaded)
 	@$(BIN)/python -m glue_processor.local.reconcile --workdir "$(WORKDIR)" $(if $(REQUEUE),--requeue) $(if $(FROM),--from $(FROM))
 
 bench: setup-dev ## benchmark: ours (cold, warm) vs the seed-style job vs DuckDB on the same files, then the stream per producer shape on one core, a warm 200 MB batch on one core and two (each part's seconds past a perfect split), a trigger's serial cost (and the stream again checking five rules), then partitioned batches, then three datasets routed to three tables, then overwrites on a 1,000-file table, then a batch's commit path through 3,000 batches: make bench [BENCH_MB=1024]
