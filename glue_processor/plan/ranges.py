@@ -130,12 +130,9 @@ def object_outcomes(outcomes: Iterable[FileOutcome]) -> tuple[list[FileOutcome],
             merged.append(replace(failed[0], start=0, end=None, bad=bad, text_bytes=text_bytes))
             continue
         keys: dict[str, None] = {}
-        values: dict[str, int] = {}
         violations: dict[str, int] = {}
         for p in read:
             keys.update(dict.fromkeys(p.new_keys))
-            for key, n in p.new_key_values:
-                values[key] = values.get(key, 0) + n
             for rule, n in p.violations:
                 violations[rule] = violations.get(rule, 0) + n
         merged.append(
@@ -146,7 +143,6 @@ def object_outcomes(outcomes: Iterable[FileOutcome]) -> tuple[list[FileOutcome],
                 bad=bad,
                 text_bytes=text_bytes,
                 new_keys=tuple(keys),
-                new_key_values=tuple(values.items()),
                 reason=next((p.reason for p in read if p.reason), None),
                 item=parts[0].item,
                 violations=tuple(sorted(violations.items())),

@@ -168,7 +168,7 @@ def gather(
     keys = sorted(known)
     seen = set(keys)
     names = StableNames(known, held)
-    losers = case_losers(found_by_object, known=known, held=held)
+    losers = case_losers(results, found_by_object, known=known, held=held)
 
     def joins(key: str) -> bool:
         return key not in losers and names.join(key)
@@ -198,7 +198,9 @@ def gather(
     return seen
 
 
-def case_losers(found: Sequence[FileOutcome], *, known: Collection[str], held: Collection[str] = ()) -> frozenset[str]:
+def case_losers(
+    results: Sequence[TaskResult], found: Sequence[FileOutcome], *, known: Collection[str], held: Collection[str] = ()
+) -> frozenset[str]:
     """Of the keys new to a table in a batch that differ only in case (``kind`` and ``Kind``), all
     but the one with the most values across the batch (ties: the first in sorted order, lower case
     before upper: ``kind`` before ``Kind``, ``userId`` before ``userID``): their
@@ -207,8 +209,8 @@ def case_losers(found: Sequence[FileOutcome], *, known: Collection[str], held: C
     in: one stray ``Kind`` among 1.6M lines of ``kind`` named the dataset's column ``kind__2`` and
     left ``kind`` in SQL reading NULL (a newcomer's backfill)."""
     values: dict[str, int] = {}
-    for outcome in found:
-        for key, n in outcome.new_key_values:
+    for result in results:  # (counted before a table's rules drop rows: a rule may leave the winner few)
+        for key, n in result.new_key_values:
             values[key] = values.get(key, 0) + n
     for outcome in found:  # a key with no value counted (a NULL only) is a candidate all the same
         for key in outcome.new_keys:
@@ -221,7 +223,7 @@ def case_losers(found: Sequence[FileOutcome], *, known: Collection[str], held: C
     losers: set[str] = set()
     for variants in cases.values():
         if len(variants) > 1:
-            winner = min(variants, key=lambda k: (-values[k], k.swapcase()))
+            winner = min(variants, key=lambda k: (-values[k], k.swapcase(), k))  # k last: a total order
             losers.update(k for k in variants if k != winner)
     return frozenset(losers)
 

@@ -202,6 +202,8 @@ class ParquetParts:
     extra_values: int = 0
     overflow_records: int = 0
     rules_s: float = 0.0
+    # the values of each key the table does not know, over the task's objects (read.task)
+    new_key_values: dict[str, int] = field(default_factory=dict)
     _kept: set[str] = field(default_factory=set)  # the partitions whose rows the task keeps apart
 
     def __enter__(self) -> ParquetParts:

@@ -92,10 +92,6 @@ class FileOutcome:
     item: int = 0  # FileTask.item
     violations: tuple[tuple[str, int], ...] = ()  # rows that broke each rule (of those that some did)
     dropped: int = 0  # rows a drop rule removed
-    # (key, values in the object's rows) of each key the table does not know (spec.known), this
-    # object's first or not: of new keys that differ only in case, the one with more values across
-    # the batch keeps the column (outcome.case_losers)
-    new_key_values: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -109,6 +105,11 @@ class TaskResult:
     extra_values: int = 0  # values kept in _extra: keys past max_columns or no column (see ndjson.parse_ndjson)
     overflow_records: int = 0  # rows moved to the null partition past the partition limit
     rules_s: float = 0.0  # seconds the task spent checking rows against the table's rules
+    # (key, values) of each key the table does not know that has values in the task's rows: of new
+    # keys that differ only in case, the one with more values across the batch keeps the column
+    # (outcome.case_losers); a task's total, not its objects' (every object of a table's first
+    # batch has its keys new: per object, 100k objects x 250 keys would be 25M pairs to the driver)
+    new_key_values: tuple[tuple[str, int], ...] = ()
 
 
 def overwritten(modified_epoch_s: float, event_time: datetime) -> bool:
@@ -135,6 +136,7 @@ def run_task(spec: TaskSpec, stores: Callable[[str], ObjectStore] = store_for) -
         out.extra_values,
         out.overflow_records,
         out.rules_s,
+        tuple(out.new_key_values.items()),
     )
 
 
@@ -238,7 +240,6 @@ def _parse_stream(
     item: FileTask, text: Any, keys: list[str], *, spec: TaskSpec, out: ParquetParts, bad_records: _QuarantineFile
 ) -> FileOutcome:
     first_keys = set(keys)
-    new_values: dict[str, int] = {}  # the values of the keys the table does not know
     good = bad = text_bytes = dropped = 0
     violations: dict[str, int] = {}
     reason: str | None = None
@@ -258,8 +259,9 @@ def _parse_stream(
                 good += parsed.rows
                 bad += len(parsed.bad)
                 for i in range(len(spec.known), len(parsed.keys)):  # keys new to the table come last
-                    column = parsed.columns[i]
-                    new_values[parsed.keys[i]] = new_values.get(parsed.keys[i], 0) + len(column) - column.null_count
+                    values = len(parsed.columns[i]) - parsed.columns[i].null_count
+                    if values:
+                        out.new_key_values[parsed.keys[i]] = out.new_key_values.get(parsed.keys[i], 0) + values
                 bad_records.extend(_quarantine_record(item, b, spec.batch_id) for b in parsed.bad)
                 if parsed.rows:
                     out.extra_values += parsed.extra_values
@@ -314,7 +316,6 @@ def _parse_stream(
         reason,
         violations=tuple(sorted(violations.items())),
         dropped=dropped,
-        new_key_values=tuple(new_values.items()),
     )
 
 

@@ -155,19 +155,29 @@ def test_a_share_whose_columns_would_take_a_time_partition_s_name_is_refused_not
     job.tables.sink(share.table).check(share)  # the share as it was passes
 
 
-def test_case_losers_weigh_every_object_and_leave_known_and_held_keys_alone() -> None:
+def test_case_losers_weigh_every_task_and_leave_known_and_held_keys_alone() -> None:
     from glue_processor.read.outcome import case_losers
-    from glue_processor.read.task import FileOutcome
+    from glue_processor.read.task import FileOutcome, TaskResult
 
-    def found(*values: tuple[str, int]) -> FileOutcome:
-        return FileOutcome("u", "ingested", new_keys=tuple(k for k, _ in values), new_key_values=values)
+    def task(*values: tuple[str, int]) -> TaskResult:
+        return TaskResult(0, (), (), (), new_key_values=values)
 
-    # more values across the batch win, whichever object brought the key first
-    assert case_losers([found(("Kind", 2)), found(("kind", 1)), found(("kind", 2))], known=()) == {"Kind"}
+    def found(*keys: str) -> FileOutcome:
+        return FileOutcome("u", "ingested", new_keys=keys)
+
+    # more values across the batch win, whichever task or object brought the key first
+    objects = [found("Kind"), found("kind")]
+    assert case_losers([task(("Kind", 2)), task(("kind", 1)), task(("kind", 2))], objects, known=()) == {"Kind"}
     # a tie goes to the lower case; three variants leave two losers
-    assert case_losers([found(("ID", 1), ("id", 1), ("Id", 1))], known=()) == {"ID", "Id"}
-    # a key with no value counted (only NULLs) still competes, and loses to one with values
-    assert case_losers([FileOutcome("u", "ingested", new_keys=("kind",)), found(("KIND", 1))], known=()) == {"kind"}
+    assert case_losers([task(("ID", 1), ("id", 1), ("Id", 1))], [found("ID", "id", "Id")], known=()) == {"ID", "Id"}
+    # a key with no value counted (only NULLs: no task counts it) still competes, and loses to one with values
+    assert case_losers([task(("KIND", 1))], [found("kind"), found("KIND")], known=()) == {"kind"}
     # a variant of a known or held key is not a new key's rival here (the parse sends it to _extra)
-    assert case_losers([found(("kind", 1), ("KIND", 9))], known=("KIND",)) == frozenset()
-    assert case_losers([found(("kind", 1), ("KIND", 9))], known=(), held=("KIND",)) == frozenset()
+    both = [found("kind", "KIND")]
+    assert case_losers([task(("kind", 1), ("KIND", 9))], both, known=("KIND",)) == frozenset()
+    assert case_losers([task(("kind", 1), ("KIND", 9))], both, known=(), held=("KIND",)) == frozenset()
+    # keys that case-fold alike but differ otherwise (the Kelvin sign) still get one winner, by a total order
+    kelvin = "\u212aind"
+    assert case_losers([task(("Kind", 1), (kelvin, 1))], [found(kelvin, "Kind")], known=()) == case_losers(
+        [task((kelvin, 1), ("Kind", 1))], [found("Kind", kelvin)], known=()
+    )

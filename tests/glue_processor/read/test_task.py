@@ -431,3 +431,21 @@ def test_a_row_groups_lineage_dictionary_holds_only_the_objects_its_rows_come_fr
             total += len(table)
     assert total == 60 * 500 + 30 * 20
     assert groups >= 3 + 2  # three parts of their own, a shared file of several row groups
+
+
+def test_a_task_counts_the_values_of_keys_new_to_the_table_once_for_all_its_objects(tmp_path: Path) -> None:
+    # Given a table's first batch: 300 one-line objects in one task, each with the same 40 new keys,
+    # one of which ("Kind") only some have, and a key the table knows ("a")
+    root = tmp_path / "src"
+    root.mkdir()
+    new = [f"k{i:02d}" for i in range(40)]
+    files = []
+    for n in range(300):
+        record = {"a": n, **dict.fromkeys(new, n), **({"Kind": "x"} if n % 3 == 0 else {})}
+        (root / f"{n}.json").write_text(json.dumps(record) + "\n")
+        files.append(file_task(f"file://{root}/{n}.json"))
+    result = run_task(spec(files, f"file://{tmp_path}/out"))
+    # Then the task reports each new key once with its values over all its objects (per object it
+    # was objects x keys pairs: a first backfill's 100k objects x 250 keys, 25M pairs to the driver)
+    assert dict(result.new_key_values) == {**dict.fromkeys(new, 300), "Kind": 100}
+    assert len(result.new_key_values) == 41
