@@ -214,6 +214,7 @@ def _table_settings(args: argparse.Namespace, layout: LocalLayout) -> dict[str, 
     format of a table that holds data cannot change: a WORKDIR holds one table per name."""
     kept = layout.state / "table.json"
     known = json.loads(kept.read_text(encoding="utf-8")) if kept.exists() else {}
+    before = dict(known)
     used = []
     held = known.get("table_format") or _format_on_disk(layout)
     if args.table_format is None:
@@ -253,6 +254,14 @@ def _table_settings(args: argparse.Namespace, layout: LocalLayout) -> dict[str, 
             used.append(f"{name.upper()}={known[name]}")
     if used:
         print(f"using this WORKDIR's {' and '.join(used)} ({_how_to_change(used)})")
+    if kept.exists():  # not a first run: a setting given anew is said, with what it does to the table
+        for name in ("partition_by", "schema", "expect", "on_overwrite", "on_delete"):
+            if before.get(name) != known.get(name):
+                print(
+                    f"this WORKDIR's {name.upper()} changes from {before.get(name) or 'the default'} to "
+                    f"{known.get(name) or 'the default'}: batches from now on follow it; what earlier ones "
+                    "loaded stays as it is"
+                )
     return known
 
 

@@ -78,3 +78,18 @@ def test_the_way_back_the_readme_gives_is_remembered_too(tmp_path: Path, flag: s
     assert getattr(args, attr) == back
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert f"`{flag.removeprefix('--').replace('-', '_').upper()}={back}`" in readme
+
+
+def test_a_setting_given_anew_is_said_with_what_it_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # (a newcomer gave ON_DELETE=retract after a deletion was processed under keep: the run said
+    # nothing of the change, nor that the deletion already processed kept its rows)
+    layout = LocalLayout(tmp_path / "work")
+    layout.state.mkdir(parents=True)
+    _settings(["--on-delete", "keep", "--partition-by", "day(ts)"], layout)
+    assert "changes from" not in capsys.readouterr().out  # a first run sets them: nothing changes
+    _settings(["--on-delete", "retract", "--partition-by", "day(ts)"], layout)
+    said = capsys.readouterr().out
+    assert "this WORKDIR's ON_DELETE changes from keep to retract: batches from now on follow it" in said
+    assert "what earlier ones loaded stays as it is" in said and "PARTITION_BY changes" not in said
+    _settings(["--partition-by", "default"], layout)
+    assert "PARTITION_BY changes from day(ts) to the default" in capsys.readouterr().out
