@@ -209,7 +209,7 @@ def case_losers(
     in: one stray ``Kind`` among 1.6M lines of ``kind`` named the dataset's column ``kind__2`` and
     left ``kind`` in SQL reading NULL (a newcomer's backfill)."""
     values: dict[str, int] = {}
-    for result in results:  # (counted before a table's rules drop rows: a rule may leave the winner few)
+    for result in results:  # (of the rows the table's rules kept)
         for key, n in result.new_key_values:
             values[key] = values.get(key, 0) + n
     for outcome in found:  # a key with no value counted (a NULL only) is a candidate all the same

@@ -29,7 +29,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -258,10 +258,6 @@ def _parse_stream(
             for parsed, in_text in _parsed(piece, keys, spec):
                 good += parsed.rows
                 bad += len(parsed.bad)
-                for i in range(len(spec.known), len(parsed.keys)):  # keys new to the table come last
-                    values = len(parsed.columns[i]) - parsed.columns[i].null_count
-                    if values:
-                        out.new_key_values[parsed.keys[i]] = out.new_key_values.get(parsed.keys[i], 0) + values
                 bad_records.extend(_quarantine_record(item, b, spec.batch_id) for b in parsed.bad)
                 if parsed.rows:
                     out.extra_values += parsed.extra_values
@@ -283,6 +279,8 @@ def _parse_stream(
                         out.rules_s += time.perf_counter() - began
                     if RESCUED in rows.column_names:  # the values the rows kept did not convert
                         out.rescued += _entries(rows.column(RESCUED))
+                    # keys new to the table come last: their values in the rows the rules kept
+                    _count_values(rows, parsed.keys[len(spec.known) :], out.new_key_values)
                     if len(rows):
                         out.add(rows, tuple(keys))
     except StreamStopped as exc:
@@ -373,6 +371,18 @@ def _stopped_record(item: FileTask, reason: str, batch_id: int) -> dict[str, Any
         "batch_id": batch_id,
         **_version(item),
     }
+
+
+def _count_values(rows: pa.Table, keys: Sequence[str], into: dict[str, int]) -> None:
+    """Add the values each of ``keys`` has in ``rows`` (its column ``DATA + key``) to ``into``."""
+    if not keys:
+        return
+    names = set(rows.column_names)
+    for key in keys:
+        if f"{DATA}{key}" in names:
+            column = rows.column(f"{DATA}{key}")
+            if values := len(column) - column.null_count:
+                into[key] = into.get(key, 0) + values
 
 
 def _typed(rows: pa.Table, spec: TaskSpec) -> pa.Table:

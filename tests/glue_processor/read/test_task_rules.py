@@ -165,3 +165,17 @@ def test_a_rule_on_an_objects_uri_reads_it_as_text(tmp_path: Path) -> None:
     table = pq.read_table(local_path(part.uri))
     assert str(table.schema.field("_source_uri").type) == "string"
     assert table.column("_source_uri").to_pylist() == ["s3://b/keep.json"] * 2
+
+
+def test_the_values_of_new_keys_are_counted_in_the_rows_the_rules_keep(tmp_path: Path) -> None:
+    # Given 2 kept rows with "Kind" and 8 rows with "kind" that a drop rule removes (a review: counted
+    # before the rules, "kind" won the column and held no value, the kept "Kind" values in _extra)
+    root = tmp_path / "src"
+    root.mkdir()
+    lines = [{"Kind": "K", "country": "DE"}] * 2 + [{"kind": "k", "country": "FR"}] * 8
+    (root / "o.json").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    expect = {"known_country": {"sql": "country IN ('DE', 'US')", "on_fail": "drop"}}
+    checked = compile_rules(rule_specs(parse_expect(json.dumps(expect))), None, where="table 't'")
+    result = run_task(spec([file_task(f"file://{root}/o.json")], f"file://{tmp_path}/out", known=(), rules=checked))
+    # Then the task counts the kept rows' values only
+    assert dict(result.new_key_values) == {"Kind": 2, "country": 2}
