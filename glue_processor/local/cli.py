@@ -212,7 +212,7 @@ def _table_settings(args: argparse.Namespace, layout: LocalLayout) -> dict[str, 
     not start a second table, repartition the table or drop its types), said on one line.
     ``PARTITION_BY=default`` goes back to the ingest day, ``SCHEMA=default`` to string columns. The
     format of a table that holds data cannot change: a WORKDIR holds one table per name."""
-    kept = layout.state / "table.json"
+    kept = layout.table_settings
     known = json.loads(kept.read_text(encoding="utf-8")) if kept.exists() else {}
     before = dict(known)
     used = []
@@ -504,7 +504,7 @@ def _main(args: argparse.Namespace, layout: LocalLayout, *, started: float, here
             if "declared types do not fit" in text:
                 text += "; SCHEMA=default goes back to string columns"
         raise ConfigError(text) from exc
-    (layout.state / "table.json").write_text(json.dumps(table_settings), encoding="utf-8")  # valid: kept
+    layout.table_settings.write_text(json.dumps(table_settings), encoding="utf-8")  # valid: kept
     settings_print = runs.fingerprint(
         settings.model_dump_json(),
         routes.read_bytes() if routes else b"",

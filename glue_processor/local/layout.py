@@ -52,6 +52,11 @@ class LocalLayout:
         return self.workdir / "state"
 
     @property
+    def table_settings(self) -> Path:
+        """The table settings make run keeps for the WORKDIR (format, partitioning, schema, ...)."""
+        return self.state / "table.json"
+
+    @property
     def sample(self) -> Path:
         return self.workdir / "sample"
 

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 def _table_format(layout: LocalLayout) -> str | None:
     """The table format make run kept for this WORKDIR (``state/table.json``), if any."""
     try:
-        kept = json.loads((layout.state / "table.json").read_text(encoding="utf-8"))
+        kept = json.loads(layout.table_settings.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return kept.get("table_format") if isinstance(kept, dict) else None

@@ -30,20 +30,24 @@ def read_datums(path: Path, *, since: datetime | None = None) -> list[dict[str, 
     return out
 
 
+def _tables_hidden(datums: list[dict[str, Any]]) -> bool:
+    """Whether the per-table datums are left out: with one table, its series repeats the job's."""
+    return len({d["dimensions"][TABLE_DIMENSION] for d in datums if TABLE_DIMENSION in d["dimensions"]}) < 2
+
+
 def repeated(datums: list[dict[str, Any]]) -> int:
-    """The per-table datums of a run that wrote one table: the job's own series again, not shown."""
-    tables = {d["dimensions"][TABLE_DIMENSION] for d in datums if TABLE_DIMENSION in d["dimensions"]}
-    return sum(1 for d in datums if TABLE_DIMENSION in d["dimensions"]) if len(tables) < 2 else 0
+    """The per-table datums :func:`render_metrics` leaves out (the job's own series again)."""
+    return sum(1 for d in datums if TABLE_DIMENSION in d["dimensions"]) if _tables_hidden(datums) else 0
 
 
 def render_metrics(datums: list[dict[str, Any]]) -> str:
     """One row per metric (and per metric and table, when a run wrote several tables)."""
-    tables = {d["dimensions"][TABLE_DIMENSION] for d in datums if TABLE_DIMENSION in d["dimensions"]}
+    hidden = _tables_hidden(datums)
     by_name: dict[tuple[str, str], list[float]] = defaultdict(list)
     units: dict[str, str] = {}
     for d in datums:
         table = d["dimensions"].get(TABLE_DIMENSION, "")
-        if table and len(tables) < 2:  # one table: its series repeats the job's
+        if table and hidden:
             continue
         by_name[d["name"], table].append(float(d["value"]))
         units[d["name"]] = d["unit"]

@@ -49,8 +49,8 @@ HIVE_SQL = (
 )
 EMPTY = pa.table({"table": pa.array([], pa.string())})
 SHOWN_ROWS = 1000  # a table's rows printed at most (FORMAT=csv prints every row)
-# what partitions_of and files_of give (a table with no snapshot yet gives them empty: the default
-# query, and the check of a table's format by its spec_id, read the same columns)
+# what partitions_of and files_of give, empty or not (a table with no snapshot yet gives them empty:
+# the default query, and the check of a table's format by its spec_id, read the same columns)
 PARTITIONS = pa.schema(
     [
         ("partition", pa.string()),
@@ -164,7 +164,8 @@ def partitions_of(table: Table) -> pa.Table:
             "rows": raw["record_count"],
             "files": raw["file_count"],
             "mb": _mb(raw["total_data_file_size_in_bytes"]),
-        }
+        },
+        schema=PARTITIONS,
     )
 
 
@@ -186,7 +187,8 @@ def files_of(table: Table) -> pa.Table:
             "spec_id": raw["spec_id"],
             "rows": raw["record_count"],
             "mb": _mb(raw["file_size_in_bytes"]),
-        }
+        },
+        schema=FILES,
     )
 
 
