@@ -61,6 +61,8 @@ from glue_processor.table.rules import misnamed
 from lambdas.manifest_builder.settings import load_settings
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from glue_processor.commit.publisher import Settlement
 
 logger = logging.getLogger("ingest-local")
@@ -549,21 +551,14 @@ def _run_job(
     started: float,
     here: Path,
 ) -> int:
-    from glue_processor.local.session import local_session
     from glue_processor.main import run_query
 
-    # a Ctrl-C is taken between batches, and before the job runs it stops it from starting: PySpark's
-    # own handler (cancel every job, then raise in whatever py4j call runs) leaves tracebacks and a
-    # half-closed gateway. Installed again once Spark is up, as Spark's start installs its own.
+    # a Ctrl-C is taken between batches, and before the job runs it stops it from starting
     early = threading.Event()
 
-    def take_signals() -> None:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda *_: early.set())
-
-    take_signals()
-    spark = local_session(cores=args.cores, quiet=True)
-    take_signals()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: early.set())
+    spark = start_spark(args.cores)
     try:
         feed = fed.result()
         print(_feed_line(feed, source, here))
@@ -662,6 +657,18 @@ def _run_job(
         print(error, file=sys.stderr)
         return NOT_PUBLISHED
     return 0
+
+
+def start_spark(cores: str) -> SparkSession:
+    """Local Spark for ``make run``, started off the main thread. PySpark's start installs, from the
+    main thread only, a SIGINT handler that cancels every job and raises in whatever py4j call runs:
+    a Ctrl-C in the rest of the start (the session's own calls) then broke the gateway mid-call, with
+    a traceback and a Py4JError (a CI run, Ctrl-C 4 s in). From a worker thread none is installed and
+    the run's own handler, set before, takes the Ctrl-C; the main thread only waits."""
+    from glue_processor.local.session import local_session
+
+    with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
+        return pool.submit(local_session, cores=cores, quiet=True).result()
 
 
 def unpublished_error(refused: int, progress: Progress, *, kept: int, workdir: Path) -> str | None:
