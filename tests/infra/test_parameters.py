@@ -273,6 +273,15 @@ def test_the_template_s_bounds_are_the_settings_bounds() -> None:
     assert P["ScalingMode"]["AllowedValues"] == ["control-plane", "glue-auto-scaling"]
 
 
+def test_a_stack_s_defaults_are_the_settings_defaults() -> None:
+    # A deployed stack passes every parameter, so its default is what runs: LatencySlaSeconds
+    # defaulted to 900 while the control plane, the README ("The SLA is 600 s") and make autoscale's
+    # figures said 600, and a deploy sized and alarmed at 900 s
+    for name, field_name in parameters.settings_parameters(T).items():
+        default = ControlSettings.model_fields[field_name].default
+        assert type(default)(P[name]["Default"]) == default, (name, P[name]["Default"], field_name, default)
+
+
 def test_every_variable_the_template_sets_is_a_setting() -> None:
     # extra="ignore" reads past a misspelled variable: the setting would keep its default unseen
     unknown = {v for v in ENV if v.lower() not in ControlSettings.model_fields and not v.startswith("POWERTOOLS_")}
