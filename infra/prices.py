@@ -62,13 +62,28 @@ PUT_METRIC_DATA_PER_BATCH = 2  # the job's metric publisher batches up to 1,000 
 class Line:
     item: str
     at_min: float
+    at_load: float  # at the workers the control plane sizes the design load at
     at_max: float
     basis: str
 
 
+def design_workers(values: Mapping[str, str]) -> int:
+    """The workers the control plane runs at the design load (a steady arrival, no backlog), within
+    ``MinWorkers`` and ``MaxWorkers``: its own need-based sizing, at ``WorkerMbPerSecond``."""
+    from lambdas.control_plane.decision import Observation, need
+    from lambdas.control_plane.settings import ControlSettings
+
+    low, high = sorted((int(values.get("MinWorkers", "2")), int(values.get("MaxWorkers", "10"))))
+    rate = GB_PER_HOUR * 1e9 / 3600
+    sizing = ControlSettings(job_name="estimate", worker_mb_s=float(values.get("WorkerMbPerSecond", "56")))
+    workers, _ = need(Observation(arrival_bytes_per_s=[rate] * 3), sizing, resizing=False, arrival=rate)
+    return min(high, max(low, workers))
+
+
 def estimate(values: Mapping[str, str], *, alarms: int, anomaly_alarms: int = 0, tables: int = 1) -> list[Line]:
-    """The monthly cost lines at ``MinWorkers`` and at ``MaxWorkers`` for the stack's parameter
-    ``values`` (``WorkerType``, ``MinWorkers``, ``MaxWorkers``), with ``alarms`` static-threshold alarms
+    """The monthly cost lines at ``MinWorkers``, at the design load's size and at ``MaxWorkers`` for
+    the stack's parameter ``values`` (``WorkerType``, ``MinWorkers``, ``MaxWorkers``,
+    ``WorkerMbPerSecond``), with ``alarms`` static-threshold alarms
     and ``anomaly_alarms`` anomaly detection alarms created."""
     worker = values.get("WorkerType", "G.1X")
     dpu = DPU_PER_WORKER[worker]
@@ -76,7 +91,9 @@ def estimate(values: Mapping[str, str], *, alarms: int, anomaly_alarms: int = 0,
     month = HOURS_PER_MONTH
 
     def same(item: str, cost: float, basis: str) -> Line:
-        return Line(item, cost, cost, basis)
+        return Line(item, cost, cost, cost, basis)
+
+    load = design_workers(values)
 
     invocations = FILES_PER_HOUR / MANIFEST_FILES * month
     ticks = CONTROL_PLANE_TICKS_PER_HOUR * month
@@ -98,8 +115,11 @@ def estimate(values: Mapping[str, str], *, alarms: int, anomaly_alarms: int = 0,
         Line(
             f"Glue job ({worker}, {dpu:g} DPU/worker)",
             low * dpu * GLUE_DPU_HOUR * month,
+            load * dpu * GLUE_DPU_HOUR * month,
             high * dpu * GLUE_DPU_HOUR * month,
-            f"workers x {dpu:g} DPU x ${GLUE_DPU_HOUR}/DPU-hour x {month} h (24/7)",
+            f"workers x {dpu:g} DPU x ${GLUE_DPU_HOUR}/DPU-hour x {month} h (24/7); the design load's {load}: "
+            f"what the control plane sizes {GB_PER_HOUR * 1e3 / 3600:.0f} MB/s at, "
+            f"{values.get('WorkerMbPerSecond', '56')} MB/s a worker, the driver included",
         ),
         same(
             "Lambda (manifests, control plane)",
@@ -142,6 +162,7 @@ def _key_index(values: Mapping[str, str]) -> list[Line]:
             "DynamoDB key index (on-demand requests)",
             cost,
             cost,
+            cost,
             f"a strongly consistent read and a write of under 1 KB per file ({per_month / 1e6:,.0f} million each)",
         )
     ]
@@ -160,11 +181,12 @@ def storage_per_month(gigabytes: float) -> float:
 def render(lines: list[Line], values: Mapping[str, str]) -> str:
     """The cost table as ``make plan`` prints it."""
     low, high = values.get("MinWorkers", "2"), values.get("MaxWorkers", "10")
-    head = ("monthly cost (estimate)", f"MinWorkers={low}", f"MaxWorkers={high}")
-    rows = [(line.item, _usd(line.at_min), _usd(line.at_max)) for line in lines]
-    rows.append(("total", _usd(sum(x.at_min for x in lines)), _usd(sum(x.at_max for x in lines))))
-    width = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
-    fmt = f"{{:<{width[0]}}}  {{:>{width[1]}}}  {{:>{width[2]}}}"
+    load = f"design load ({design_workers(values)})"
+    head = ("monthly cost (estimate)", f"MinWorkers={low}", load, f"MaxWorkers={high}")
+    rows = [[line.item, _usd(line.at_min), _usd(line.at_load), _usd(line.at_max)] for line in lines]
+    rows.append(["total", *(_usd(sum(getattr(x, at) for x in lines)) for at in ("at_min", "at_load", "at_max"))])
+    width = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
+    fmt = f"{{:<{width[0]}}}" + "".join(f"  {{:>{w}}}" for w in width[1:])
     out = [fmt.format(*head), fmt.format(*("-" * w for w in width)), *(fmt.format(*r) for r in rows)]
     out.append(
         f"us-east-1 list prices, {HOURS_PER_MONTH} h a month, free tiers ignored, at the design load of "

@@ -42,6 +42,24 @@ def test_the_glue_job_costs_its_dpus_at_min_and_max_workers_around_the_clock() -
     assert round(glue_line({**DEFAULTS, "WorkerType": "G.2X"}).at_min, 2) == 1284.80
 
 
+def test_the_estimate_prices_the_design_load_at_the_size_the_control_plane_runs_it() -> None:
+    # The table said "at the design load" over a MinWorkers=2 column of $1,134: 700 GB an hour is
+    # 194 MB/s, which 2 G.1X workers (one executor, 56 MB/s) cannot carry; the control plane's
+    # need-based sizing plans each worker at 56 MB/s x need_utilization, plus the driver
+    from lambdas.control_plane.settings import ControlSettings
+
+    share = ControlSettings(job_name="j").need_utilization
+    rate = prices.GB_PER_HOUR * 1e9 / 3600
+    workers = prices.design_workers(DEFAULTS)
+    assert (workers - 1) * 56e6 * share >= rate > (workers - 2) * 56e6 * share
+    assert workers == 6
+    assert round(glue_line(DEFAULTS).at_load, 2) == round(workers * prices.GLUE_DPU_HOUR * 730, 2) == 1927.20
+    # within the stack's range, at the worker speed the stack is given
+    assert prices.design_workers({**DEFAULTS, "WorkerMbPerSecond": "500"}) == 2
+    assert prices.design_workers({**DEFAULTS, "WorkerMbPerSecond": "5"}) == 10
+    assert prices.design_workers({**DEFAULTS, "WorkerMbPerSecond": "5", "MaxWorkers": "60"}) == 1 + 46
+
+
 def test_every_worker_type_the_template_allows_has_a_price() -> None:
     allowed = TEMPLATE["Parameters"]["WorkerType"]["AllowedValues"]
     assert set(allowed) <= set(prices.DPU_PER_WORKER) and set(STREAMING_WORKER_TYPES) <= set(prices.DPU_PER_WORKER)
