@@ -331,3 +331,47 @@ def test_the_job_may_delete_landing_objects_only_when_after_load_asks() -> None:
     others = [st for st in policy["PolicyDocument"]["Statement"] if "Fn::If" not in st]
     landing = [st for st in others if "LandingBucket" in json.dumps(st["Resource"])]
     assert not any(a.startswith("s3:Delete") for st in landing for a in st["Action"])
+
+
+# -- what the README says of the stack ---------------------------------------------------------
+
+
+def test_every_stack_value_the_readme_names_is_a_stack_output() -> None:
+    # The README's commands take stack outputs as <Name>: `OUTPUT=s3://<OutputBucket>/data` named a
+    # resource, not an output, so no `describe-stacks` showed a value to put there
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"<([A-Z][A-Za-z]+)>", readme))
+    assert {"LandingBucketName", "ManifestUri", "OutputDataUri", "QuarantineUri"} <= named
+    assert named <= set(T["Outputs"]), named - set(T["Outputs"])
+
+
+def test_the_control_plane_ticks_every_2_minutes_as_the_readme_and_the_prices_say() -> None:
+    # README "Sizing": "A Lambda ticks every 2 minutes" (and "Within 2 minutes the control plane starts
+    # the job"); infra/prices.py bills 30 ticks an hour
+    from infra.prices import CONTROL_PLANE_TICKS_PER_HOUR
+
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "A Lambda ticks every 2 minutes" in readme and "Within 2 minutes the control plane starts" in readme
+    schedules = [r for r in of_type("AWS::Events::Rule").values() if "ScheduleExpression" in r["Properties"]]
+    ticking = [r for r in schedules if r["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": ["ControlPlane", "Arn"]}]
+    assert [r["Properties"]["ScheduleExpression"] for r in ticking] == ["rate(2 minutes)"]
+    assert ticking[0]["Properties"]["State"] == "ENABLED"
+    assert json.loads(ticking[0]["Properties"]["Targets"][0]["Input"]) == {"command": "tick"}
+    assert CONTROL_PLANE_TICKS_PER_HOUR == 60 // 2
+
+
+def test_quarantine_records_expire_after_the_retention_parameter_and_the_tables_do_not() -> None:
+    # README: the records under <QuarantineUri> are "expired after QuarantineRetentionDays". The
+    # output bucket is versioned: an expired record is a noncurrent version until a noncurrent rule
+    # removes it (S3 User Guide, "Lifecycle configuration elements": Expiration on a versioned bucket
+    # adds a delete marker)
+    rules = R["OutputBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+    records = T["Outputs"]["QuarantineUri"]["Value"]["Fn::Sub"].split("}/", 1)[1]
+    expiring = [r for r in rules if r["Status"] == "Enabled" and "ExpirationInDays" in r]
+    assert [r["ExpirationInDays"] for r in expiring if r.get("Prefix") == records] == [
+        {"Ref": "QuarantineRetentionDays"}
+    ]
+    # the table's files (data/, the quarantine table's data/quarantine among them) never expire
+    assert all(r.get("Prefix", "").startswith(("quarantine/", "data/_staging/")) for r in expiring), expiring
+    everything = [r for r in rules if r["Status"] == "Enabled" and not r.get("Prefix")]
+    assert any("NoncurrentVersionExpiration" in r for r in everything)
