@@ -43,7 +43,7 @@ from contracts.layout import manifest_key
 from contracts.ledger import CommitRecord
 from contracts.manifest import ManifestEntry
 from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
-from glue_processor.local.errors import Parser, cli
+from glue_processor.local.errors import Parser, cli, user_path
 from glue_processor.local.reconcile import LandedObject, loads_of, reconcile
 from lambdas.manifest_builder.batching import MessageEntries, plan_manifests
 
@@ -346,7 +346,7 @@ def s3_backfill(
 @cli
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="backfill", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--workdir", type=Path, help="a local run's WORKDIR")
+    p.add_argument("--workdir", type=user_path, help="a local run's WORKDIR")
     p.add_argument("--write-inventory", action="store_true", help="write the local landing folder's report and stop")
     p.add_argument("--inventory", help="the report's manifest.json (s3://... or a local path)")
     p.add_argument("--manifests", help="AWS: the manifest prefix, s3://bucket/manifests/")

@@ -47,7 +47,7 @@ from contracts.layout import manifest_data_bytes
 from contracts.ledger import CommitRecord
 from contracts.routing import parse_routing
 from glue_processor.local import runs
-from glue_processor.local.errors import Parser, cli
+from glue_processor.local.errors import Parser, cli, user_path
 from glue_processor.local.feeder import Feeder, FeedResult
 from glue_processor.local.layout import MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout, local_uri
 from glue_processor.local.sample import generate
@@ -81,9 +81,9 @@ def _cores(value: str) -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = Parser(prog="ingest-local", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--data", type=Path, help="your NDJSON tree (.json/.ndjson/.jsonl/.gz); default: a sample")
+    p.add_argument("--data", type=user_path, help="your NDJSON tree (.json/.ndjson/.jsonl/.gz); default: a sample")
     p.add_argument(
-        "--workdir", type=Path, default=Path(".work"), help="local stand-ins for the buckets (default .work)"
+        "--workdir", type=user_path, default=Path(".work"), help="local stand-ins for the buckets (default .work)"
     )
     p.add_argument(
         "--cores",
@@ -117,14 +117,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--partition-by", default="", help="Iceberg partitioning, e.g. day(ts),kind (default: ingest day)")
     p.add_argument(
         "--routes",
-        type=Path,
+        type=user_path,
         help="a routing file (YAML or JSON, contracts/routing.py): key patterns to tables, each with its own "
         "columns, partitioning, file size and column bound; kept in WORKDIR for the next runs",
     )
-    p.add_argument("--schema", type=Path, help="a declared-schema JSON file (column -> type); default: all strings")
+    p.add_argument(
+        "--schema", type=user_path, help="a declared-schema JSON file (column -> type); default: all strings"
+    )
     p.add_argument(
         "--expect",
-        type=Path,
+        type=user_path,
         help="a rules JSON file (rule name -> SQL, or -> {sql, on_fail}; glue_processor/table/rules.py): what each "
         "record must keep; kept in WORKDIR for the next runs (EXPECT=default: none); with ROUTES, each table's expect",
     )

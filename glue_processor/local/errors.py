@@ -13,6 +13,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn
 
 from contracts.exceptions import IngestError
@@ -46,6 +47,12 @@ _FLAG = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, sorted(MAKE_NAMES, k
 def as_typed(text: str) -> str:
     """``text`` with each option of the local commands named as its make variable."""
     return _FLAG.sub(lambda m: MAKE_NAMES[m[1]], text)
+
+
+def user_path(text: str) -> Path:
+    """A path option, ``~`` expanded: bash expands ``DATA=~/exports`` on a make command line, zsh (the
+    macOS shell) does not, and the path was then a folder named ``~`` in the clone."""
+    return Path(text).expanduser()
 
 
 class Parser(argparse.ArgumentParser):

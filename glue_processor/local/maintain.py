@@ -15,7 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from contracts.exceptions import ConfigError
-from glue_processor.local.errors import Parser, cli
+from glue_processor.local.errors import Parser, cli, user_path
 from glue_processor.local.layout import LocalLayout
 from glue_processor.local.text import counted
 from glue_processor.table.catalog import open_catalog
@@ -28,7 +28,7 @@ maintain_doc = __doc__
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     p = Parser(prog="compact", description=maintain_doc, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--workdir", type=Path, default=Path(".work"))
+    p.add_argument("--workdir", type=user_path, default=Path(".work"))
     p.add_argument("--target-mb", type=int, default=128)
     p.add_argument("--orphan-age-hours", type=float, default=24.0)
     p.add_argument("--include-open", action="store_true", help="compact today's partition too (make compact OPEN=1)")

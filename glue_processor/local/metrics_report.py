@@ -12,7 +12,7 @@ from typing import Any
 from contracts.exceptions import ConfigError
 from contracts.metrics import BY_NAME, TABLE_DIMENSION
 from glue_processor.local import runs
-from glue_processor.local.errors import Parser, cli
+from glue_processor.local.errors import Parser, cli, user_path
 from glue_processor.local.layout import LocalLayout
 from glue_processor.local.text import aligned
 
@@ -79,7 +79,7 @@ def _fmt(value: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     """``make metrics``: the datums of the last run (``--all``: of every run) of a WORKDIR."""
     p = Parser(prog="metrics", description=main.__doc__)
-    p.add_argument("--workdir", type=Path, default=Path(".work"))
+    p.add_argument("--workdir", type=user_path, default=Path(".work"))
     p.add_argument("--all", action="store_true", help="every run's datums, not only the last run's")
     args = p.parse_args(argv)
     layout = LocalLayout(args.workdir.resolve())

@@ -32,7 +32,7 @@ from pyiceberg.table import Table
 
 from contracts.exceptions import ConfigError
 from contracts.layout import ATHENA_DATABASE
-from glue_processor.local.errors import Parser, cli
+from glue_processor.local.errors import Parser, cli, user_path
 from glue_processor.local.layout import LocalLayout
 from glue_processor.local.text import aligned
 from glue_processor.table.catalog import open_catalog
@@ -323,7 +323,7 @@ def _rows_of(batch: pa.RecordBatch) -> list[list[Any]]:
 @cli
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="query", description=__doc__)
-    p.add_argument("--workdir", type=Path, default=Path(".work"))
+    p.add_argument("--workdir", type=user_path, default=Path(".work"))
     p.add_argument("--sql", default="", help="the query (default: rows and files per partition)")
     p.add_argument("--format", choices=("table", "csv"), default="table")
     args = p.parse_args(argv)

@@ -43,7 +43,7 @@ from contracts.ledger import CommitRecord
 from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
 from contracts.routing import parse_routing, read_routing
 from glue_processor.commit.ledger import abandoned_shares
-from glue_processor.local.errors import Parser, cli
+from glue_processor.local.errors import Parser, cli, user_path
 from glue_processor.local.layout import LANDING_BUCKET, MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout
 
 if TYPE_CHECKING:
@@ -300,7 +300,7 @@ def sqs_requeue(sqs: Any, queue_url: str, missing: list[LandedObject]) -> int:
 @cli
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="reconcile", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--workdir", type=Path, help="a local run's WORKDIR")
+    p.add_argument("--workdir", type=user_path, help="a local run's WORKDIR")
     p.add_argument("--landing", help="s3://bucket/prefix of the landing objects")
     p.add_argument("--output", help="the job's output_uri (s3://...), where the ledger lives (--from ledger)")
     p.add_argument("--from", dest="source", choices=("history", "ledger"), default="history", help="what was loaded")

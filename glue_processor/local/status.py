@@ -14,7 +14,7 @@ from typing import Any
 
 from contracts.exceptions import ConfigError
 from contracts.layout import manifest_data_bytes
-from glue_processor.local.errors import Parser, cli
+from glue_processor.local.errors import Parser, cli, user_path
 from glue_processor.local.layout import LocalLayout
 from glue_processor.local.runs import Waiting, alive, read, run_file, waiting
 from lambdas.control_plane.decision import JobView
@@ -103,7 +103,7 @@ def render(status: dict[str, Any], dry: dict[str, Any], waiting: Waiting | None 
 @cli
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="ingest-status", description=__doc__)
-    p.add_argument("--workdir", type=Path, default=Path(".work"))
+    p.add_argument("--workdir", type=user_path, default=Path(".work"))
     p.add_argument("--workers", type=int, default=2, help="workers the local job stands for (default 2)")
     args = p.parse_args(argv)
     layout = LocalLayout(args.workdir.resolve())

@@ -93,3 +93,15 @@ def test_a_setting_given_anew_is_said_with_what_it_does(tmp_path: Path, capsys: 
     assert "what earlier ones loaded stays as it is" in said and "PARTITION_BY changes" not in said
     _settings(["--partition-by", "default"], layout)
     assert "PARTITION_BY changes from day(ts) to the default" in capsys.readouterr().out
+
+
+def test_a_tilde_path_is_the_home_folder_whatever_the_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The README's `make run DATA=~/exports`: bash expands the ~ on a make command line, zsh (macOS's
+    # shell) passes it as it is, and the run looked for a folder named "~" in the clone
+    monkeypatch.setenv("HOME", str(tmp_path))
+    args = cli.parse_args(["--data", "~/exports", "--workdir", "~/.work-exports", "--schema", "~/types.json"])
+    assert (args.data, args.workdir, args.schema) == (
+        tmp_path / "exports",
+        tmp_path / ".work-exports",
+        tmp_path / "types.json",
+    )
