@@ -162,6 +162,10 @@ def test_backfill_from_a_report_in_s3_writes_manifests_the_job_takes(aws: None) 
     s3.put_object(Bucket="inv", Key="r/manifest.json", Body=json.dumps(manifest_json("CSV", ["r/data/1.csv.gz"])))
     ledger = record(0, ("land", "incoming/0.json", "e0", "ingested"))
     s3.put_object(Bucket="out", Key="data/_commits/q/00000.json", Body=ledger.model_dump_json())
+    calls: list[tuple[str, str]] = []
+    s3.meta.events.register(
+        "before-call.s3", lambda model, params, **_: calls.append((model.name, params.get("Bucket", "")))
+    )
     report = s3_backfill(
         s3, "s3://inv/r/manifest.json", "s3://manifests/manifests/", "s3://out/data", Selection(), rate_mb_s=0
     )
@@ -170,6 +174,9 @@ def test_backfill_from_a_report_in_s3_writes_manifests_the_job_takes(aws: None) 
     manifest = Manifest.from_json(s3.get_object(Bucket="manifests", Key=key)["Body"].read())
     assert sorted(e.key for e in manifest.entries) == ["incoming/1.json", "incoming/2.json"]
     assert key.startswith("manifests/") and manifest_data_bytes(key) == 20
+    # README: backfilled "from the bucket's S3 Inventory report, never by listing": no call at all
+    # reaches the landing bucket (a LIST of 499 TB a month of objects is what the report saves)
+    assert calls and not [c for c in calls if c[1] == "land"], calls
 
 
 @pytest.mark.spark

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -308,6 +309,10 @@ def test_destroy_drop_data_removes_the_stack_and_what_it_would_keep(life: Life) 
     assert not {OUTPUT, ARTIFACTS, LOGS, LANDING} & life.buckets()
     assert life.glue.get_databases()["DatabaseList"] == [] and life.key_state(key) == "PendingDeletion"
     assert life.dynamodb.list_tables()["TableNames"] == []
+    # README: "the key is scheduled for deletion in 30 days"; "The deployment bucket is always kept"
+    deletion = life.clients["kms"].describe_key(KeyId=key)["KeyMetadata"]["DeletionDate"]
+    assert 29 <= (deletion - datetime.now(deletion.tzinfo)).days <= 30
+    assert deploy.deploy_bucket_name(STACK, ACCOUNT, REGION) in life.buckets()
 
 
 # -- the deployer's permissions -----------------------------------------------------------------

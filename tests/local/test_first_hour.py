@@ -74,6 +74,9 @@ def messy(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (data / "logs").mkdir()
     (data / "logs/cut.ndjson.gz").write_bytes(whole[: len(whole) // 2])
     (data / "notes.txt").write_text("not data\n")
+    # README: "hidden files and folders, `.`-first, are skipped locally" (an editor's copy, a clone's .git)
+    write(data / ".orders.ndjson.swp", [{"id": 900}])
+    write(data / ".git/objects/a.json", [{"id": 901}])
     first = make("run", f"DATA={data}", f"WORKDIR={work}")
     assert first.returncode == 0, first.stderr[-3000:]
     return {"data": data, "work": work, "first": first}
@@ -94,6 +97,7 @@ def test_the_summary_leads_with_what_happened_to_each_file(messy: dict[str, Any]
     assert f"line quarantined   {data / 'orders.ndjson'}:21  malformed JSON" in out
     assert f"loaded in part     {data / 'logs/cut.ndjson.gz'}" in out
     assert f"ignored            {data / 'notes.txt'}" in out
+    assert ".git" not in out and ".swp" not in out  # skipped: neither fed, nor counted, nor named
     # the key that lost its name says so where it happens
     # "name" (20 rows) and "Name" (1), both new: "name" keeps the column, "Name" is in _extra, and the
     # line's query lists the keys _extra holds (a newcomer's one stray "Kind" named "kind" kind__2)
