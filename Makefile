@@ -29,6 +29,7 @@ OPEN ?=
 CLEAN_UP ?=
 INVENTORY ?=
 MANIFESTS ?=
+DATABASE ?=
 OUTPUT ?=
 PREFIX ?=
 SINCE ?=
@@ -117,9 +118,9 @@ destroy: setup-dev ## delete the stack, keeping the table's files, catalog and K
 smoke: setup-dev ## end-to-end check of a deployed stack (uploads, waits for the rows, cleans up): make smoke [STACK=...] [REGION=...] [FILES=300] [TIMEOUT=900 seconds] [KEEP=1] [CLEAN_UP=<run id> to remove what a run left late]
 	$(BIN)/python -m infra.smoke --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(if $(FILES),--files "$(FILES)") $(if $(TIMEOUT),--timeout "$(TIMEOUT)") $(if $(KEEP),--keep) $(if $(CLEAN_UP),--clean-up "$(CLEAN_UP)")
 
-backfill: setup ## manifests for existing objects from an S3 Inventory report, skipping what was ingested: make backfill INVENTORY=s3://.../manifest.json MANIFESTS=s3://bucket/manifests/ OUTPUT=s3://out/data [PREFIX=] [SINCE=2026-01-01] [RATE=200 MB/s]; locally make backfill WORKDIR=... (INVENTORY=1 first writes the folder's report)
+backfill: setup ## manifests for existing objects from an S3 Inventory report, skipping what was ingested: make backfill INVENTORY=s3://.../manifest.json MANIFESTS=s3://bucket/manifests/ DATABASE=<the stack's Database> (hive-parquet: OUTPUT=s3://out/data) [PREFIX=] [SINCE=2026-01-01] [RATE=200 MB/s]; locally make backfill WORKDIR=... (INVENTORY=1 first writes the folder's report)
 	@$(if $(filter 1,$(INVENTORY)),$(BIN)/python -m glue_processor.local.backfill --workdir "$(WORKDIR)" --write-inventory &&) \
-	$(BIN)/python -m glue_processor.local.backfill $(if $(MANIFESTS),--inventory "$(INVENTORY)" --manifests "$(MANIFESTS)" --output "$(OUTPUT)",--workdir "$(WORKDIR)" $(if $(filter-out 1,$(INVENTORY)),--inventory "$(INVENTORY)")) $(if $(PREFIX),--prefix "$(PREFIX)") $(if $(SINCE),--since "$(SINCE)") $(if $(RATE),--rate "$(RATE)")
+	$(BIN)/python -m glue_processor.local.backfill $(if $(MANIFESTS),--inventory "$(INVENTORY)" --manifests "$(MANIFESTS)" $(if $(DATABASE),--database "$(DATABASE)",--output "$(OUTPUT)"),--workdir "$(WORKDIR)" $(if $(filter-out 1,$(INVENTORY)),--inventory "$(INVENTORY)")) $(if $(PREFIX),--prefix "$(PREFIX)") $(if $(SINCE),--since "$(SINCE)") $(if $(RATE),--rate "$(RATE)")
 
 reconcile: setup ## objects that landed but were never ingested (or twice), per table, from the load history: make reconcile [WORKDIR=...] [REQUEUE=1] [FROM=ledger] (a JSON report on stdout, one line on stderr; exit 3: an object never loaded)
 	@$(BIN)/python -m glue_processor.local.reconcile --workdir "$(WORKDIR)" $(if $(REQUEUE),--requeue) $(if $(FROM),--from $(FROM))

@@ -6,7 +6,9 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import itertools
 import json
+import tracemalloc
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from glue_processor.local.backfill import (
     InventoryError,
     InventoryObject,
     Selection,
+    aws_loads,
     emit,
     local_backfill,
     plan_backfill,
@@ -30,6 +33,7 @@ from glue_processor.local.backfill import (
     s3_backfill,
     write_local_inventory,
 )
+from glue_processor.local.reconcile import Load, history_loads, loads_of
 from tests.helpers import read_rows
 from tests.local.test_end_to_end import run_local, write_tree
 from tests.test_reconcile import record
@@ -115,13 +119,84 @@ def test_what_the_ledger_holds_is_skipped_and_manifests_are_bounded() -> None:
     objects = [InventoryObject("land", f"incoming/{i}.json", 100, f"e{i}", T0) for i in range(5)]
     ledger = [record(0, ("land", "incoming/0.json", "e0", "ingested"), ("land", "incoming/1.json", "e1", "ingested"))]
     report = BackfillReport()
-    manifests = plan_backfill(objects, ledger, Selection(), max_bytes=250, max_files=1000, report=report)
+    manifests = plan_backfill(objects, loads_of(ledger), Selection(), max_bytes=250, max_files=1000, report=report)
     assert (report.listed, report.selected, report.already_ingested) == (5, 5, 2)
     assert [sorted(e.key for e in m.entries) for m in manifests] == [
         ["incoming/2.json", "incoming/3.json"],
         ["incoming/4.json"],
     ]
     assert all(e.event_time == T0 for m in manifests for e in m.entries)
+
+
+def test_only_the_loads_of_selected_objects_are_kept_whatever_the_history() -> None:
+    # A year of history at the design load is 1.75 billion loads: plan_backfill used to hand them all
+    # to reconcile, which indexes every one. Given 200,000 loads of other objects and one of ours
+    objects = [InventoryObject("land", f"new/{i}.json", 100, f"n{i}", T0) for i in range(3)]
+    others = (Load("land", f"old/{i}.json", f"o{i}", "ingested", None, i) for i in range(200_000))
+    ours = [Load("land", "new/0.json", "n0", "ingested", None, 7)]
+    tracemalloc.start()
+    report = BackfillReport()
+    loads = itertools.chain(others, ours)
+    manifests = plan_backfill(objects, loads, Selection(), max_bytes=10**9, max_files=1000, report=report)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    # Then ours is skipped, the rest emitted, and memory held the selection, not the history
+    assert report.already_ingested == 1
+    assert sorted(e.key for m in manifests for e in m.entries) == ["new/1.json", "new/2.json"]
+    assert peak < 5_000_000, peak  # each load indexed would be ~60 MB
+
+
+def test_the_load_history_is_read_from_since_s_day_on(tmp_path: Path) -> None:
+    from glue_processor.table import history
+    from glue_processor.table.catalog import open_catalog
+
+    catalog = open_catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
+    table = history.ensure_dated_table(
+        catalog, "ingest", "load_history", history.SCHEMA, location=(tmp_path / "load_history").as_uri()
+    )
+    # Given a load history of three days, one batch a day
+    for day in range(3):
+        when = datetime(2026, 11, 1 + day, 23, 30, tzinfo=UTC)
+        row = {f.name: None for f in history.SCHEMA}
+        row |= {"bucket": "land", "key": f"d{day}.json", "etag": f"e{day}", "status": "ingested", "batch_id": day}
+        row |= {"commit_time": when, "commit_date": when.date()}
+        table.append(pa.Table.from_pylist([row], schema=history.SCHEMA))
+    # When backfill reads it from SINCE=2026-11-02T12:00 (an object modified then is committed no earlier)
+    since = datetime(2026, 11, 2, 12, tzinfo=UTC)
+    loads = list(history_loads(table, since=since))
+    # Then only the rows of that day on are read, and the days before are not planned at all
+    assert sorted(x.key for x in loads) == ["d1.json", "d2.json"]
+    assert sorted(x.key for x in history_loads(table)) == ["d0.json", "d1.json", "d2.json"]
+    from pyiceberg.expressions import GreaterThanOrEqual
+
+    assert len(list(table.scan(row_filter=GreaterThanOrEqual("commit_date", "2026-11-02")).plan_files())) == 2
+
+
+def test_on_aws_the_load_history_comes_from_the_glue_catalog(aws: None, tmp_path: Path) -> None:
+    # make backfill DATABASE=<Database>: the stack's load history, through the Glue Data Catalog
+    # (moto's; the table's files on this disk), read the way the backfill ships
+    from glue_processor.table import history
+    from glue_processor.table.catalog import open_catalog
+
+    boto3.client("glue").create_database(DatabaseInput={"Name": "ndjson_ingest"})
+    table = history.ensure_dated_table(
+        open_catalog("glue"), "ndjson_ingest", "load_history", history.SCHEMA, location=(tmp_path / "h").as_uri()
+    )
+    when = datetime(2026, 11, 3, tzinfo=UTC)
+    row = {f.name: None for f in history.SCHEMA} | {
+        "bucket": "land",
+        "key": "a.json",
+        "etag": "e",
+        "status": "ingested",
+    }
+    table.append(
+        pa.Table.from_pylist(
+            [row | {"batch_id": 4, "commit_time": when, "commit_date": when.date()}], schema=history.SCHEMA
+        )
+    )
+    s3 = boto3.client("s3")
+    loads = aws_loads(s3, database="ndjson_ingest", history_table="load_history", output=None, since=T0)
+    assert [(x.key, x.etag, x.status, x.batch_id) for x in loads] == [("a.json", "e", "ingested", 4)]
 
 
 def test_emission_never_runs_ahead_of_the_rate() -> None:
@@ -166,9 +241,8 @@ def test_backfill_from_a_report_in_s3_writes_manifests_the_job_takes(aws: None) 
     s3.meta.events.register(
         "before-call.s3", lambda model, params, **_: calls.append((model.name, params.get("Bucket", "")))
     )
-    report = s3_backfill(
-        s3, "s3://inv/r/manifest.json", "s3://manifests/manifests/", "s3://out/data", Selection(), rate_mb_s=0
-    )
+    loads = aws_loads(s3, database=None, history_table="load_history", output="s3://out/data", since=None)
+    report = s3_backfill(s3, "s3://inv/r/manifest.json", "s3://manifests/manifests/", loads, Selection(), rate_mb_s=0)
     assert (report.selected, report.already_ingested, report.emitted_objects, report.manifests) == (3, 1, 2, 1)
     (key,) = [o["Key"] for o in s3.list_objects_v2(Bucket="manifests")["Contents"]]
     manifest = Manifest.from_json(s3.get_object(Bucket="manifests", Key=key)["Body"].read())

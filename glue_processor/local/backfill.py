@@ -4,7 +4,7 @@ A landing bucket that held data before the stack's notifications existed (or a p
 wrote while they were off) is backfilled from its S3 Inventory report rather than by listing it:
 ``manifest.json`` names the report's files (CSV, ORC or Parquet, as S3 writes them); the objects
 selected (the pipeline's own object filter, ``--prefix``, ``--since``, the latest version, no delete
-marker) that the ledger does not already hold are written as bounded manifests (the manifest
+marker) that the load history (or the ledger) does not say were ingested are written as bounded manifests (the manifest
 Lambda's planner and contract: same names, same bounds) into the manifest prefix, at most ``--rate``
 MB/s of referenced data, so live traffic keeps its SLA. The job takes them like any manifest; the
 control plane sees their bytes as backlog (their names carry them). An object version that was
@@ -12,7 +12,8 @@ ingested live is skipped here, and one that arrives live while the backfill runs
 job's dedupe index: it is loaded once.
 
     python -m glue_processor.local.backfill --inventory s3://inv/.../manifest.json --manifests s3://m/manifests/ \\
-        --output s3://out/data [--prefix incoming/] [--since 2026-01-01] [--rate 200]
+        --database ndjson_ingest [--prefix incoming/] [--since 2026-01-01] [--rate 200]
+        (a hive-parquet job, which keeps no load history: --output s3://out/data, its ledger)
     python -m glue_processor.local.backfill --workdir .work [--inventory <its inventory/manifest.json>]
     python -m glue_processor.local.backfill --workdir .work --write-inventory    # a local folder's report
 """
@@ -40,11 +41,10 @@ from pyarrow import orc
 
 from contracts.exceptions import ConfigError
 from contracts.layout import manifest_key
-from contracts.ledger import CommitRecord
 from contracts.manifest import ManifestEntry
 from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
 from glue_processor.local.errors import Parser, cli, user_path
-from glue_processor.local.reconcile import LandedObject, loads_of, reconcile
+from glue_processor.local.reconcile import LandedObject, Load, loads_of, reconcile
 from lambdas.manifest_builder.batching import MessageEntries, plan_manifests
 
 MB = 1_000_000
@@ -184,14 +184,15 @@ class BackfillReport:
 
 def plan_backfill(
     objects: Iterable[InventoryObject],
-    records: Iterable[CommitRecord],
+    loads: Iterable[Load],
     selection: Selection,
     *,
     max_bytes: int,
     max_files: int,
     report: BackfillReport,
 ) -> list[Any]:
-    """The manifests (the manifest Lambda's planner) for the selected objects the ledger lacks."""
+    """The manifests (the manifest Lambda's planner) for the selected objects no load ingested.
+    Only the loads of selected objects are kept: memory holds the selection, not the history."""
     chosen: dict[tuple[str, str, str], InventoryObject] = {}
     for o in objects:
         report.listed += 1
@@ -199,7 +200,8 @@ def plan_backfill(
             chosen[(o.bucket, o.key, o.etag)] = o
     report.selected = len(chosen)
     landed = [LandedObject(o.bucket, o.key, o.etag, o.size, o.version_id) for o in chosen.values()]
-    missing = reconcile(landed, loads_of(records)).never_ingested
+    relevant = (x for x in loads if (x.bucket, x.key, x.etag) in chosen)
+    missing = reconcile(landed, relevant).never_ingested
     report.already_ingested = report.selected - len(missing)
     messages = []
     for i, lo in enumerate(missing):
@@ -276,7 +278,7 @@ def local_backfill(workdir: Path, inventory: Path, selection: Selection, *, rate
     as fed, as S3 would send no event for an object that already exists."""
     from glue_processor.local.buckets import LocalBuckets
     from glue_processor.local.layout import MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout
-    from glue_processor.local.reconcile import local_records
+    from glue_processor.local.reconcile import local_loads
     from lambdas.manifest_builder.settings import load_settings
 
     manifest = json.loads(inventory.read_text(encoding="utf-8"))
@@ -289,7 +291,7 @@ def local_backfill(workdir: Path, inventory: Path, selection: Selection, *, rate
     report = BackfillReport()
     manifests = plan_backfill(
         read_inventory(manifest, read),
-        local_records(workdir),
+        local_loads(workdir, "history"),
         selection,
         max_bytes=settings.max_manifest_bytes,
         max_files=settings.max_manifest_files,
@@ -315,10 +317,9 @@ def _mark_fed(workdir: Path, manifests: list[Any]) -> None:
 
 # -- AWS --------------------------------------------------------------------------------------------
 def s3_backfill(
-    s3: Any, inventory_uri: str, manifests_uri: str, output_uri: str, selection: Selection, *, rate_mb_s: float
+    s3: Any, inventory_uri: str, manifests_uri: str, loads: Iterable[Load], selection: Selection, *, rate_mb_s: float
 ) -> BackfillReport:
-    from glue_processor.local.reconcile import s3_records
-
+    """``loads``: what was loaded, from the load history (:func:`aws_loads`) or the ledger."""
     bucket, _, key = inventory_uri.removeprefix("s3://").partition("/")
     manifest = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
 
@@ -328,7 +329,7 @@ def s3_backfill(
     report = BackfillReport()
     planned = plan_backfill(
         read_inventory(manifest, read),
-        s3_records(s3, output_uri),
+        loads,
         selection,
         max_bytes=1024 * 1024 * 1024,
         max_files=1000,
@@ -343,6 +344,21 @@ def s3_backfill(
     return report
 
 
+def aws_loads(
+    s3: Any, *, database: str | None, history_table: str, output: str | None, since: datetime | None
+) -> Iterable[Load]:
+    """What the job loaded: its load history (``database``; only the days from ``since`` on are
+    read), else its ledger under ``output`` (a hive-parquet job keeps no history: every commit
+    record is read, one GET each)."""
+    from glue_processor.local.reconcile import history_loads, s3_records
+
+    if database:
+        from glue_processor.table.catalog import open_catalog
+
+        return history_loads(open_catalog("glue").load_table((database, history_table)), since=since)
+    return loads_of(s3_records(s3, output or ""))
+
+
 @cli
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="backfill", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -350,7 +366,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write-inventory", action="store_true", help="write the local landing folder's report and stop")
     p.add_argument("--inventory", help="the report's manifest.json (s3://... or a local path)")
     p.add_argument("--manifests", help="AWS: the manifest prefix, s3://bucket/manifests/")
-    p.add_argument("--output", help="AWS: the job's output URI (its ledger says what was ingested)")
+    p.add_argument("--database", help="AWS: the Glue database of the job's load history (what was ingested)")
+    p.add_argument("--history-table", default="load_history", help="the job's --load_history_table")
+    p.add_argument(
+        "--output", help="AWS, a hive-parquet job (no load history): its output URI, whose ledger says what loaded"
+    )
     p.add_argument("--prefix", default="", help="only keys under this prefix")
     p.add_argument("--since", type=datetime.fromisoformat, help="only objects modified at or after (ISO 8601)")
     p.add_argument("--rate", type=float, default=200.0, help="MB/s of referenced data at most (default 200)")
@@ -366,14 +386,16 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             inventory = Path(args.inventory) if args.inventory else args.workdir / "inventory" / "manifest.json"
             report = local_backfill(args.workdir, inventory, selection, rate_mb_s=args.rate)
-        elif args.inventory and args.manifests and args.output:
+        elif args.inventory and args.manifests and (args.database or args.output):
             import boto3
 
-            report = s3_backfill(
-                boto3.client("s3"), args.inventory, args.manifests, args.output, selection, rate_mb_s=args.rate
+            s3 = boto3.client("s3")
+            loads = aws_loads(
+                s3, database=args.database, history_table=args.history_table, output=args.output, since=since
             )
+            report = s3_backfill(s3, args.inventory, args.manifests, loads, selection, rate_mb_s=args.rate)
         else:
-            p.error("give --workdir, or --inventory, --manifests and --output")
+            p.error("give --workdir, or --inventory, --manifests and --database (or --output)")
     except (InventoryError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

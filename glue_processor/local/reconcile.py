@@ -91,11 +91,15 @@ def loads_of(records: Iterable[CommitRecord]) -> Iterator[Load]:
 HISTORY_COLUMNS = ("bucket", "key", "etag", "status", "reason", "batch_id", "table_name")
 
 
-def history_loads(table: Any) -> Iterator[Load]:
-    """The load history's rows as loads (an Iceberg table; only the columns needed are read)."""
-    rows = table.scan(selected_fields=HISTORY_COLUMNS).to_arrow()
-    for r in rows.to_pylist():
-        yield Load(r["bucket"], r["key"], r["etag"], r["status"], r["reason"], r["batch_id"], r["table_name"])
+def history_loads(table: Any, *, since: datetime | None = None) -> Iterator[Load]:
+    """The load history's rows as loads (an Iceberg table; only the columns needed are read, a batch
+    of rows at a time, so memory holds one batch, not a year of history). ``since``: only the rows
+    committed on or after its day (the table is partitioned by ``commit_date``: the other days'
+    files are not read); an object modified at ``since`` or later was committed no earlier."""
+    where = "TRUE" if since is None else f"commit_date >= '{since.astimezone(UTC).date().isoformat()}'"
+    for batch in table.scan(row_filter=where, selected_fields=HISTORY_COLUMNS).to_arrow_batch_reader():
+        for r in batch.to_pylist():
+            yield Load(r["bucket"], r["key"], r["etag"], r["status"], r["reason"], r["batch_id"], r["table_name"])
 
 
 @dataclass
