@@ -28,7 +28,7 @@ import io
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -182,9 +182,13 @@ class BackfillReport:
         return dict(vars(self))
 
 
+# What was loaded of the objects with these keys (more rows are fine: they are filtered out)
+Loads = Callable[[Collection[str]], Iterable[Load]]
+
+
 def plan_backfill(
     objects: Iterable[InventoryObject],
-    loads: Iterable[Load],
+    loads: Loads,
     selection: Selection,
     *,
     max_bytes: int,
@@ -200,7 +204,7 @@ def plan_backfill(
             chosen[(o.bucket, o.key, o.etag)] = o
     report.selected = len(chosen)
     landed = [LandedObject(o.bucket, o.key, o.etag, o.size, o.version_id) for o in chosen.values()]
-    relevant = (x for x in loads if (x.bucket, x.key, x.etag) in chosen)
+    relevant = (x for x in loads({k for _, k, _ in chosen}) if (x.bucket, x.key, x.etag) in chosen)
     missing = reconcile(landed, relevant).never_ingested
     report.already_ingested = report.selected - len(missing)
     messages = []
@@ -278,7 +282,7 @@ def local_backfill(workdir: Path, inventory: Path, selection: Selection, *, rate
     as fed, as S3 would send no event for an object that already exists."""
     from glue_processor.local.buckets import LocalBuckets
     from glue_processor.local.layout import MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout
-    from glue_processor.local.reconcile import local_loads
+    from glue_processor.local.reconcile import local_records
     from lambdas.manifest_builder.settings import load_settings
 
     manifest = json.loads(inventory.read_text(encoding="utf-8"))
@@ -291,7 +295,7 @@ def local_backfill(workdir: Path, inventory: Path, selection: Selection, *, rate
     report = BackfillReport()
     manifests = plan_backfill(
         read_inventory(manifest, read),
-        local_loads(workdir, "history"),
+        lambda _keys: loads_of(local_records(workdir)),
         selection,
         max_bytes=settings.max_manifest_bytes,
         max_files=settings.max_manifest_files,
@@ -317,7 +321,7 @@ def _mark_fed(workdir: Path, manifests: list[Any]) -> None:
 
 # -- AWS --------------------------------------------------------------------------------------------
 def s3_backfill(
-    s3: Any, inventory_uri: str, manifests_uri: str, loads: Iterable[Load], selection: Selection, *, rate_mb_s: float
+    s3: Any, inventory_uri: str, manifests_uri: str, loads: Loads, selection: Selection, *, rate_mb_s: float
 ) -> BackfillReport:
     """``loads``: what was loaded, from the load history (:func:`aws_loads`) or the ledger."""
     bucket, _, key = inventory_uri.removeprefix("s3://").partition("/")
@@ -346,17 +350,20 @@ def s3_backfill(
 
 def aws_loads(
     s3: Any, *, database: str | None, history_table: str, output: str | None, since: datetime | None
-) -> Iterable[Load]:
-    """What the job loaded: its load history (``database``; only the days from ``since`` on are
-    read), else its ledger under ``output`` (a hive-parquet job keeps no history: every commit
-    record is read, one GET each)."""
+) -> Loads:
+    """What the job loaded: its load history (``database``: only the days from ``since`` on and
+    the selected keys' rows are read), else its ledger under ``output`` (every commit record, one
+    GET each: a hive-parquet job keeps no history, and the ledger also holds a batch whose history
+    append failed, which the job logs; an ON_OVERWRITE=append table would load such an object
+    again, a mirrored one's key index skips it)."""
     from glue_processor.local.reconcile import history_loads, s3_records
 
     if database:
         from glue_processor.table.catalog import open_catalog
 
-        return history_loads(open_catalog("glue").load_table((database, history_table)), since=since)
-    return loads_of(s3_records(s3, output or ""))
+        table = open_catalog("glue").load_table((database, history_table))
+        return lambda keys: history_loads(table, since=since, keys=keys)
+    return lambda _keys: loads_of(s3_records(s3, output or ""))
 
 
 @cli

@@ -31,7 +31,7 @@ import argparse
 import json
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,15 +91,29 @@ def loads_of(records: Iterable[CommitRecord]) -> Iterator[Load]:
 HISTORY_COLUMNS = ("bucket", "key", "etag", "status", "reason", "batch_id", "table_name")
 
 
-def history_loads(table: Any, *, since: datetime | None = None) -> Iterator[Load]:
-    """The load history's rows as loads (an Iceberg table; only the columns needed are read, a batch
-    of rows at a time, so memory holds one batch, not a year of history). ``since``: only the rows
-    committed on or after its day (the table is partitioned by ``commit_date``: the other days'
-    files are not read); an object modified at ``since`` or later was committed no earlier."""
-    where = "TRUE" if since is None else f"commit_date >= '{since.astimezone(UTC).date().isoformat()}'"
-    for batch in table.scan(row_filter=where, selected_fields=HISTORY_COLUMNS).to_arrow_batch_reader():
-        for r in batch.to_pylist():
-            yield Load(r["bucket"], r["key"], r["etag"], r["status"], r["reason"], r["batch_id"], r["table_name"])
+def history_filter(since: datetime | None) -> str:
+    """The load history's rows committed on or after ``since``'s day (UTC; all rows when None): the
+    table is partitioned by ``commit_date``, so the other days' files are not read."""
+    return "TRUE" if since is None else f"commit_date >= '{since.astimezone(UTC).date().isoformat()}'"
+
+
+def history_loads(table: Any, *, since: datetime | None = None, keys: Collection[str] | None = None) -> Iterator[Load]:
+    """The load history's rows as loads (an Iceberg table): only the columns needed, one data file
+    at a time (pyiceberg's batch reader reads every file at once), only the days from ``since`` on
+    (:func:`history_filter`), and with ``keys``, only the rows of those keys (filtered in Arrow, so
+    a year of other keys' rows never becomes Python objects)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    scan = table.scan(row_filter=history_filter(since), selected_fields=HISTORY_COLUMNS)
+    reader = ArrowScan(table.metadata, table.io, scan.projection(), scan.row_filter)
+    wanted = None if keys is None else pa.array(list(keys), pa.string())
+    for task in scan.plan_files():
+        for batch in reader.to_record_batches([task]):
+            rows = batch if wanted is None else batch.filter(pc.is_in(batch.column("key"), value_set=wanted))
+            for r in rows.to_pylist():
+                yield Load(r["bucket"], r["key"], r["etag"], r["status"], r["reason"], r["batch_id"], r["table_name"])
 
 
 @dataclass
