@@ -106,7 +106,7 @@ template: setup-dev ## render infra/build/template.json (base template + generat
 package: setup-dev ## build the Lambda zip, the job's zip and script, and the wheel into dist/
 	$(BIN)/python -m infra.package
 
-plan: setup-dev ## what make deploy would do, applying nothing: the change set, what it creates, the monthly cost at MinWorkers and MaxWorkers: make plan [STACK=...] [REGION=...] [PARAMS="Key=Value ..."] [ROUTES=routes.yaml]
+plan: setup-dev ## what make deploy would do, applying nothing: the change set, what it creates, the monthly cost at MinWorkers, at the design load and at MaxWorkers: make plan [STACK=...] [REGION=...] [PARAMS="Key=Value ..."] [ROUTES=routes.yaml]
 	$(BIN)/python -m infra.deploy plan --stack "$(STACK)" $(if $(REGION),--region "$(REGION)") $(foreach p,$(PARAMS),--param "$(p)") $(if $(ROUTES),--routes "$(ROUTES)")
 
 deploy: setup-dev ## deploy to AWS, showing the plan and asking first: make deploy [STACK=ndjson-ingest] [REGION=eu-west-1] [PARAMS="Key=Value ..."] [ROUTES=routes.yaml] [REPLACE_FAILED=1 after a failed first create] [YES=1 to apply without asking]

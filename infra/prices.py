@@ -68,15 +68,25 @@ class Line:
 
 
 def design_workers(values: Mapping[str, str]) -> int:
-    """The workers the control plane runs at the design load (a steady arrival, no backlog), within
-    ``MinWorkers`` and ``MaxWorkers``: its own need-based sizing, at ``WorkerMbPerSecond``."""
+    """The workers the control plane scales to for the design load, within ``MinWorkers`` and
+    ``MaxWorkers``: its need-based sizing of a scale-up (a steady arrival, a trigger's worth waiting,
+    the resize's dead time), at the stack's ``WorkerMbPerSecond``, ``LatencySlaSeconds`` and
+    ``TriggerIntervalSeconds``. Built from those values alone, not the caller's environment.
+    ``WorkerMbPerSecond=0`` (sizing by utilization alone) has no such size: ``MaxWorkers``."""
     from lambdas.control_plane.decision import Observation, need
     from lambdas.control_plane.settings import ControlSettings
 
     low, high = sorted((int(values.get("MinWorkers", "2")), int(values.get("MaxWorkers", "10"))))
+    fields = ControlSettings.model_fields
+    sizing = ControlSettings.model_construct(
+        worker_mb_s=float(values.get("WorkerMbPerSecond", fields["worker_mb_s"].default)),
+        latency_sla_s=float(values.get("LatencySlaSeconds", fields["latency_sla_s"].default)),
+        trigger_interval_s=int(values.get("TriggerIntervalSeconds", fields["trigger_interval_s"].default)),
+    )
     rate = GB_PER_HOUR * 1e9 / 3600
-    sizing = ControlSettings(job_name="estimate", worker_mb_s=float(values.get("WorkerMbPerSecond", "56")))
-    workers, _ = need(Observation(arrival_bytes_per_s=[rate] * 3), sizing, resizing=False, arrival=rate)
+    trigger = float(sizing.trigger_interval_s)
+    waiting = Observation(arrival_bytes_per_s=[rate] * 3, backlog_bytes=[rate * trigger], backlog_age_s=[trigger])
+    workers, _ = need(waiting, sizing, resizing=True, keep_up=rate)
     return min(high, max(low, workers))
 
 
@@ -118,8 +128,7 @@ def estimate(values: Mapping[str, str], *, alarms: int, anomaly_alarms: int = 0,
             load * dpu * GLUE_DPU_HOUR * month,
             high * dpu * GLUE_DPU_HOUR * month,
             f"workers x {dpu:g} DPU x ${GLUE_DPU_HOUR}/DPU-hour x {month} h (24/7); the design load's {load}: "
-            f"what the control plane sizes {GB_PER_HOUR * 1e3 / 3600:.0f} MB/s at, "
-            f"{values.get('WorkerMbPerSecond', '56')} MB/s a worker, the driver included",
+            + _design_basis(values),
         ),
         same(
             "Lambda (manifests, control plane)",
@@ -144,6 +153,21 @@ def estimate(values: Mapping[str, str], *, alarms: int, anomaly_alarms: int = 0,
         same("KMS key", KMS_KEY_MONTH, "one customer managed key (requests: bucket keys, negligible)"),
         *_key_index(values),
     ]
+
+
+def _design_basis(values: Mapping[str, str]) -> str:
+    mb_s = values.get("WorkerMbPerSecond", "56")
+    if float(mb_s) == 0:
+        return "WorkerMbPerSecond=0 sizes by utilization alone, so MaxWorkers is assumed"
+    how = (
+        "Glue's auto scaling sizes the job itself; priced at "
+        if values.get("ScalingMode") == "glue-auto-scaling"
+        else ""
+    )
+    return (
+        f"{how}what the control plane scales {GB_PER_HOUR * 1e3 / 3600:.0f} MB/s to, at {mb_s} MB/s a worker "
+        f"within a {values.get('LatencySlaSeconds', '600')} s SLA, the driver included"
+    )
 
 
 def mirrors(values: Mapping[str, str]) -> bool:

@@ -58,6 +58,21 @@ def test_the_estimate_prices_the_design_load_at_the_size_the_control_plane_runs_
     assert prices.design_workers({**DEFAULTS, "WorkerMbPerSecond": "500"}) == 2
     assert prices.design_workers({**DEFAULTS, "WorkerMbPerSecond": "5"}) == 10
     assert prices.design_workers({**DEFAULTS, "WorkerMbPerSecond": "5", "MaxWorkers": "60"}) == 1 + 46
+    # a scale-up, as the control plane makes it: a shorter SLA leaves less time to catch up after the
+    # resize's dead time (review: 7 at LatencySlaSeconds=400, 11 at 300)
+    assert prices.design_workers({**DEFAULTS, "LatencySlaSeconds": "400"}) == 7
+    assert prices.design_workers({**DEFAULTS, "LatencySlaSeconds": "300", "MaxWorkers": "20"}) == 11
+    # WorkerMbPerSecond=0 sizes by utilization alone: no need-based size, MaxWorkers, said so
+    assert prices.design_workers({**DEFAULTS, "WorkerMbPerSecond": "0"}) == 10
+    assert "utilization alone" in glue_line({**DEFAULTS, "WorkerMbPerSecond": "0"}).basis
+
+
+def test_the_estimate_reads_the_stack_s_values_not_the_shell_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    # ControlSettings reads the environment: a stray variable of the control plane's in the
+    # deployer's shell must neither fail make plan nor change its figures
+    monkeypatch.setenv("NEED_UTILIZATION", "not a number")
+    monkeypatch.setenv("LATENCY_SLA_S", "60")
+    assert prices.design_workers(DEFAULTS) == 6
 
 
 def test_every_worker_type_the_template_allows_has_a_price() -> None:
