@@ -322,3 +322,23 @@ def test_a_local_backfill_loads_what_was_never_notified_once(tmp_path: Path) -> 
     # And a second backfill finds nothing left to load
     again = local_backfill(work, write_local_inventory(work), Selection(), rate_mb_s=0)
     assert (again.already_ingested, again.emitted_objects) == (5, 0)
+
+
+def test_a_wrong_database_or_a_refusal_is_one_line(aws: None, capsys: pytest.CaptureFixture[str]) -> None:
+    # make backfill DATABASE=<a typo>, or a bucket the caller cannot read: one line naming the
+    # make variable and the fix, exit code 2, no traceback
+    from glue_processor.local.backfill import main
+
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="inv")
+    s3.put_object(Bucket="inv", Key="r/manifest.json", Body=json.dumps(manifest_json("CSV", [])))
+    args = ["--inventory", "s3://inv/r/manifest.json", "--manifests", "s3://manifests/manifests/"]
+    assert main([*args, "--database", "ndjson_ingst"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: DATABASE=ndjson_ingst: no load history load_history there") and "OUTPUT=" in err
+    assert "Traceback" not in err
+    assert main([*args, "--output", "s3://no-such-bucket/data"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: AWS refused the backfill: ") and "NoSuchBucket" in err, err
+    assert main(["--inventory", "s3://inv/r/manifest.json"]) == 2
+    assert "MANIFESTS and DATABASE (or OUTPUT)" in capsys.readouterr().err

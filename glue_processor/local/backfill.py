@@ -37,6 +37,7 @@ from urllib.parse import quote_plus, unquote_plus
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from botocore.exceptions import BotoCoreError, ClientError
 from pyarrow import orc
 
 from contracts.exceptions import ConfigError
@@ -359,9 +360,19 @@ def aws_loads(
     from glue_processor.local.reconcile import history_loads, s3_records
 
     if database:
+        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
         from glue_processor.table.catalog import open_catalog
 
-        table = open_catalog("glue").load_table((database, history_table))
+        try:
+            table = open_catalog("glue").load_table((database, history_table))
+        except (NoSuchTableError, NoSuchNamespaceError) as exc:
+            raise ConfigError(
+                f"DATABASE={database}: no load history {history_table} there ({exc}); give the stack's Database "
+                "output (a hive-parquet stack keeps no load history: give OUTPUT=<OutputDataUri> instead)"
+            ) from exc
+        except (ClientError, BotoCoreError) as exc:
+            raise ConfigError(f"DATABASE={database}: the Glue catalog refused to read {history_table}: {exc}") from exc
         return lambda keys: history_loads(table, since=since, keys=keys)
     return lambda _keys: loads_of(s3_records(s3, output or ""))
 
@@ -405,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
             p.error("give --workdir, or --inventory, --manifests and --database (or --output)")
     except (InventoryError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (ClientError, BotoCoreError) as exc:  # S3 refusing a read or a write (AccessDenied, NoSuchBucket)
+        print(f"error: AWS refused the backfill: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(report.as_json()))
     if args.workdir is not None and report.manifests:
