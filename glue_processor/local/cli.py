@@ -670,7 +670,13 @@ def start_spark(cores: str) -> SparkSession:
     from glue_processor.local.session import local_session
 
     with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
-        return pool.submit(local_session, cores=cores, quiet=True).result()
+        spark = pool.submit(local_session, cores=cores, quiet=True).result()
+    # the JVM's active session is per thread (PySpark pins a JVM thread to each Python one): this
+    # thread's is set as the start set the worker's
+    jvm = spark._jvm
+    assert jvm is not None  # a session started here has its gateway
+    jvm.SparkSession.setActiveSession(spark._jsparkSession)
+    return spark
 
 
 def unpublished_error(refused: int, progress: Progress, *, kept: int, workdir: Path) -> str | None:

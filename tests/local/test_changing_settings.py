@@ -138,8 +138,11 @@ def spy(signum, handler):
     installed.append((signum, getattr(handler, "__module__", None)))
     return real(signum, handler)
 signal.signal = spy
+from pyspark.sql import SparkSession
 from glue_processor.local.cli import start_spark
-start_spark("1").stop()
+spark = start_spark("1")
+assert SparkSession.getActiveSession() is spark, "no active session on the main thread"
+spark.stop()
 print(json.dumps([module for signum, module in installed if signum == signal.SIGINT]))
 """
 
