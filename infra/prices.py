@@ -11,8 +11,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from contracts import metrics
+
+if TYPE_CHECKING:
+    from lambdas.control_plane.settings import ControlSettings
 
 HOURS_PER_MONTH = 730  # AWS's pricing pages bill a month as 730 hours
 
@@ -41,6 +45,7 @@ KEY_STATE_BYTES = 300  # a key's item in the key index (glue_processor/keys/stat
 # -- the seed's load, and what the pipeline does per unit of it --------------------------------
 FILES_PER_HOUR = 200_000
 GB_PER_HOUR = 700
+DESIGN_BYTES_PER_S = GB_PER_HOUR * 1e9 / 3600  # ~194 MB/s
 MANIFEST_FILES = 1000  # files per SQS batch and per manifest (SqsBatchSize, MaxManifestFiles defaults)
 MANIFEST_LAMBDA_SECONDS = 2.0  # assumed duration of one invocation (a 1,000-message batch)
 MANIFEST_LAMBDA_GB = 0.5  # its MemorySize (template: 512 MB)
@@ -67,24 +72,29 @@ class Line:
     basis: str
 
 
-def design_workers(values: Mapping[str, str]) -> int:
-    """The workers the control plane scales to for the design load, within ``MinWorkers`` and
-    ``MaxWorkers``: its need-based sizing of a scale-up (a steady arrival, a trigger's worth waiting,
-    the resize's dead time), at the stack's ``WorkerMbPerSecond``, ``LatencySlaSeconds`` and
-    ``TriggerIntervalSeconds``. Built from those values alone, not the caller's environment.
-    ``WorkerMbPerSecond=0`` (sizing by utilization alone) has no such size: ``MaxWorkers``."""
-    from lambdas.control_plane.decision import Observation, need
+def _design_sizing(values: Mapping[str, str]) -> ControlSettings:
+    """The control plane's sizing settings of the stack's ``values`` alone (not the caller's
+    environment): ``WorkerMbPerSecond``, ``LatencySlaSeconds``, ``TriggerIntervalSeconds``."""
     from lambdas.control_plane.settings import ControlSettings
 
-    low, high = sorted((int(values.get("MinWorkers", "2")), int(values.get("MaxWorkers", "10"))))
     fields = ControlSettings.model_fields
-    sizing = ControlSettings.model_construct(
+    return ControlSettings.model_construct(
         worker_mb_s=float(values.get("WorkerMbPerSecond", fields["worker_mb_s"].default)),
         latency_sla_s=float(values.get("LatencySlaSeconds", fields["latency_sla_s"].default)),
         trigger_interval_s=int(values.get("TriggerIntervalSeconds", fields["trigger_interval_s"].default)),
     )
-    rate = GB_PER_HOUR * 1e9 / 3600
-    trigger = float(sizing.trigger_interval_s)
+
+
+def design_workers(values: Mapping[str, str]) -> int:
+    """The workers the control plane scales to for the design load, within ``MinWorkers`` and
+    ``MaxWorkers``: its need-based sizing of a scale-up (a steady arrival, a trigger's worth waiting,
+    the resize's dead time), at the stack's sizing settings (:func:`_design_sizing`).
+    ``WorkerMbPerSecond=0`` (sizing by utilization alone) has no such size: ``MaxWorkers``."""
+    from lambdas.control_plane.decision import Observation, need
+
+    low, high = sorted((int(values.get("MinWorkers", "2")), int(values.get("MaxWorkers", "10"))))
+    sizing = _design_sizing(values)
+    rate, trigger = DESIGN_BYTES_PER_S, float(sizing.trigger_interval_s)
     waiting = Observation(arrival_bytes_per_s=[rate] * 3, backlog_bytes=[rate * trigger], backlog_age_s=[trigger])
     workers, _ = need(waiting, sizing, resizing=True, keep_up=rate)
     return min(high, max(low, workers))
@@ -156,8 +166,8 @@ def estimate(values: Mapping[str, str], *, alarms: int, anomaly_alarms: int = 0,
 
 
 def _design_basis(values: Mapping[str, str]) -> str:
-    mb_s = values.get("WorkerMbPerSecond", "56")
-    if float(mb_s) == 0:
+    sizing = _design_sizing(values)
+    if sizing.worker_mb_s == 0:
         return "WorkerMbPerSecond=0 sizes by utilization alone, so MaxWorkers is assumed"
     how = (
         "Glue's auto scaling sizes the job itself; priced at "
@@ -165,8 +175,8 @@ def _design_basis(values: Mapping[str, str]) -> str:
         else ""
     )
     return (
-        f"{how}what the control plane scales {GB_PER_HOUR * 1e3 / 3600:.0f} MB/s to, at {mb_s} MB/s a worker "
-        f"within a {values.get('LatencySlaSeconds', '600')} s SLA, the driver included"
+        f"{how}what the control plane scales {DESIGN_BYTES_PER_S / 1e6:.0f} MB/s to, at {sizing.worker_mb_s:g} MB/s "
+        f"a worker within a {sizing.latency_sla_s:g} s SLA, the driver included"
     )
 
 
