@@ -34,7 +34,7 @@ from glue_processor.local.backfill import (
     s3_backfill,
     write_local_inventory,
 )
-from glue_processor.local.reconcile import Load, history_filter, history_loads, loads_of
+from glue_processor.local.reconcile import HISTORY_COLUMNS, Load, history_filter, history_loads, loads_of
 from tests.helpers import read_rows
 from tests.local.test_end_to_end import run_local, write_tree
 from tests.test_reconcile import record
@@ -155,21 +155,31 @@ def test_only_the_loads_of_selected_objects_are_kept_whatever_the_history() -> N
     assert asked == [{"new/0.json", "new/1.json", "new/2.json"}]  # the keys a history read filters on
 
 
-def test_the_load_history_is_read_from_since_s_day_on(tmp_path: Path) -> None:
+def history_table(catalog_uri: str, database: str, location: Path) -> Any:
+    """The job's load history table, created in ``catalog_uri`` as the job creates it."""
     from glue_processor.table import history
     from glue_processor.table.catalog import open_catalog
 
-    catalog = open_catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
-    table = history.ensure_dated_table(
-        catalog, "ingest", "load_history", history.SCHEMA, location=(tmp_path / "load_history").as_uri()
+    return history.ensure_dated_table(
+        open_catalog(catalog_uri), database, "load_history", history.SCHEMA, location=location.as_uri()
     )
+
+
+def history_batch(when: datetime, batch_id: int, objects: list[tuple[str, str]]) -> pa.Table:
+    """A batch's rows of the load history: each (key, etag) ingested from bucket "land" at ``when``."""
+    from glue_processor.table import history
+
+    blank = {f.name: None for f in history.SCHEMA}
+    common = {"bucket": "land", "status": "ingested", "batch_id": batch_id, "commit_time": when}
+    rows = [blank | common | {"key": k, "etag": e, "commit_date": when.date()} for k, e in objects]
+    return pa.Table.from_pylist(rows, schema=history.SCHEMA)
+
+
+def test_the_load_history_is_read_from_since_s_day_on(tmp_path: Path) -> None:
+    table = history_table(f"sqlite:///{tmp_path / 'catalog.db'}", "ingest", tmp_path / "load_history")
     # Given a load history of three days, one batch a day
     for day in range(3):
-        when = datetime(2026, 11, 1 + day, 23, 30, tzinfo=UTC)
-        row = {f.name: None for f in history.SCHEMA}
-        row |= {"bucket": "land", "key": f"d{day}.json", "etag": f"e{day}", "status": "ingested", "batch_id": day}
-        row |= {"commit_time": when, "commit_date": when.date()}
-        table.append(pa.Table.from_pylist([row], schema=history.SCHEMA))
+        table.append(history_batch(datetime(2026, 11, 1 + day, 23, 30, tzinfo=UTC), day, [(f"d{day}.json", f"e{day}")]))
     # When backfill reads it from SINCE=2026-11-02T12:00 (an object modified then is committed no earlier)
     since = datetime(2026, 11, 2, 12, tzinfo=UTC)
     loads = list(history_loads(table, since=since))
@@ -187,25 +197,11 @@ def test_the_load_history_is_read_from_since_s_day_on(tmp_path: Path) -> None:
 def test_the_load_history_is_read_one_data_file_at_a_time(tmp_path: Path) -> None:
     # pyiceberg 0.12's batch reader reads every file of the scan at once: a year of history is
     # ~245 GB of those columns. Given a history of 8 files of 20,000 rows
-    from glue_processor.table import history
-    from glue_processor.table.catalog import open_catalog
-
-    catalog = open_catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
-    table = history.ensure_dated_table(
-        catalog, "ingest", "load_history", history.SCHEMA, location=(tmp_path / "load_history").as_uri()
-    )
+    table = history_table(f"sqlite:///{tmp_path / 'catalog.db'}", "ingest", tmp_path / "load_history")
     when = datetime(2026, 11, 1, tzinfo=UTC)
-    blank = {f.name: None for f in history.SCHEMA}
     for n in range(8):
-        rows = [
-            blank
-            | {"bucket": "land", "key": f"k{n}-{i:06d}-" + "x" * 60, "etag": f"{i:032x}", "status": "ingested"}
-            | {"batch_id": n, "commit_time": when, "commit_date": when.date()}
-            for i in range(20_000)
-        ]
-        table.append(pa.Table.from_pylist(rows, schema=history.SCHEMA))
-    whole = table.scan(selected_fields=("bucket", "key", "etag", "status", "reason", "batch_id", "table_name"))
-    size = whole.to_arrow().nbytes
+        table.append(history_batch(when, n, [(f"k{n}-{i:06d}-" + "x" * 60, f"{i:032x}") for i in range(20_000)]))
+    size = table.scan(selected_fields=HISTORY_COLUMNS).to_arrow().nbytes
     # When the first row is read, and a little later
     before = pa.total_allocated_bytes()
     loads = history_loads(table)
@@ -220,25 +216,9 @@ def test_the_load_history_is_read_one_data_file_at_a_time(tmp_path: Path) -> Non
 def test_on_aws_the_load_history_comes_from_the_glue_catalog(aws: None, tmp_path: Path) -> None:
     # make backfill DATABASE=<Database>: the stack's load history, through the Glue Data Catalog
     # (moto's; the table's files on this disk), read the way the backfill ships
-    from glue_processor.table import history
-    from glue_processor.table.catalog import open_catalog
-
     boto3.client("glue").create_database(DatabaseInput={"Name": "ndjson_ingest"})
-    table = history.ensure_dated_table(
-        open_catalog("glue"), "ndjson_ingest", "load_history", history.SCHEMA, location=(tmp_path / "h").as_uri()
-    )
-    when = datetime(2026, 11, 3, tzinfo=UTC)
-    row = {f.name: None for f in history.SCHEMA} | {
-        "bucket": "land",
-        "key": "a.json",
-        "etag": "e",
-        "status": "ingested",
-    }
-    table.append(
-        pa.Table.from_pylist(
-            [row | {"batch_id": 4, "commit_time": when, "commit_date": when.date()}], schema=history.SCHEMA
-        )
-    )
+    table = history_table("glue", "ndjson_ingest", tmp_path / "h")
+    table.append(history_batch(datetime(2026, 11, 3, tzinfo=UTC), 4, [("a.json", "e")]))
     s3 = boto3.client("s3")
     loads = aws_loads(s3, database="ndjson_ingest", history_table="load_history", output=None, since=T0)
     assert [(x.key, x.etag, x.status, x.batch_id) for x in loads({"a.json"})] == [("a.json", "e", "ingested", 4)]
