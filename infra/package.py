@@ -151,7 +151,8 @@ def build(out: Path) -> dict[str, Path]:
 def wheelhouse(out: Path) -> tuple[str, list[Path]]:
     """The job's locked wheels in ``out/wheelhouse``, and the S3 prefix they go under (named by the
     lock, so a new lock is a new prefix, which CloudFormation sees as a job change)."""
-    from infra.wheelhouse import fetch, lock_digest, read_lock
+    from infra.runtime import lock_digest, read_lock
+    from infra.wheelhouse import fetch
 
     entries = read_lock()
     return f"wheelhouse/{lock_digest(entries)}", fetch(out / "wheelhouse", entries)

@@ -13,6 +13,7 @@ modules the job installs on top (``--additional-python-modules``), each defined 
 
 from __future__ import annotations
 
+import hashlib
 import re
 import tomllib
 from dataclasses import dataclass
@@ -86,6 +87,34 @@ def job_python_modules() -> tuple[str, ...]:
     return modules
 
 
+# The job's locked wheelhouse (written by ``python -m infra.wheelhouse lock``): one wheel per line,
+# ``name version file sha256``.
+LOCK = ROOT / "infra" / "wheelhouse.lock"
+
+
+@dataclass(frozen=True)
+class Locked:
+    name: str  # normalised distribution name
+    version: str
+    file: str
+    sha256: str
+
+
+def read_lock(path: Path = LOCK) -> list[Locked]:
+    out = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line:
+            name, version, file, digest = line.split()
+            out.append(Locked(name, version, file, digest))
+    return out
+
+
+def lock_digest(entries: list[Locked]) -> str:
+    """Names the S3 prefix the wheels go under: another lock, another prefix (and a job restart)."""
+    return hashlib.sha256("".join(f"{e.file}{e.sha256}" for e in entries).encode()).hexdigest()[:16]
+
+
 # Where the template puts the native wheel and the locked wheelhouse: the deploy uploads them under
 # keys that keep their file names (pip reads a wheel's tags from its name).
 NATIVE_WHEEL_URI = "s3://${CodeBucket}/${JobNativeWheelKey}"
@@ -96,8 +125,6 @@ def additional_python_modules(native_wheel: str, wheelhouse: str = WHEELHOUSE_UR
     """The value of the job's ``--additional-python-modules`` argument: every wheel of the locked
     wheelhouse under ``wheelhouse``, and the native wheel at ``native_wheel`` (S3 URIs on AWS, local
     paths in the parity environments). Installed with ``--no-index`` (infra/wheelhouse.py)."""
-    from infra.wheelhouse import read_lock
-
     modules = [f"{wheelhouse}/{entry.file}" for entry in read_lock()] + [native_wheel]
     for module in modules:
         if "," in module:

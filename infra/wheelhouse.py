@@ -23,12 +23,10 @@ import hashlib
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-from infra.runtime import ROOT, glue_runtimes, job_python_modules, normalise
+from infra.runtime import LOCK, ROOT, Locked, glue_runtimes, job_python_modules, normalise, read_lock
 
-LOCK = ROOT / "infra" / "wheelhouse.lock"
 # Glue 5's workers: x86-64 Amazon Linux 2023 (glibc 2.34), CPython 3.11
 PLATFORM_ARGS = (
     "--only-binary=:all:",
@@ -46,29 +44,6 @@ PLATFORM_ARGS = (
     "cp311",
 )
 INSTALLER_OPTION = "--no-index"
-
-
-@dataclass(frozen=True)
-class Locked:
-    name: str  # normalised distribution name
-    version: str
-    file: str
-    sha256: str
-
-
-def read_lock(path: Path = LOCK) -> list[Locked]:
-    out = []
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if line:
-            name, version, file, digest = line.split()
-            out.append(Locked(name, version, file, digest))
-    return out
-
-
-def lock_digest(entries: list[Locked]) -> str:
-    """Names the S3 prefix the wheels go under: another lock, another prefix (and a job restart)."""
-    return hashlib.sha256("".join(f"{e.file}{e.sha256}" for e in entries).encode()).hexdigest()[:16]
 
 
 def _download(target: Path, *requirements: str, constraints: Path | None = None, deps: bool = True) -> None:

@@ -14,8 +14,7 @@ import pytest
 
 from glue_processor.settings import JobSettings
 from infra.build import render
-from infra.runtime import STREAMING_WORKER_TYPES, glue_runtimes
-from infra.wheelhouse import read_lock
+from infra.runtime import STREAMING_WORKER_TYPES, glue_runtimes, read_lock
 from tests.helpers import policy_statements
 
 T = render()

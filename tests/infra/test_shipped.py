@@ -39,9 +39,9 @@ from infra.runtime import (
     job_python_modules,
     lambda_runtime_pins,
     normalise,
+    read_lock,
     split_as_glue_does,
 )
-from infra.wheelhouse import read_lock
 
 STUB = Path(__file__).parent / "glue_stub"
 TEMPLATE = render()

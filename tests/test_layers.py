@@ -1,0 +1,107 @@
+"""The code's import graph: rooms import downward, never in a loop.
+
+Read from the source with ``ast`` (every import, at module level or inside a function), so a lazy import
+that closes a loop counts as the loop it is. STYLE.md: a stage never imports one that runs after it, and
+what several share lives in one room below them all.
+"""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("contracts", "glue_processor", "lambdas", "infra", "bench")
+# Which top-level package may import which: contracts at the bottom, the off-AWS runner
+# (glue_processor.local) may drive the manifest builder, infra and bench above everything.
+ALLOWED = {
+    "contracts": set(),
+    "lambdas": {"contracts"},
+    "glue_processor": {"contracts", "lambdas"},
+    "infra": {"contracts", "glue_processor", "lambdas"},
+    "bench": {"contracts", "glue_processor", "lambdas", "infra"},
+}
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _imported(module: str, path: Path) -> Iterator[str]:
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*parent, *([base] if base else [])])
+            yield base
+            yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def graph() -> dict[str, set[str]]:
+    """module -> the modules of ours it imports (a package's submodule importing its own package's
+    ``__init__`` is not an edge: that is how a package hands its names on)."""
+    mods = modules()
+
+    def ours(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for module, path in mods.items():
+        for name in _imported(module, path):
+            target = ours(name)
+            if target and target != module and not module.startswith(target + "."):
+                edges[module].add(target)
+    return edges
+
+
+def loop(edges: dict[str, set[str]]) -> list[str]:
+    """One import loop (its modules, the first repeated at the end), or [] when there is none."""
+    try:
+        graphlib.TopologicalSorter(edges).prepare()
+    except graphlib.CycleError as err:
+        return list(err.args[1])
+    return []
+
+
+def test_the_graph_sees_function_level_imports_and_finds_loops(tmp_path: Path) -> None:
+    edges = graph()
+    assert "infra.wheelhouse" in edges["infra.package"]  # imported inside wheelhouse(), not at the top
+    assert "contracts.manifest" in edges["lambdas.manifest_builder.batching"]
+    assert sorted(set(loop({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}))) == ["a", "b", "c"]
+    assert loop({"a": {"b"}, "b": set()}) == []
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "one.py").write_text("def f():\n    from .two import g\n")
+    assert list(_imported("pkg.one", tmp_path / "pkg" / "one.py")) == ["pkg.two", "pkg.two.g"]
+
+
+def test_no_two_modules_import_each_other_even_lazily() -> None:
+    # infra.runtime and infra.wheelhouse did, through a function-level import of read_lock
+    assert loop(graph()) == []
+
+
+def test_packages_import_downward() -> None:
+    wrong = sorted(
+        (module, target)
+        for module, targets in graph().items()
+        for target in targets
+        if target.split(".")[0] != module.split(".")[0] and target.split(".")[0] not in ALLOWED[module.split(".")[0]]
+    )
+    assert wrong == []
+    local_only = {
+        m for m, ts in graph().items() if m.startswith("glue_processor") and any(t.startswith("lambdas") for t in ts)
+    }
+    assert all(m.startswith("glue_processor.local.") for m in local_only), local_only
