@@ -8,19 +8,32 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 from contracts.ledger import CommitRecord, TableShare
-from glue_processor.commit.ledger import BatchCommitter
 from glue_processor.plan.dedupe import DedupeIndex, load_snapshot, save_snapshot
 from glue_processor.plan.routes import Routes, TableConfig
 from glue_processor.plan.sizing import LearnedRatio
-from glue_processor.read.names import LINEAGE_COLUMNS, nameable
 from glue_processor.settings import JobSettings
+from glue_processor.shared.names import LINEAGE_COLUMNS, nameable
 
 GZIP_EXPANSION_PRIOR = 5.0
 # The dedupe index is saved every this many batches; a restart replays at most that many records.
 DEDUPE_SNAPSHOT_BATCHES = 60
 LOADED = ("ingested", "empty")
+
+
+class Records(Protocol):
+    """What a resume reads of the batches before it: the commit records and their publication
+    (``commit.ledger.BatchCommitter`` is one; the plan names no later stage)."""
+
+    query_id: str
+
+    def recent_records_all(self, *, since: datetime) -> list[CommitRecord]: ...
+
+    def abandoned_all(self, *, since: datetime) -> list[tuple[CommitRecord, TableShare]]: ...
+
+    def published(self, record: CommitRecord, share: TableShare) -> tuple[bool, int | None]: ...
 
 
 def initial_keys(config: TableConfig) -> set[str]:
@@ -88,7 +101,7 @@ class Memory:
         self.keys[self.routes.legacy] = keys
 
     def resume(
-        self, committer: BatchCommitter, *, set_aside: Collection[tuple[str, int, str]] | None = None
+        self, committer: Records, *, set_aside: Collection[tuple[str, int, str]] | None = None
     ) -> CommitRecord | None:
         """Learn from the recent batches (keys, dedupe index); the latest record, if any. A share
         still ``set_aside`` (``(query id, batch id, table)``) teaches nothing yet: its keys are held
@@ -159,7 +172,7 @@ class Memory:
         return datetime.now(UTC) - timedelta(hours=self.settings.dedupe_window_hours)
 
 
-def _published(committer: BatchCommitter, record: CommitRecord, share: TableShare) -> bool:
+def _published(committer: Records, record: CommitRecord, share: TableShare) -> bool:
     """The share's publication marker is there (a record of another generation: taken as done, the
     stream replays only its own query's batches)."""
     return record.query_id != committer.query_id or committer.published(record, share)[0]
