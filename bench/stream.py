@@ -244,7 +244,7 @@ def table_columns(out: Path) -> list[str]:
     keys' own for the bench's shapes (none has a key the job renames: an empty one, case variants)."""
     import pyarrow.parquet as pq
 
-    from glue_processor.read.names import LINEAGE_COLUMNS, RESERVED_COLUMNS
+    from glue_processor.shared.names import LINEAGE_COLUMNS, RESERVED_COLUMNS
 
     files = [(f.stat().st_mtime, pq.read_schema(f).names) for f in (out / "data").rglob("*.parquet")]
     tables = [(t, names) for t, names in files if LINEAGE_COLUMNS[0] in names]

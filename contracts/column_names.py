@@ -27,7 +27,7 @@ escaped), is at most :data:`MAX_NAME_REQUEST_BYTES`; and a table has at most
 :data:`MAX_TABLE_COLUMNS` columns, which is what one request carries with every name that long
 (``tests/contracts/test_column_names.py`` measures the request pyiceberg builds, serialized by
 botocore). Keys that break either bound keep their values in ``_extra``. Athena
-and Spark resolve names case-insensitively; :func:`glue_processor.read.names.column_names` keeps names
+and Spark resolve names case-insensitively; :func:`glue_processor.shared.names.column_names` keeps names
 distinct under that. ``tests/contracts/test_column_names.py`` checks these constants against the
 service models botocore ships.
 """

@@ -1,6 +1,6 @@
 """The driver's file operations through Hadoop's FileSystem API (s3:// on Glue, file:// locally),
 so the same code runs on both. (The tasks, which have no JVM, and the driver's listing of the
-manifests use :mod:`glue_processor.read.objects`.)
+manifests use :mod:`glue_processor.shared.objects`.)
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from pyspark.sql import SparkSession
 
 from contracts.exceptions import StorageError
-from glue_processor.read.objects import FileInfo, LocalStore
+from glue_processor.shared.objects import FileInfo, LocalStore
 
 
 class HadoopFS:

@@ -22,7 +22,7 @@ from glue_processor.defaults import DEFAULT_MAX_COLUMNS
 
 MIB = 1024 * 1024
 DEFAULT_PARTITION_LIMIT = 10_000
-# What the job reads and writes from Python (its tasks, the driver's listings: read/objects.py) is on
+# What the job reads and writes from Python (its tasks, the driver's listings: shared/objects.py) is on
 # S3 or a local disk; Spark's checkpoint may also be on HDFS.
 _URI = r"^(s3|s3a|file)://.+"
 _CHECKPOINT_URI = r"^(s3|s3a|file|hdfs)://.+"

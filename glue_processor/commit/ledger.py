@@ -38,7 +38,7 @@ from contracts.layout import COMMITS_DIR, STAGING_DIR, is_commit_record
 from contracts.ledger import CommitRecord, TableShare, record_json
 from glue_processor import faults
 from glue_processor.hadoop_fs import HadoopFS
-from glue_processor.read.objects import ObjectStore, store_for
+from glue_processor.shared.objects import ObjectStore, store_for
 from glue_processor.table.hive import move_all
 
 if TYPE_CHECKING:

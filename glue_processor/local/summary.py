@@ -16,8 +16,8 @@ from typing import Any
 
 from contracts.ledger import CommitRecord, SourceRecord
 from glue_processor.plan.mirror import RETRACTS
-from glue_processor.read.names import column_names
 from glue_processor.read.outcome import REASON_ALL_BAD, REASON_UNROUTED
+from glue_processor.shared.names import column_names
 
 MB = 1e6
 SHOWN = 8  # problem lines listed before "... and N more"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 
 from contracts.layout import MANIFEST_SUFFIX, manifest_data_bytes
 from glue_processor.metrics.convert import Backlog
-from glue_processor.read.objects import FileInfo, store_for
+from glue_processor.shared.objects import FileInfo, store_for
 
 logger = logging.getLogger(__name__)
 

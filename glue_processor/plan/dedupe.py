@@ -194,7 +194,7 @@ def save_snapshot(
 ) -> None:
     """Write the index as one object under the output (atomically); a failure is logged, never
     raised: without a snapshot a restart reads the whole window's commit records instead."""
-    from glue_processor.read.objects import store_for
+    from glue_processor.shared.objects import store_for
 
     uri = f"{output_uri}/{SNAPSHOT}"
     try:
@@ -206,7 +206,7 @@ def save_snapshot(
 
 def load_snapshot(output_uri: str) -> tuple[DedupeIndex, dict[str, set[str]], datetime] | None:
     """The latest snapshot, or None when there is none (or it cannot be read: logged)."""
-    from glue_processor.read.objects import ObjectMissing, store_for
+    from glue_processor.shared.objects import ObjectMissing, store_for
 
     uri = f"{output_uri}/{SNAPSHOT}"
     try:

@@ -130,6 +130,6 @@ def _read_schema(uri: str, read: Callable[[str], bytes] | None) -> DeclaredSchem
 
 
 def _read(uri: str) -> bytes:
-    from glue_processor.read.objects import store_for
+    from glue_processor.shared.objects import store_for
 
     return store_for(uri).read(uri).data

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from glue_processor.read.names import LINEAGE_TYPES, decoded
+from glue_processor.shared.names import LINEAGE_TYPES, decoded
 from glue_processor.table.rules import Rules, Verdict
 
 

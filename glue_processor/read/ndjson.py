@@ -27,7 +27,7 @@ import ndjson_arrow
 import pyarrow as pa
 
 from glue_processor.read.extra import EXTRA_TYPE, to_map
-from glue_processor.read.names import nameable
+from glue_processor.shared.names import nameable
 
 if TYPE_CHECKING:
     from ndjson_arrow._scan import Column, Extra

@@ -22,10 +22,10 @@ import numpy as np
 import pyarrow as pa
 
 from glue_processor.read.extra import EXTRA, EXTRA_TYPE
-from glue_processor.read.names import LINEAGE_COLUMNS, column_names
 from glue_processor.read.ndjson import MAX_CELLS
-from glue_processor.read.objects import ObjectStore
 from glue_processor.read.spec import TaskSpec
+from glue_processor.shared.names import LINEAGE_COLUMNS, column_names
+from glue_processor.shared.objects import ObjectStore
 from glue_processor.table.declared import RESCUED, column_type
 from glue_processor.table.partitioning import PartitionPlan
 from glue_processor.write import parquet as parquet_writer

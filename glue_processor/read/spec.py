@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from glue_processor.defaults import DEFAULT_MAX_COLUMNS
-from glue_processor.read.names import column_names
 from glue_processor.read.text import Limits
+from glue_processor.shared.names import column_names
 from glue_processor.table.declared import DeclaredSchema
 from glue_processor.table.partitioning import PartitionPlan
 from glue_processor.table.rules import Rules

@@ -55,7 +55,7 @@ from pyiceberg.table.update import AssertRefSnapshotId, TableRequirement, TableU
 from pyiceberg.table.update.snapshot import ExpireSnapshots
 
 from contracts.exceptions import StorageError
-from glue_processor.read.objects import NotDeleted, ObjectStore, store_for
+from glue_processor.shared.objects import NotDeleted, ObjectStore, store_for
 from glue_processor.table.transaction import CommitThrough, committing_through, transaction
 
 logger = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 
 from contracts.ledger import CommitRecord, Replaced, SourceRecord
-from glue_processor.read.names import TIMESTAMP
+from glue_processor.shared.names import TIMESTAMP
 from glue_processor.table.catalog import TABLE_PROPERTIES
 from glue_processor.table.iceberg import (
     ATTEMPT,

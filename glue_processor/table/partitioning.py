@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from contracts.exceptions import ConfigError
 from glue_processor.read.extra import EXTRA, to_map
-from glue_processor.read.names import LINEAGE_COLUMNS, column_names, decoded, nameable
+from glue_processor.shared.names import LINEAGE_COLUMNS, column_names, decoded, nameable
 from glue_processor.table.declared import DeclaredSchema
 
 DEFAULT = "day(_ingest_time)"

@@ -28,8 +28,8 @@ from pyiceberg.table import Table
 from contracts.exceptions import StorageError
 from contracts.layout import source_uri
 from contracts.ledger import CommitRecord, PublishedFile
-from glue_processor.read.names import TIMESTAMP
-from glue_processor.read.objects import split_s3
+from glue_processor.shared.names import TIMESTAMP
+from glue_processor.shared.objects import split_s3
 from glue_processor.table.history import append_once
 from glue_processor.table.iceberg import ExpiryCadence
 from glue_processor.table.transaction import Head

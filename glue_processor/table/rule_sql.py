@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import acero
 
-from glue_processor.read.names import TIMESTAMP
 from glue_processor.read.ndjson import STRING
+from glue_processor.shared.names import TIMESTAMP
 
 DIALECT = "trino"
 

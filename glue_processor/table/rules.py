@@ -62,7 +62,7 @@ import pyarrow.compute as pc
 from contracts.exceptions import ConfigError
 from contracts.routing import Expect, OnFail
 from glue_processor.read.extra import EXTRA
-from glue_processor.read.names import LINEAGE_TYPES  # the lineage columns a rule may read, typed
+from glue_processor.shared.names import LINEAGE_TYPES  # the lineage columns a rule may read, typed
 from glue_processor.table import rule_sql
 from glue_processor.table.declared import RESCUED, DeclaredSchema, column_type
 

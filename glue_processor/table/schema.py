@@ -1,7 +1,7 @@
 """The table's Iceberg schema and partition spec, from the batch's keys.
 
 Data columns are strings (values as written; the seed's behaviour) named by
-:func:`glue_processor.read.names.column_names`; the lineage columns have their own types. The schema only
+:func:`glue_processor.shared.names.column_names`; the lineage columns have their own types. The schema only
 grows: a batch with new keys adds columns, never removes or retypes one.
 """
 
@@ -17,13 +17,13 @@ from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform,
 from pyiceberg.types import IcebergType, LongType, NestedField, StringType, TimestamptzType
 
 from glue_processor.read.extra import EXTRA, EXTRA_TYPE
-from glue_processor.read.names import LINEAGE_TYPES as ARROW_LINEAGE
-from glue_processor.read.names import TIMESTAMP, column_names
 from glue_processor.read.ndjson import STRING
+from glue_processor.shared.names import LINEAGE_TYPES as ARROW_LINEAGE
+from glue_processor.shared.names import TIMESTAMP, column_names
 from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema
 from glue_processor.table.partitioning import PartitionPlan
 
-# The lineage columns as Iceberg types, from their one declaration (glue_processor/read/names.py).
+# The lineage columns as Iceberg types, from their one declaration (glue_processor/shared/names.py).
 _ICEBERG: dict[pa.DataType, IcebergType] = {
     pa.string(): StringType(),
     pa.int64(): LongType(),

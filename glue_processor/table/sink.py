@@ -251,7 +251,7 @@ def quarantine_for(settings: JobSettings, catalog: Callable[[], Any]) -> Quarant
     files where they are (staged until the batch settles, then in place)."""
     if not settings.quarantine_table:
         return None
-    from glue_processor.read.objects import ObjectMissing, store_for
+    from glue_processor.shared.objects import ObjectMissing, store_for
     from glue_processor.table.history import ensure_dated_table
     from glue_processor.table.quarantine import SCHEMA, QuarantineTable
 

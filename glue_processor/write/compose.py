@@ -9,7 +9,7 @@ merge (``write.stage.DRIVER_CONCATS``). Here each part's footer is read with one
 last :data:`FOOTER_GUESS` bytes, a second GET when the footer is longer), the new footer is planned
 from them, and the file is one multipart upload: a part copied by S3 (``UploadPartCopy`` with a
 byte range, of the version whose footer was read) for each part's row groups, then the footer
-(:meth:`~glue_processor.read.objects.S3Store.compose`). S3 takes a part
+(:meth:`~glue_processor.shared.objects.S3Store.compose`). S3 takes a part
 of 5 MiB or more but the last; the parts are an eighth of the target file size (16 MiB by default),
 and a smaller one is put last so that it goes with the footer. A partition's rows from shared files
 (re-encoded here, a local file) are sent with the footer too. Where S3's limits do not allow it (two
@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from glue_processor.read.objects import MIN_PART_BYTES, S3_SCHEMES, ObjectStore, Range
 from glue_processor.read.parts import Staged
+from glue_processor.shared.objects import MIN_PART_BYTES, S3_SCHEMES, ObjectStore, Range
 from glue_processor.table.footer import MAGIC, footer_at, metadata_of
 from glue_processor.write.concat import ConcatError, plan_concat
 

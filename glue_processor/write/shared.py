@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from glue_processor.read.objects import ObjectStore, local_path
+from glue_processor.shared.objects import ObjectStore, local_path
 from glue_processor.write import parquet as parquet_writer
 
 # A partition with at least this weight of rows in a spill is written to a part of its own (its bytes

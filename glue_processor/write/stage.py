@@ -23,9 +23,9 @@ from glue_processor.plan.manifests import Rejection
 from glue_processor.plan.overflow import overflow
 from glue_processor.plan.sizing import plan_groups
 from glue_processor.plan.tasks import SparkMap
-from glue_processor.read.objects import store_for
 from glue_processor.read.outcome import Outcome
 from glue_processor.read.parts import Staged
+from glue_processor.shared.objects import store_for
 from glue_processor.table.declared import DeclaredSchema
 from glue_processor.write.merge import MergeSpec, concatenable, merge_parts, plan_merge
 from glue_processor.write.shared import SharedReader, contiguous_groups

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
-from glue_processor.read.objects import NotDeleted, ObjectStore
+from glue_processor.shared.objects import NotDeleted, ObjectStore
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench.stream import _duckdb_cells, batch_commits, duckdb_child, split, table_columns, verdict
-from glue_processor.read.names import LINEAGE_COLUMNS
+from glue_processor.shared.names import LINEAGE_COLUMNS
 
 
 def test_duckdb_writes_the_declared_columns_of_every_line(tmp_path: Path) -> None:

@@ -99,8 +99,8 @@ def test_one_update_table_carries_the_most_columns_with_the_longest_names() -> N
 
 def test_the_bound_is_the_job_s_and_the_stack_s() -> None:
     from glue_processor.defaults import DEFAULT_MAX_COLUMNS
-    from glue_processor.read.names import RESERVED_COLUMNS
     from glue_processor.settings import JobSettings
+    from glue_processor.shared.names import RESERVED_COLUMNS
 
     assert len(RESERVED_COLUMNS) + 1 == C.RESERVED  # the lineage columns, _extra, _rescued, and one spare
     assert DEFAULT_MAX_COLUMNS == C.MAX_DATA_COLUMNS

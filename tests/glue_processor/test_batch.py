@@ -18,8 +18,8 @@ from contracts.manifest import Manifest, ManifestEntry
 from glue_processor.batch import ManifestBatchJob
 from glue_processor.local.buckets import LocalBuckets
 from glue_processor.metrics.timing import Step
-from glue_processor.read.names import LINEAGE_COLUMNS
 from glue_processor.settings import JobSettings, settings_from_mapping
+from glue_processor.shared.names import LINEAGE_COLUMNS
 from tests.helpers import read_rows, visible_parquet
 
 pytestmark = pytest.mark.spark

@@ -17,7 +17,7 @@ from contracts.ledger import BatchStats, CommitRecord
 from glue_processor.metrics.backlog import measure, waiting
 from glue_processor.metrics.convert import RateTracker, backlog_datums, progress_datums, record_datums
 from glue_processor.metrics.sinks import AsyncPublisher, CloudWatchSink, JsonlSink
-from glue_processor.read.objects import FileInfo
+from glue_processor.shared.objects import FileInfo
 from tests.conftest import EVENTS
 
 DIMS = {"JobName": "ingest", "QueryName": "ndjson-to-parquet"}

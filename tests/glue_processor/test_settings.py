@@ -52,7 +52,7 @@ def test_glue_style_argv_with_glue_arguments() -> None:
         (["--source_uri_template", "s3://x/{key}"], "{bucket}"),
         (["--partition_limit_per_batch", "999"], "partition_limit_per_batch must be at least max_partitions_per_batch"),
         (["--partition_limit_per_batch", "0"], "--partition_limit_per_batch"),
-        # the job lists and reads its manifests from Python (read/objects.py: S3 or a local disk)
+        # the job lists and reads its manifests from Python (shared/objects.py: S3 or a local disk)
         (["--manifest_uri", "hdfs://nn/manifests"], "--manifest_uri"),
         (["--output_uri", "hdfs://nn/data"], "--output_uri"),
     ],

@@ -219,7 +219,7 @@ def test_stateful_resources_declare_what_happens_on_delete_and_replace() -> None
 
 def test_the_job_may_read_the_versions_its_events_name() -> None:
     # GetObject with a VersionId needs s3:GetObjectVersion (S3 API Reference, GetObject: Permissions);
-    # the job reads exactly the version an event named (glue_processor/read/objects.py)
+    # the job reads exactly the version an event named (glue_processor/shared/objects.py)
     statements = role_statements(R["GlueJob"]["Properties"]["Role"])
     landing = {"Fn::Sub": "${LandingBucket.Arn}/*"}
     assert grants(statements, "s3:GetObjectVersion", landing)
@@ -336,7 +336,7 @@ def test_a_role_that_reads_an_object_which_may_be_missing_may_list_its_bucket_un
     # conditioned on it does not count. The control plane's first tick reads a state no tick has
     # written yet (lambdas/control_plane/state.py takes NoSuchKey as "no state"; a 403 fails every
     # tick, and the job is never started); the job reads objects a producer may have deleted
-    # (glue_processor/read/objects.py quarantines NoSuchKey/NoSuchVersion; a 403 fails the batch).
+    # (glue_processor/shared/objects.py quarantines NoSuchKey/NoSuchVersion; a 403 fails the batch).
     cases = {
         "ControlPlane": {"Fn::GetAtt": ["ArtifactsBucket", "Arn"]},
         "GlueJob": {"Fn::GetAtt": ["LandingBucket", "Arn"]},
@@ -596,10 +596,10 @@ def test_the_job_may_abort_the_multipart_uploads_it_starts_wherever_it_writes() 
     # S3 API Reference, AbortMultipartUpload, Permissions (S3 User Guide, "Multipart upload API and
     # permissions"): aborting needs s3:AbortMultipartUpload, which s3:PutObject does not include.
     # The job uploads a file of SINGLE_PUT_BYTES or more in parts (boto3's upload_file, which aborts
-    # the upload when a part fails: glue_processor/read/objects.py), and Spark's file systems do too;
+    # the upload when a part fails: glue_processor/shared/objects.py), and Spark's file systems do too;
     # without the grant a failed upload's abort is AccessDenied and its parts stay, billed, until the
     # bucket's lifecycle rule, with the abort's error in place of the upload's.
-    from glue_processor.read.objects import SINGLE_PUT_BYTES
+    from glue_processor.shared.objects import SINGLE_PUT_BYTES
 
     assert SINGLE_PUT_BYTES <= 8 * 1024 * 1024  # the data files (~128 MB) are uploaded in parts
     statements = role_statements(R["GlueJob"]["Properties"]["Role"])

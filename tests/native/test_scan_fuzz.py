@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from glue_processor.read import names
 from glue_processor.read import ndjson as T
+from glue_processor.shared import names
 
 MAX_DEPTH = ndjson_arrow.MAX_DEPTH
 WS = frozenset(b" \t\r\n")

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from glue_processor.read import names
 from glue_processor.read import ndjson as T
+from glue_processor.shared import names
 
 
 def rows_of(parsed: T.ParsedText) -> dict[int, dict[str, Any]]:

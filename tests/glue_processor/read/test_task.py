@@ -17,11 +17,11 @@ import pytest
 
 from glue_processor.read import parts
 from glue_processor.read import task as tasks
-from glue_processor.read.names import LINEAGE_COLUMNS
-from glue_processor.read.objects import LocalStore, ObjectMissing, S3Store, local_path, split_s3, store_for
 from glue_processor.read.parts import ParquetParts, Staged
 from glue_processor.read.spec import FileTask, TaskSpec
 from glue_processor.read.task import run_task
+from glue_processor.shared.names import LINEAGE_COLUMNS
+from glue_processor.shared.objects import LocalStore, ObjectMissing, S3Store, local_path, split_s3, store_for
 from glue_processor.write.merge import MergeSpec, merge_parts
 
 NOW = datetime.now(UTC)

@@ -11,7 +11,7 @@ import boto3
 from moto import mock_aws
 
 from glue_processor.hadoop_fs import HadoopFS
-from glue_processor.read.objects import S3Store, store_for
+from glue_processor.shared.objects import S3Store, store_for
 
 
 def _dir(root: Path) -> Path:

@@ -21,7 +21,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.io import FileIO, InputFile, OutputFile
 from pyiceberg.table import Table
 
-from glue_processor.read.objects import NotDeleted, S3Store
+from glue_processor.shared.objects import NotDeleted, S3Store
 from glue_processor.table.catalog import TABLE_PROPERTIES, open_catalog
 from glue_processor.table.compact import compact, referenced
 from glue_processor.table.expiry import delete_files, expire_snapshots, main_line

@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from glue_processor.read.names import LINEAGE_COLUMNS
+from glue_processor.shared.names import LINEAGE_COLUMNS
 from glue_processor.table.compact import compact, delete_orphans
 from glue_processor.table.expiry import expire_snapshots
 from glue_processor.table.iceberg import BATCH_ID, QUERY_ID, BatchAppended, IcebergSink, find_snapshot

@@ -13,7 +13,7 @@ import pytest
 
 from contracts.exceptions import ConfigError
 from contracts.routing import parse_expect, parse_routing
-from glue_processor.read.names import TIMESTAMP
+from glue_processor.shared.names import TIMESTAMP
 from glue_processor.table.declared import parse_schema
 from glue_processor.table.rules import Rules, compile_rules, rule_specs
 

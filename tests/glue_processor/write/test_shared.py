@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from glue_processor.read.objects import local_path, store_for
 from glue_processor.read.parts import Staged
 from glue_processor.read.spec import FileTask, TaskSpec
 from glue_processor.read.task import TaskResult, run_task
+from glue_processor.shared.objects import local_path, store_for
 from glue_processor.table.declared import parse_schema
 from glue_processor.table.footer import footer_of
 from glue_processor.table.partitioning import parse_partition_by

@@ -12,7 +12,7 @@ import boto3
 import pytest
 
 from contracts.exceptions import StorageError
-from glue_processor.read.objects import NotDeleted, ObjectStore, store_for
+from glue_processor.shared.objects import NotDeleted, ObjectStore, store_for
 from glue_processor.write.uploads import BackgroundUploads
 
 
@@ -131,7 +131,7 @@ def test_files_reach_s3_whole() -> None:
 
 @pytest.mark.usefixtures("aws")
 def test_a_small_file_is_one_put_and_a_large_one_a_multipart_upload(tmp_path: Path) -> None:
-    from glue_processor.read import objects
+    from glue_processor.shared import objects
 
     s3 = boto3.client("s3", region_name="us-east-1")
     s3.create_bucket(Bucket="stage")

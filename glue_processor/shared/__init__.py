@@ -1,0 +1,1 @@
+"""What every stage shares, below them all: the names of columns and keys, object I/O."""
