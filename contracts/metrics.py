@@ -159,6 +159,14 @@ DEFERRED_PUBLICATIONS = _m(
     "committed table shares set aside after failing to publish for --publish_hold_seconds, retried every batch "
     "until they publish (nothing is lost; the table is behind): alarms",
 )
+LOAD_HISTORY_BEHIND = _m(
+    "LoadHistoryBehind",
+    "Count",
+    J,
+    "committed batches whose load-history rows could not be appended yet: retried before each batch's, oldest "
+    "first, 32 at most (the data is in its tables; the ledger's commit records have the rows, and make backfill "
+    "OUTPUT= reads them instead of the history): alarms",
+)
 TABLE_SNAPSHOTS = _m("TableSnapshots", "Count", J, "Iceberg snapshots in the table's metadata (retention bounds it)")
 TABLE_DATA_FILES = _m("TableDataFiles", "Count", J, "data files in the table's current snapshot (compaction bounds it)")
 BACKLOG_MANIFESTS = _m("BacklogManifests", "Count", J, "manifests written but not yet processed")

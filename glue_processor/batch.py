@@ -507,6 +507,7 @@ class ManifestBatchJob:
                 tables=self.tables.stats(),
                 table_of=self.routes.name,
                 deferred=self._deferred_count(),
+                history_behind=self.tables.history.behind if self.tables.history is not None else 0,
                 max_partitions=self.settings.max_partitions_per_batch,
             )
         if record.stats.partitions > self.settings.max_partitions_per_batch:

@@ -201,8 +201,12 @@ def dashboard_body() -> dict[str, Any]:
             ],
         ),
         (
-            "Shares set aside, objects no route takes",
-            [series(M.DEFERRED_PUBLICATIONS), series(M.UNROUTED_OBJECTS, "Sum", yAxis="right")],
+            "Shares set aside, load history owed, objects no route takes",
+            [
+                series(M.DEFERRED_PUBLICATIONS),
+                series(M.LOAD_HISTORY_BEHIND),
+                series(M.UNROUTED_OBJECTS, "Sum", yAxis="right"),
+            ],
         ),
     ]
     widgets = []
@@ -387,6 +391,18 @@ def alarm_resources() -> dict[str, dict[str, Any]]:
             stat="Maximum",
             period=300,
             periods=1,
+            threshold=0,
+            operator="GreaterThanThreshold",
+        ),
+        "LoadHistoryBehind": _metric_alarm(
+            "load-history-behind",
+            "the load history could not be appended for 10 minutes (its table or catalog refuses): the data is "
+            "loaded and the appends are retried before each batch's, 32 at most; past that, or after a restart, "
+            "a batch's rows are only in the ledger (make backfill OUTPUT= reads it); the job's log says why",
+            M.LOAD_HISTORY_BEHIND,
+            stat="Maximum",
+            period=300,
+            periods=2,
             threshold=0,
             operator="GreaterThanThreshold",
         ),

@@ -228,7 +228,9 @@ class Publisher:
             if self.published is not None:
                 self.published(record, share.table, snapshot)
         # its rows join the history before the share leaves the list: a failure keeps it there
-        if self.tables.history is not None and not self.tables.history.publish(shown, {name: snapshot}, part=name):
+        if self.tables.history is not None and not self.tables.history.publish(
+            shown, {name: snapshot}, part=name, keep=False
+        ):
             self.deferred.failed(item)
             return False
         self.deferred.remove(item)

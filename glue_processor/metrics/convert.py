@@ -75,10 +75,16 @@ def progress_datums(
 
 
 def record_datums(
-    record: CommitRecord, *, dimensions: dict[str, str], max_partitions: int | None = None, deferred: int = 0
+    record: CommitRecord,
+    *,
+    dimensions: dict[str, str],
+    max_partitions: int | None = None,
+    deferred: int = 0,
+    history_behind: int = 0,
 ) -> list[Datum]:
     """Datums for one committed batch (``max_partitions``: the bound its partitions are held to;
-    ``deferred``: the shares set aside after it)."""
+    ``deferred``: the shares set aside after it; ``history_behind``: the appends the load history
+    is owed after it)."""
     s = record.stats
     when = record.committed_at
     refused = sum(1 for x in record.sources if x.status == "rejected" and x.table)
@@ -86,6 +92,7 @@ def record_datums(
         datum(M.UNROUTED_OBJECTS, sum(1 for x in record.sources if x.status == "ignored"), dimensions, when),
         datum(M.REFUSED_OBJECTS, refused, dimensions, when),
         datum(M.DEFERRED_PUBLICATIONS, deferred, dimensions, when),
+        datum(M.LOAD_HISTORY_BEHIND, history_behind, dimensions, when),
         datum(M.RECORDS_IN, s.records_in, dimensions, when),
         datum(M.RECORDS_OUT, s.records_out, dimensions, when),
         datum(M.INPUT_BYTES, s.input_bytes, dimensions, when),

@@ -27,6 +27,7 @@ def report(
     tables: Mapping[str, dict[str, int]] | None = None,
     table_of: Callable[[str], str] = lambda t: t,
     deferred: int = 0,
+    history_behind: int = 0,
     max_partitions: int | None = None,
 ) -> None:
     """The batch's figures and each table's, its commit's duration and the tables' size after it,
@@ -36,7 +37,11 @@ def report(
     try:
         metrics.records_by_batch[record.batch_id] = record.stats.records_in
         dims = metrics.dimensions
-        metrics.publisher.emit(record_datums(record, dimensions=dims, max_partitions=max_partitions, deferred=deferred))
+        metrics.publisher.emit(
+            record_datums(
+                record, dimensions=dims, max_partitions=max_partitions, deferred=deferred, history_behind=history_behind
+            )
+        )
         metrics.publisher.emit(
             share_datums(record, {s.table: s.commit_ms for s in settlements}, dimensions=dims, table_of=table_of)
         )

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, timedelta
 
 import pyarrow as pa
@@ -196,6 +198,19 @@ def _with_columns(table: Table, schema: pa.Schema) -> Table:
     return table
 
 
+# Failed appends kept to be tried again, and how many of them one call tries.
+BEHIND = 32  # 16 minutes of 30 s triggers
+CATCH_UP = 4
+
+
+@dataclass(frozen=True)
+class _Append:
+    record: CommitRecord
+    snapshots: Mapping[str, int | None]
+    part: str
+    set_aside: tuple[str, ...]
+
+
 class LoadHistory:
     """Appends a committed batch's rows of the load history, once: the batch's rows when its
     shares are published (``part`` ""), and the rows of a share set aside (see
@@ -209,9 +224,20 @@ class LoadHistory:
         self.snapshot_retention = snapshot_retention  # a snapshot per batch: expired as the data's
         self._cadence = ExpiryCadence()
         self._head = Head()
+        # appends that failed, oldest first, tried again before the next: at most BEHIND of them (a
+        # record of the seed's ~1,700 objects is ~2.9 MB, so ~93 MB at most: the driver does not grow
+        # with an outage); ``lost``: those pushed out, in the ledger only
+        self._behind: deque[_Append] = deque()
+        self.lost = 0
 
     def open(self) -> None:
         self._table()
+
+    @property
+    def behind(self) -> int:
+        """Appends this process owes the history: waiting to be tried again, or pushed out of that
+        list (metric ``LoadHistoryBehind``; a restart forgets them: the ledger has their rows)."""
+        return len(self._behind) + self.lost
 
     def publish(
         self,
@@ -220,11 +246,54 @@ class LoadHistory:
         *,
         part: str = "",
         set_aside: Collection[str] = (),
+        keep: bool = True,
     ) -> bool:
         """Append the rows of ``part`` unless the history has them: ``""``, every source but those of
         the tables ``set_aside``; a table's name, that table's sources. True when they are in. The
         history never holds up the stream: a failure is logged (the ledger's commit record keeps
-        every row's content) and False returned."""
+        every row's content) and False returned.
+
+        With ``keep``, a failed append is kept and tried again before the next one, oldest first, up
+        to CATCH_UP of them a call; while one of those still fails, the new one joins them untried,
+        so a history that is down costs a batch one attempt, not one per batch it owes. Without
+        ``keep`` (a caller that retries it itself), it is tried at once and not kept."""
+        this = _Append(record, dict(snapshots), part, tuple(set_aside))
+        if not keep:
+            return self._try(this)
+        if not self._catch_up():
+            self._keep(this)
+            return False
+        if self._try(this):
+            return True
+        self._keep(this)
+        return False
+
+    def _catch_up(self) -> bool:
+        """Try the appends kept from earlier calls, oldest first, at most CATCH_UP: True when none is
+        left."""
+        for _ in range(min(CATCH_UP, len(self._behind))):
+            if not self._try(self._behind[0]):
+                return False
+            done = self._behind.popleft()
+            logger.info(
+                "appended a batch the load history missed",
+                extra={"batch_id": done.record.batch_id, "query_id": done.record.query_id, "part": done.part},
+            )
+        return not self._behind
+
+    def _keep(self, append: _Append) -> None:
+        self._behind.append(append)
+        if len(self._behind) > BEHIND:
+            gone = self._behind.popleft()
+            self.lost += 1
+            logger.error(
+                "the load history is too far behind: a batch's rows are no longer retried; the ledger's commit "
+                "record has them (make backfill OUTPUT= reads the ledger instead of the history)",
+                extra={"batch_id": gone.record.batch_id, "query_id": gone.record.query_id, "part": gone.part},
+            )
+
+    def _try(self, append: _Append) -> bool:
+        record, snapshots, part, set_aside = append.record, append.snapshots, append.part, append.set_aside
         if part:
             sources = [s for s in record.sources if _table_of(record, s, self.legacy) == part]
             tables = {part}
@@ -240,7 +309,8 @@ class LoadHistory:
             self._append(record, sources, snapshots, part, tables)
         except Exception:
             logger.exception(
-                "could not append the batch to the load history; the ledger's commit record has its rows",
+                "could not append the batch to the load history; the ledger's commit record has its rows; the "
+                "append is tried again",
                 extra={"batch_id": record.batch_id, "query_id": record.query_id, "part": part},
             )
             return False

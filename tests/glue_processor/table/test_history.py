@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from glue_processor.metrics.setup import job_metrics
+from glue_processor.metrics.sinks import JsonlSink
 from glue_processor.table.catalog import open_catalog
 from glue_processor.table.iceberg import IcebergSink
 from tests.glue_processor.test_batch import BUCKET, Env
@@ -86,6 +88,67 @@ def test_a_failing_history_never_holds_up_the_data(spark: Any, tmp_path: Path, c
     rows = open_catalog(env.settings.catalog_uri).load_table((env.settings.database, "events")).scan().to_arrow()
     assert rows.num_rows == 2
     assert any("load history" in r.message and getattr(r, "batch_id", None) == 0 for r in caplog.records)
+    assert job.tables.history.behind == 1
+
+
+def test_a_history_that_comes_back_is_given_the_batches_it_missed(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    job = env.job(spark)
+    job.metrics = job_metrics(spark, env.settings, sinks=[JsonlSink(tmp_path / "metrics.jsonl")])
+    history_writer = job.tables.history
+    assert history_writer is not None
+    working, calls = history_writer._table, []
+
+    def broken() -> Any:
+        calls.append(1)
+        raise OSError("the catalog refuses the history table")
+
+    # Given a load history down for two batches
+    history_writer._table = broken
+    job.run([env.manifest("m0", [env.put("in/a.json", _lines({"a": 1}))])], 0)
+    job.run([env.manifest("m1", [env.put("in/b.json", _lines({"b": 1}))])], 1)
+    # Then the second batch tried the history once, not once per batch it owes
+    assert len(calls) == 2 and history_writer.behind == 2
+    # When it comes back and the next batch runs
+    history_writer._table = working
+    job.run([env.manifest("m2", [env.put("in/c.json", _lines({"c": 1}))])], 2)
+    # Then the history has every batch once, and owes nothing
+    assert [(r["batch_id"], r["key"]) for r in history(env)] == [(0, "in/a.json"), (1, "in/b.json"), (2, "in/c.json")]
+    assert history_writer.behind == 0
+    # And the metric said what it owed after each batch
+    job.metrics.publisher.flush()
+    owed = [
+        d["value"]
+        for d in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())
+        if d["name"] == "LoadHistoryBehind"
+    ]
+    assert owed == [1, 2, 0]
+
+
+def test_a_history_down_too_long_is_owed_a_bounded_list(monkeypatch: Any, spark: Any, tmp_path: Path) -> None:
+    import glue_processor.table.history as module
+
+    env = Env(tmp_path)
+    job = env.job(spark)
+    history_writer = job.tables.history
+    assert history_writer is not None
+    working = history_writer._table
+
+    def broken() -> Any:
+        raise OSError("down")
+
+    # Given a bound of 2 appends kept, and a history down for 3 batches
+    monkeypatch.setattr(module, "BEHIND", 2)
+    history_writer._table = broken
+    for n in range(3):
+        job.run([env.manifest(f"m{n}", [env.put(f"in/{n}.json", _lines({"n": n}))])], n)
+    # Then 2 are kept and 1 is counted lost (in the ledger only), and what it owes says 3
+    assert (len(history_writer._behind), history_writer.lost, history_writer.behind) == (2, 1, 3)
+    # When it comes back: the kept ones are appended, the oldest is not, and the count stays
+    history_writer._table = working
+    job.run([env.manifest("m3", [env.put("in/3.json", _lines({"n": 3}))])], 3)
+    assert [r["batch_id"] for r in history(env)] == [1, 2, 3]
+    assert history_writer.behind == 1
 
 
 def test_reconcile_reads_the_load_history_and_agrees_with_the_ledger(spark: Any, tmp_path: Path) -> None:
