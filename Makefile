@@ -120,7 +120,7 @@ smoke: setup-dev ## end-to-end check of a deployed stack (uploads, waits for the
 
 backfill: setup ## manifests for existing objects from an S3 Inventory report, skipping what was ingested: make backfill INVENTORY=s3://.../manifest.json MANIFESTS=s3://bucket/manifests/ DATABASE=<the stack's Database> (hive-parquet: OUTPUT=s3://out/data) [PREFIX=] [SINCE=2026-01-01] [RATE=200 MB/s]; locally make backfill WORKDIR=... (INVENTORY=1 first writes the folder's report)
 	@$(if $(filter 1,$(INVENTORY)),$(BIN)/python -m glue_processor.local.backfill --workdir "$(WORKDIR)" --write-inventory &&) \
-	$(BIN)/python -m glue_processor.local.backfill $(if $(MANIFESTS),--inventory "$(INVENTORY)" --manifests "$(MANIFESTS)" $(if $(DATABASE),--database "$(DATABASE)",--output "$(OUTPUT)"),--workdir "$(WORKDIR)" $(if $(filter-out 1,$(INVENTORY)),--inventory "$(INVENTORY)")) $(if $(PREFIX),--prefix "$(PREFIX)") $(if $(SINCE),--since "$(SINCE)") $(if $(RATE),--rate "$(RATE)")
+	$(BIN)/python -m glue_processor.local.backfill $(if $(MANIFESTS),--inventory "$(INVENTORY)" --manifests "$(MANIFESTS)" $(if $(DATABASE),--database "$(DATABASE)") $(if $(OUTPUT),--output "$(OUTPUT)"),--workdir "$(WORKDIR)" $(if $(filter-out 1,$(INVENTORY)),--inventory "$(INVENTORY)")) $(if $(PREFIX),--prefix "$(PREFIX)") $(if $(SINCE),--since "$(SINCE)") $(if $(RATE),--rate "$(RATE)")
 
 reconcile: setup ## objects that landed but were never ingested (or twice), per table, from the load history: make reconcile [WORKDIR=...] [REQUEUE=1] [FROM=ledger] (a JSON report on stdout, one line on stderr; exit 3: an object never loaded)
 	@$(BIN)/python -m glue_processor.local.reconcile --workdir "$(WORKDIR)" $(if $(REQUEUE),--requeue) $(if $(FROM),--from $(FROM))

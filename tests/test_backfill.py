@@ -322,3 +322,7 @@ def test_a_wrong_database_or_a_refusal_is_one_line(aws: None, capsys: pytest.Cap
     assert err.startswith("error: AWS refused the backfill: ") and "NoSuchBucket" in err, err
     assert main(["--inventory", "s3://inv/r/manifest.json"]) == 2
     assert "MANIFESTS and DATABASE (or OUTPUT)" in capsys.readouterr().err
+    # and both sources of what loaded: which one to trust is the user's to say, not ours to pick
+    assert main([*args, "--database", "ndjson_ingest", "--output", "s3://out/data"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: give DATABASE (the load history says what loaded) or OUTPUT") and "not both" in err

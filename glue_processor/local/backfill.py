@@ -393,6 +393,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--since", type=datetime.fromisoformat, help="only objects modified at or after (ISO 8601)")
     p.add_argument("--rate", type=float, default=200.0, help="MB/s of referenced data at most (default 200)")
     args = p.parse_args(argv)
+    if args.database and args.output:
+        # one source of what loaded: the history, or the ledger (the authority when the history is
+        # behind, docs/operations.md); taking one silently would skip what the other knows
+        p.error("give --database (the load history says what loaded) or --output (the job's ledger says it), not both")
     since = args.since if args.since is None or args.since.tzinfo else args.since.replace(tzinfo=UTC)
     selection = Selection(prefix=args.prefix, since=since)
     if args.workdir is not None and not (args.workdir / "state").is_dir():

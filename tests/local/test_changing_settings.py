@@ -104,6 +104,9 @@ def test_option_mistakes_are_one_line_naming_the_make_variable(tmp_path: Path) -
         assert said in user_error(make("run", f"DATA={data}", f"WORKDIR={work}", *args)), args
     assert "FORMAT: invalid choice: 'json'" in user_error(make("query", f"WORKDIR={work}", "FORMAT=json"))
     assert "no local run here" in user_error(make("backfill", f"WORKDIR={tmp_path / 'typo'}"))
+    # the Makefile hands both sources of what loaded on, for the command to refuse (it used to drop OUTPUT)
+    both = ("INVENTORY=s3://inv/manifest.json", "MANIFESTS=s3://m/manifests/", "DATABASE=d", "OUTPUT=s3://o/data")
+    assert "or OUTPUT (the job's ledger says it), not both" in user_error(make("backfill", *both))
     types = tmp_path / "types.json"
     types.write_text(json.dumps({"columns": {"kind": "string"}}))
     line = user_error(make("run", f"DATA={data}", f"WORKDIR={work}", f"SCHEMA={types}", "PARTITION_BY=day(kind)"))
