@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import boto3
+import pytest
 
 from contracts.ledger import BatchStats, CommitRecord, SourceRecord
 from glue_processor.local.feeder import md5_of
@@ -171,3 +172,20 @@ def test_aws_reconcile_compares_versions_not_only_current_keys(aws: None) -> Non
     assert [(o.key, o.version_id) for o in report.never_ingested] == [("in/a.json", v1["VersionId"])]
     current = reconcile(s3_landing(s3, "s3://landing/in/"), loads_of(s3_records(s3, "s3://out/data")))
     assert current.never_ingested == []
+
+
+def test_aws_reconcile_mistakes_are_one_line(aws: None, capsys: pytest.CaptureFixture[str]) -> None:
+    # Given a landing bucket, and a reconcile against a database with no load history, a bucket
+    # that does not exist, and --requeue without its queue: one line each, exit 2, no traceback
+    from glue_processor.local.reconcile import main
+
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="landing")
+    assert main(["--landing", "s3://landing/in/", "--database", "ndjson_ingst"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: DATABASE=ndjson_ingst: no load history load_history there"), err
+    assert "give --from ledger and OUTPUT instead" in err and "Traceback" not in err
+    assert main(["--landing", "s3://no-such-bucket/in/", "--from", "ledger", "--output", "s3://landing/data"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: AWS refused the reconcile: ") and "NoSuchBucket" in err, err
+    assert main(["--landing", "s3://landing/in/", "--database", "d", "--requeue"]) == 2
+    assert capsys.readouterr().err.startswith("error: --requeue on AWS needs --queue-url")

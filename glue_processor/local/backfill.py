@@ -357,22 +357,10 @@ def aws_loads(
     GET each: a hive-parquet job keeps no history, and the ledger also holds a batch whose history
     append failed, which the job logs; an ON_OVERWRITE=append table would load such an object
     again, a mirrored one's key index skips it)."""
-    from glue_processor.local.reconcile import history_loads, s3_records
+    from glue_processor.local.reconcile import glue_history, history_loads, s3_records
 
     if database:
-        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
-
-        from glue_processor.table.catalog import open_catalog
-
-        try:
-            table = open_catalog("glue").load_table((database, history_table))
-        except (NoSuchTableError, NoSuchNamespaceError) as exc:
-            raise ConfigError(
-                f"DATABASE={database}: no load history {history_table} there ({exc}); give the stack's Database "
-                "output (a hive-parquet stack keeps no load history: give OUTPUT=<OutputDataUri> instead)"
-            ) from exc
-        except (ClientError, BotoCoreError) as exc:
-            raise ConfigError(f"DATABASE={database}: the Glue catalog refused to read {history_table}: {exc}") from exc
+        table = glue_history(database, history_table, instead="give --output=<OutputDataUri> instead")
         return lambda keys: history_loads(table, since=since, keys=keys)
     return lambda _keys: loads_of(s3_records(s3, output or ""))
 

@@ -37,13 +37,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from contracts.exceptions import ConfigError
 from contracts.layout import COMMITS_DIR, is_commit_record
 from contracts.ledger import CommitRecord
 from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
 from contracts.routing import parse_routing, read_routing
 from glue_processor.commit.ledger import abandoned_shares
-from glue_processor.local.errors import Parser, cli, user_path
+from glue_processor.local.errors import USAGE, Parser, cli, user_path
 from glue_processor.local.layout import LANDING_BUCKET, MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout
 
 if TYPE_CHECKING:
@@ -315,6 +317,24 @@ def sqs_requeue(sqs: Any, queue_url: str, missing: list[LandedObject]) -> int:
     return len(missing)
 
 
+def glue_history(database: str, history_table: str, *, instead: str) -> Any:
+    """The job's load history in the Glue Data Catalog, or one line saying why not: a database
+    with no such table, or a catalog that refused (``instead``: the other source of what loaded)."""
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+    from glue_processor.table.catalog import open_catalog
+
+    try:
+        return open_catalog("glue").load_table((database, history_table))
+    except (NoSuchTableError, NoSuchNamespaceError) as exc:
+        raise ConfigError(
+            f"--database={database}: no load history {history_table} there ({exc}); give the stack's Database "
+            f"output (a hive-parquet stack keeps no load history: {instead})"
+        ) from exc
+    except (ClientError, BotoCoreError) as exc:
+        raise ConfigError(f"--database={database}: the Glue catalog refused to read {history_table}: {exc}") from exc
+
+
 @cli
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="reconcile", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -347,26 +367,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.requeue and report.never_ingested:
             report.requeued = local_requeue(args.workdir, report.never_ingested)
     elif args.landing and (args.output if args.source == "ledger" else args.database):
-        import boto3
-
-        suffixes = tuple(x for x in args.suffixes.split(",") if x)
-        lister = s3_landing_versions if args.versions else s3_landing
-        landed = lister(boto3.client("s3"), args.landing, suffixes=suffixes)
-        if args.source == "ledger":
-            loads = loads_of(s3_records(boto3.client("s3"), args.output))
-        else:
-            from glue_processor.table.catalog import open_catalog
-
-            loads = history_loads(open_catalog("glue").load_table((args.database, args.history_table)))
-        routed = None
-        if args.routes:
-            routing = read_routing(boto3.client("s3"), args.routes)
-            routed = lambda key: routing.table_of(key) is not None  # noqa: E731 - one line
-        report = reconcile(landed, loads, routed=routed)
-        if args.requeue and report.never_ingested:
-            if not args.queue_url:
-                p.error("--requeue on AWS needs --queue-url")
-            report.requeued = sqs_requeue(boto3.client("sqs"), args.queue_url, report.never_ingested)
+        if args.requeue and not args.queue_url:  # before anything is read
+            p.error("--requeue on AWS needs --queue-url")
+        try:
+            report = _aws_reconcile(args)
+        except (ClientError, BotoCoreError) as exc:  # S3 or SQS refusing (AccessDenied, NoSuchBucket)
+            print(f"error: AWS refused the reconcile: {exc}", file=sys.stderr)
+            return USAGE
     else:
         p.error("give --workdir, or --landing and --database (or --from ledger and --output)")
     print(json.dumps(report.as_json(), indent=1, ensure_ascii=False))
@@ -383,6 +390,27 @@ def main(argv: list[str] | None = None) -> int:
     # what was requeued is on its way (the next run, or the job, loads it): nothing is left to do
     settled = not report.never_ingested or report.requeued >= len(report.never_ingested)
     return ALL_ACCOUNTED if settled and not report.ingested_twice else NOT_LOADED
+
+
+def _aws_reconcile(args: argparse.Namespace) -> Report:
+    import boto3
+
+    suffixes = tuple(x for x in args.suffixes.split(",") if x)
+    lister = s3_landing_versions if args.versions else s3_landing
+    landed = lister(boto3.client("s3"), args.landing, suffixes=suffixes)
+    if args.source == "ledger":
+        loads = loads_of(s3_records(boto3.client("s3"), args.output))
+    else:
+        table = glue_history(args.database, args.history_table, instead="give --from ledger and --output instead")
+        loads = history_loads(table)
+    routed = None
+    if args.routes:
+        routing = read_routing(boto3.client("s3"), args.routes)
+        routed = lambda key: routing.table_of(key) is not None  # noqa: E731 - one line
+    report = reconcile(landed, loads, routed=routed)
+    if args.requeue and report.never_ingested:
+        report.requeued = sqs_requeue(boto3.client("sqs"), args.queue_url, report.never_ingested)
+    return report
 
 
 if __name__ == "__main__":
