@@ -3,9 +3,9 @@
 A new key set starts a new file (a Parquet file has one schema), and so does each partition of a
 table partitioned from the record (a file holds one); a partitioned task's rows wait for a spill
 that sorts them by partition once, its small partitions' rows go to one shared file
-(:mod:`glue_processor.write.shared`), and it keeps at most ``max_open_files`` files open. What it
+(:mod:`glue_processor.shared.spill`), and it keeps at most ``max_open_files`` files open. What it
 wrote is reported as :class:`Staged` parts, which the write stage (:mod:`glue_processor.write.merge`)
-makes the batch's files of. Arrow writes every page (:mod:`glue_processor.write.parquet`).
+makes the batch's files of. Arrow writes every page (:mod:`glue_processor.shared.parquet`).
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ import pyarrow as pa
 from glue_processor.read.extra import EXTRA, EXTRA_TYPE
 from glue_processor.read.ndjson import MAX_CELLS
 from glue_processor.read.spec import TaskSpec
+from glue_processor.shared import parquet as parquet_writer
 from glue_processor.shared.names import LINEAGE_COLUMNS, column_names
 from glue_processor.shared.objects import ObjectStore
+from glue_processor.shared.spill import SHARED_ROW_GROUP_BYTES, sort_spill
 from glue_processor.table.declared import RESCUED, column_type
 from glue_processor.table.partitioning import PartitionPlan
-from glue_processor.write import parquet as parquet_writer
-from glue_processor.write.shared import SHARED_ROW_GROUP_BYTES, sort_spill
 
 if TYPE_CHECKING:
     from glue_processor.table.datafiles import FileStats
@@ -39,7 +39,7 @@ DATA = "k/"  # prefix of data columns inside a task, apart from the lineage colu
 
 @dataclass(frozen=True)
 class SharedRows:
-    """One partition's rows in a task's shared file (see :mod:`glue_processor.write.shared`)."""
+    """One partition's rows in a task's shared file (see :mod:`glue_processor.shared.spill`)."""
 
     first: int  # the first row, counted from the start of the file
     rows: int
@@ -171,7 +171,7 @@ HELD_BYTES = 128 * 1024 * 1024
 
 @dataclass
 class _SharedFile:
-    """A task's one file for the rows of its small partitions (:mod:`glue_processor.write.shared`)."""
+    """A task's one file for the rows of its small partitions (:mod:`glue_processor.shared.spill`)."""
 
     out: _OpenFile
     rows: int = 0

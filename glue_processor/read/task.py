@@ -17,7 +17,7 @@ and rows wait to be written until they weigh a row group or hold ``MAX_CELLS`` c
 about four pieces' cells are held at once (the piece being parsed, those waiting, the row group
 being written); plus the Parquet writer's buffers, and, when a table is partitioned from the
 record, the rows waiting for a spill (at most half of ``HELD_BYTES`` and of ``MAX_CELLS`` cells) and
-their copy sorted by partition (the other half; see :mod:`glue_processor.write.shared`).
+their copy sorted by partition (the other half; see :mod:`glue_processor.shared.spill`).
 ``bench/memory.py`` measures the worst shapes (many known columns x empty rows, one huge line, many
 tiny lines, a new key per line) against it.
 """

@@ -31,12 +31,12 @@ from pyiceberg.table import Table
 
 from contracts.layout import COMMITS_DIR
 from glue_processor.plan.sizing import plan_groups
+from glue_processor.shared import parquet as parquet_writer
 from glue_processor.shared.objects import local_path, store_for
 from glue_processor.table.datafiles import DataFiles, WrittenFile
 from glue_processor.table.expiry import expire_snapshots
 from glue_processor.table.footer import footer_of
 from glue_processor.table.iceberg import INGEST_DIR
-from glue_processor.write import parquet as parquet_writer
 
 logger = logging.getLogger(__name__)
 SMALL = 0.75

@@ -19,10 +19,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from glue_processor.read.parts import Staged
+from glue_processor.shared import parquet as parquet_writer
 from glue_processor.shared.objects import store_for
 from glue_processor.table.datafiles import StatsPlan
 from glue_processor.table.footer import footer_of, metadata_of
-from glue_processor.write import parquet as parquet_writer
 
 logger = logging.getLogger(__name__)
 SOURCE, BATCH, LINE = "_source_uri", "_batch_id", "_line"

@@ -29,7 +29,7 @@ ROWS = 900
 
 def _body(batch: int, first: int = 0, rows: int = ROWS) -> bytes:
     # rows of every partition interleaved; ~2 KB each, so 900 rows are ~200 KiB per partition (under
-    # glue_processor.write.shared.OWN_BYTES: the task's shared file) and 2,700 are ~600 KiB (a part of
+    # glue_processor.shared.spill.OWN_BYTES: the task's shared file) and 2,700 are ~600 KiB (a part of
     # its own)
     lines = [
         {

@@ -17,10 +17,10 @@ import pytest
 from botocore.exceptions import ClientError
 
 from glue_processor.read.parts import Staged
+from glue_processor.shared import parquet as parquet_writer
 from glue_processor.shared.objects import MIN_PART_BYTES, LocalStore, ObjectStore, Range, S3Store
 from glue_processor.table.footer import footer_of
 from glue_processor.write import compose
-from glue_processor.write import parquet as parquet_writer
 from glue_processor.write.concat import ConcatError, concat
 from glue_processor.write.merge import MergeSpec, merge_parts
 from glue_processor.write.uploads import BackgroundUploads

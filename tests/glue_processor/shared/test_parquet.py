@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from glue_processor.read.extra import EXTRA_TYPE
-from glue_processor.write import parquet as parquet_writer
+from glue_processor.shared import parquet as parquet_writer
 from glue_processor.write.concat import concat
 
 
