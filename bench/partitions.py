@@ -35,7 +35,7 @@ SPECS = {
     "identity, 100 values": "c100",
     "identity, 1000 values": "c1000",
     # a field unique per row: past --partition_limit_per_batch (10,000) the smallest partitions' rows go
-    # to the null partition (glue_processor.plan.overflow); one run, it is the slow one
+    # to the null partition (glue_processor.write.overflow); one run, it is the slow one
     "identity, a value per row": "id",
 }
 ONCE = {"id"}

@@ -49,7 +49,7 @@ class Outcome:
         self.object_violations: dict[str, dict[str, int]] = {}  # object_identity -> rule -> rows
         self.null_partitions = 0
         # rows moved to the null partition past the share's partition limit, by the parse tasks or
-        # the write stage (glue_processor.plan.overflow)
+        # the write stage (glue_processor.write.overflow)
         self.overflow_records = 0
         # objects read in part: their read stopped at a line (a gzip break, the text cap) or a byte
         # range of theirs could not be read; their rows up to there are loaded, the rest quarantined

@@ -57,7 +57,7 @@ class Staged:
     folded: int = 0  # values the write stage moved to _extra (keys past the batch's column bound)
     shared: SharedRows | None = None  # a range of rows of a shared file, not a file of its own
     # rows of a partition past the batch's partition limit, relabelled to the null partition: the write
-    # stage moves their partition values to _extra (glue_processor.plan.overflow)
+    # stage moves their partition values to _extra (glue_processor.write.overflow)
     overflow: bool = False
     demoted: int = 0  # of an output file: rows the write stage moved so into the null partition
     # an output file's table statistics, worked out by the write task that wrote it (Iceberg tables)
@@ -287,7 +287,7 @@ class ParquetParts:
         it meets (the null one among them; within a chunk, the largest first), so it reports, and
         the driver holds, ranges of at most ``limit`` partitions a spill whatever the input (one
         object of a value per row would otherwise be a range per row). The batch then keeps the
-        ``limit`` largest of what its tasks kept (:mod:`glue_processor.plan.overflow`)."""
+        ``limit`` largest of what its tasks kept (:mod:`glue_processor.write.overflow`)."""
         null = plan.null_label
         self._kept.add(null)
         names = labels.dictionary.to_pylist()

@@ -64,7 +64,7 @@ class MergeSpec:
     declared: DeclaredSchema | None = None
     partition: str = ""
     stats: StatsPlan | None = None  # the table's, when the file's statistics are worked out here
-    partitions: PartitionPlan | None = None  # the table's: what an overflow part's rows move (plan.overflow)
+    partitions: PartitionPlan | None = None  # the table's: what an overflow part's rows move (write.overflow)
 
 
 @dataclass(frozen=True)
@@ -239,7 +239,7 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
 
 
 def _demoted(table: pa.Table, spec: MergeSpec) -> pa.Table:
-    """Rows of partitions past the batch's limit, moved to the null partition (plan.overflow)."""
+    """Rows of partitions past the batch's limit, moved to the null partition (write.overflow)."""
     if spec.partitions is None:
         raise ValueError(f"{spec.uri}: rows to move to the null partition, and no partition plan to move them by")
     return spec.partitions.demote(table)

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.plan.manifests import Rejection
-from glue_processor.plan.overflow import overflow
 from glue_processor.plan.sizing import plan_groups
 from glue_processor.plan.tasks import SparkMap
 from glue_processor.read.outcome import Outcome
@@ -28,6 +27,7 @@ from glue_processor.read.parts import Staged
 from glue_processor.shared.objects import store_for
 from glue_processor.table.declared import DeclaredSchema
 from glue_processor.write.merge import MergeSpec, concatenable, merge_parts, plan_merge
+from glue_processor.write.overflow import overflow
 from glue_processor.write.shared import SharedReader, contiguous_groups
 from glue_processor.write.uploads import BackgroundUploads
 
@@ -52,7 +52,7 @@ class Destination:
     declared: DeclaredSchema | None = None
     stats: StatsPlan | None = None  # the table's: each merge works out its file's statistics
     partitions: PartitionPlan | None = None  # the table's partitions from the record, if any
-    partition_limit: int | None = None  # the most partitions the share writes (plan.overflow)
+    partition_limit: int | None = None  # the most partitions the share writes (write.overflow)
 
 
 def write_files(
@@ -65,7 +65,7 @@ def write_files(
     """Each destination's parts -> its data files, with its share's final columns. The merges of
     every table go into one Spark job (at most a task per core), so a batch of many tables costs
     what its bytes cost. A share over more partitions than its limit moves the rows of the smallest
-    into the null partition (:mod:`glue_processor.plan.overflow`)."""
+    into the null partition (:mod:`glue_processor.write.overflow`)."""
     for d in destinations:
         if d.partitions is not None and d.partition_limit is not None:
             d.outcome.data_files = overflow(

@@ -1,4 +1,4 @@
-"""The partition limit of a table's share (glue_processor.plan.overflow): which partitions keep their
+"""The partition limit of a table's share (glue_processor.write.overflow): which partitions keep their
 rows, and which move to the null partition."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from glue_processor.plan.overflow import overflow
 from glue_processor.read.parts import SharedRows, Staged
+from glue_processor.write.overflow import overflow
 
 NULL = "kind=null"
 
