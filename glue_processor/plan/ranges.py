@@ -2,7 +2,7 @@
 outcome per object from its ranges' outcomes.
 
 The driver splits such an object into ranges (:func:`glue_processor.plan.sizing.plan_pieces`). A range
-owns the lines that start in it (:class:`glue_processor.read.text.OwnedLines`), so every line is
+owns the lines that start in it (:class:`glue_processor.shared.text.OwnedLines`), so every line is
 read once whatever the cut points. Line numbers must be the object's own, so before the parse
 tasks run, one task per range but the last counts the lines that start in it (a native LF count
 over the range, which costs a second read of the bytes but no parsing), and each range's first
@@ -18,8 +18,8 @@ from typing import BinaryIO
 
 from glue_processor.read.spec import FileTask
 from glue_processor.read.task import REASON_UNREADABLE, FileOutcome, NotReadable, byte_range, event_version
-from glue_processor.read.text import BOM, SNIFF_BYTES, is_document, line_starts, read_from
 from glue_processor.shared.objects import ObjectStore, store_for
+from glue_processor.shared.text import BOM, SNIFF_BYTES, is_document, line_starts, read_from
 
 # an object's outcome from its ranges': a range that could not be read spoils none of the others
 _PROBLEMS = ("missing", "superseded", "unreadable")

@@ -18,8 +18,8 @@ from glue_processor.plan.ranges import number_ranges
 from glue_processor.plan.sizing import Piece, parse_unit_count, plan_groups, plan_pieces
 from glue_processor.read.spec import FileTask, TaskSpec
 from glue_processor.read.task import FileOutcome
-from glue_processor.read.text import MIB, Limits
 from glue_processor.settings import JobSettings
+from glue_processor.shared.text import MIB, Limits
 
 if TYPE_CHECKING:
     from glue_processor.plan.routes import TableConfig

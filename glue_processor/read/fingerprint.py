@@ -19,8 +19,8 @@ from datetime import datetime
 from contracts.ledger import TextPrint
 from glue_processor.read.spec import FileTask
 from glue_processor.read.task import NotReadable, event_version
-from glue_processor.read.text import BOM, SNIFF_BYTES, is_document
 from glue_processor.shared.objects import ObjectStore, store_for
+from glue_processor.shared.text import BOM, SNIFF_BYTES, is_document
 
 BLOCK = 1024 * 1024
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from glue_processor.defaults import DEFAULT_MAX_COLUMNS
-from glue_processor.read.text import Limits
 from glue_processor.shared.names import column_names
+from glue_processor.shared.text import Limits
 from glue_processor.table.declared import DeclaredSchema
 from glue_processor.table.partitioning import PartitionPlan
 from glue_processor.table.rules import Rules
@@ -55,7 +55,7 @@ class TaskSpec:
     # Row groups a file is written in at least (a file stops within half a row group of the target).
     row_groups_per_file: int = 4
     max_open_files: int = 64  # partition files a task keeps open at once (see ParquetParts._write)
-    # How an object is read: chunks of whole lines, the longest line, the most text (see read/text.py).
+    # How an object is read: chunks of whole lines, the longest line, the most text (see shared/text.py).
     limits: Limits = field(default_factory=Limits)
     # Declared column types (--schema): converted here, what does not convert goes to _rescued.
     declared: DeclaredSchema | None = None

@@ -43,7 +43,9 @@ from glue_processor.read.extra import EXTRA, EXTRA_TYPE
 from glue_processor.read.ndjson import MAX_CELLS, RAW_BYTES, STRING, BadLine, ParsedText, parse_pieces
 from glue_processor.read.parts import DATA, HELD_BYTES, ParquetParts, Staged
 from glue_processor.read.spec import FileTask, TaskSpec
-from glue_processor.read.text import (
+from glue_processor.shared.names import TIMESTAMP
+from glue_processor.shared.objects import ObjectMissing, ObjectStore, VersionGone, store_for
+from glue_processor.shared.text import (
     MIB,
     READ_BYTES,
     Chunk,
@@ -58,8 +60,6 @@ from glue_processor.read.text import (
     decompressed,
     read_from,
 )
-from glue_processor.shared.names import TIMESTAMP
-from glue_processor.shared.objects import ObjectMissing, ObjectStore, VersionGone, store_for
 from glue_processor.table.declared import RESCUED, RESCUED_TYPE, conform
 
 logger = logging.getLogger(__name__)

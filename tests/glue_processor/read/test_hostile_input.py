@@ -25,9 +25,9 @@ from glue_processor.plan.ranges import count_lines, number_ranges
 from glue_processor.read import ndjson
 from glue_processor.read.spec import FileTask
 from glue_processor.read.task import memory_bound, run_task
-from glue_processor.read.text import Limits
 from glue_processor.shared import names
 from glue_processor.shared.objects import local_path
+from glue_processor.shared.text import Limits
 from tests.glue_processor.read.test_task import file_task, spec
 
 MASK = (1 << 20) - 1  # a scan's table has at most 2**18 slots (MAX_SCAN_KEYS keys at half load)

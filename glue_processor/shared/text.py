@@ -20,7 +20,7 @@ from typing import BinaryIO
 import numpy as np
 from ndjson_arrow import Framer, newlines, sniff_document
 
-from glue_processor.read.gunzip import Gunzip
+from glue_processor.shared.gunzip import Gunzip
 
 MIB = 1024 * 1024
 READ_BYTES = 8 * MIB
@@ -78,7 +78,7 @@ class DocumentCut(StreamStopped):
 
 def decompressed(stream: BinaryIO, *, gzipped: bool) -> BinaryIO:
     """The text stream of an object: gunzipped as it is read (every gzip member, every byte decoded
-    before a break: :mod:`glue_processor.read.gunzip`) when ``gzipped``."""
+    before a break: :mod:`glue_processor.shared.gunzip`) when ``gzipped``."""
     return Gunzip(stream) if gzipped else stream  # type: ignore[return-value]
 
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from glue_processor.read.gunzip import Corrupt, Gunzip, NotGzip, Truncated
+from glue_processor.shared.gunzip import Corrupt, Gunzip, NotGzip, Truncated
 
 
 def read_all(data: bytes, *, size: int = 8192, input_bytes: int = 1000) -> tuple[bytes, BaseException | None]:
