@@ -110,6 +110,7 @@ def run_query(
         # the previous generation's job: run.last lets go of it here; the locals and the signal
         # handler hold it until the next query replaces them, the JVM (the query's callbacks) until
         # it next collects
+        owed = run.last.tables.history if run.last is not None else None  # its history appends kept
         run.last = None
         generation = settings.model_copy(update={"checkpoint_uri": start_generation(fs, settings)})
         metrics = job_metrics(spark, generation)
@@ -120,6 +121,8 @@ def run_query(
             rotate_after=rotate_after_batches(settings),
             committed=run.committed,
         )
+        if owed is not None and batch_job.tables.history is not None:
+            batch_job.tables.history.take_over(owed)  # a new generation is a new job, not a restart
         batch_job.on_batch = on_batch
         batch_job.on_replay = on_replay
         batch_job.intake = intake if settings.trigger == "processing-time" else None

@@ -239,6 +239,14 @@ class LoadHistory:
         list (metric ``LoadHistoryBehind``; a restart forgets them: the ledger has their rows)."""
         return len(self._behind) + self.lost
 
+    def take_over(self, previous: LoadHistory) -> None:
+        """Owe what ``previous`` (the last checkpoint generation's) still owed: its kept appends,
+        before any of this one's, and its count of those dropped."""
+        self._behind.extendleft(reversed(previous._behind))
+        self.lost += previous.lost
+        previous._behind.clear()
+        previous.lost = 0
+
     def publish(
         self,
         record: CommitRecord,

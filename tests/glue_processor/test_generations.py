@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +148,50 @@ def test_a_signal_while_the_next_generation_sets_up_stops_that_generation(
     # signal carried over, it ran to its end and the run ended as if never stopped)
     assert len(calls) == 2 and run.generations == 2
     assert run.interrupted
+
+
+def test_history_appends_kept_in_one_generation_are_made_in_the_next(
+    monkeypatch: pytest.MonkeyPatch, spark: Any, tmp_path: Path
+) -> None:
+    import glue_processor.generations
+    from glue_processor.main import run_query
+    from glue_processor.table.catalog import open_catalog
+    from glue_processor.table.history import LoadHistory
+
+    # Given three manifests, a checkpoint generation a manifest, and a load history that refuses every
+    # append of the first generation (a new generation is a new batch job in the same process)
+    settings = a_generation_a_manifest(tmp_path, 4, trigger_interval_seconds="2")
+    append, start, generations, failed = LoadHistory._append, glue_processor.generations.start_generation, [], []
+
+    def flaky(self: LoadHistory, record: Any, *args: Any, **kwargs: Any) -> None:
+        if len(generations) == 1:
+            failed.append(record.batch_id)
+            raise OSError("the catalog refuses the history table")
+        append(self, record, *args, **kwargs)
+
+    def counted(*args: Any, **kwargs: Any) -> str:
+        generations.append(1)
+        return start(*args, **kwargs)
+
+    monkeypatch.setattr(LoadHistory, "_append", flaky)
+    monkeypatch.setattr(glue_processor.generations, "start_generation", counted)
+    batches: list[int] = []
+    returned = threading.Event()
+
+    def stopper() -> None:  # once every manifest is in, stop whichever generation runs
+        while not returned.wait(0.5):
+            if len(batches) >= 4:
+                for query in spark.streams.active:
+                    query.stop()
+
+    # When the job runs them, a trigger every two seconds, the history back from the second generation on
+    threading.Thread(target=stopper, daemon=True).start()
+    try:
+        run = run_query(spark, settings, on_batch=lambda record, _: batches.append(record.batch_id))
+    finally:
+        returned.set()
+    # Then a later generation made the appends the first one kept: every object is in the history once
+    assert run.generations >= 2 and failed
+    history = open_catalog(settings.catalog_uri).load_table((settings.database, "load_history"))
+    keys = sorted(history.scan().to_arrow().column("key").to_pylist())
+    assert keys == ["o000.ndjson", "o001.ndjson", "o002.ndjson", "o003.ndjson"]
