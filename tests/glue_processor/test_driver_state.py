@@ -5,7 +5,6 @@ generation starts, and no batch's commit record stays on the driver unless the c
 from __future__ import annotations
 
 import gc
-import threading
 import time
 import weakref
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.glue_processor.test_generations import a_generation_a_manifest
+from tests.glue_processor.test_generations import a_generation_a_manifest, run_until
 
 pytestmark = pytest.mark.spark
 
@@ -36,7 +35,6 @@ def test_past_generations_jobs_and_listeners_are_let_go(
 ) -> None:
     import glue_processor.batch
     import glue_processor.metrics.listener
-    from glue_processor.main import run_query
 
     jobs: list[weakref.ref[Any]] = []
     listeners: list[weakref.ref[Any]] = []
@@ -53,21 +51,8 @@ def test_past_generations_jobs_and_listeners_are_let_go(
         monkeypatch.setattr(cls, "__init__", tracked)
     # Given six manifests of an object each, a trigger of one, a checkpoint generation of one
     settings = a_generation_a_manifest(tmp_path, 6, trigger_interval_seconds="2")
-    batches: list[int] = []
-    returned = threading.Event()
-
-    def stopper() -> None:  # once every manifest is in, stop whichever generation runs
-        while not returned.wait(0.5):
-            if len(batches) >= 6:
-                for query in spark.streams.active:
-                    query.stop()
-
     # When the job runs them, a trigger every two seconds (a generation stops when its trigger is idle)
-    threading.Thread(target=stopper, daemon=True).start()
-    try:
-        run = run_query(spark, settings, on_batch=lambda record, _: batches.append(record.batch_id))
-    finally:
-        returned.set()
+    run, batches = run_until(spark, settings, batches=6)
     # Then every object is in the table, in a generation a batch (now and then two: a trigger may start
     # before the stop)
     assert run.generations >= 4 and len(batches) == 6

@@ -37,6 +37,27 @@ def a_generation_a_manifest(root: Path, manifests: int, **extra: str) -> JobSett
     )
 
 
+def run_until(spark: Any, settings: JobSettings, *, batches: int) -> tuple[Any, list[int]]:
+    """``run_query`` on a processing-time trigger, stopped once ``batches`` batches are in (a
+    generation stops only when its trigger is idle): the run, and the batches' ids."""
+    from glue_processor.main import run_query
+
+    ids: list[int] = []
+    returned = threading.Event()
+
+    def stopper() -> None:  # once every manifest is in, stop whichever generation runs
+        while not returned.wait(0.5):
+            if len(ids) >= batches:
+                for query in spark.streams.active:
+                    query.stop()
+
+    threading.Thread(target=stopper, daemon=True).start()
+    try:
+        return run_query(spark, settings, on_batch=lambda record, _: ids.append(record.batch_id)), ids
+    finally:
+        returned.set()
+
+
 def test_a_processed_manifest_left_behind_is_archived_before_the_next_generation(spark: Any, tmp_path: Path) -> None:
     root = tmp_path / "work dir ü"
     manifests, archive = root / "manifests", root / "archive"
@@ -154,7 +175,6 @@ def test_history_appends_kept_in_one_generation_are_made_in_the_next(
     monkeypatch: pytest.MonkeyPatch, spark: Any, tmp_path: Path
 ) -> None:
     import glue_processor.generations
-    from glue_processor.main import run_query
     from glue_processor.table.catalog import open_catalog
     from glue_processor.table.history import LoadHistory
 
@@ -175,21 +195,8 @@ def test_history_appends_kept_in_one_generation_are_made_in_the_next(
 
     monkeypatch.setattr(LoadHistory, "_append", flaky)
     monkeypatch.setattr(glue_processor.generations, "start_generation", counted)
-    batches: list[int] = []
-    returned = threading.Event()
-
-    def stopper() -> None:  # once every manifest is in, stop whichever generation runs
-        while not returned.wait(0.5):
-            if len(batches) >= 4:
-                for query in spark.streams.active:
-                    query.stop()
-
     # When the job runs them, a trigger every two seconds, the history back from the second generation on
-    threading.Thread(target=stopper, daemon=True).start()
-    try:
-        run = run_query(spark, settings, on_batch=lambda record, _: batches.append(record.batch_id))
-    finally:
-        returned.set()
+    run, _ = run_until(spark, settings, batches=4)
     # Then a later generation made the appends the first one kept: every object is in the history once
     assert run.generations >= 2 and failed
     history = open_catalog(settings.catalog_uri).load_table((settings.database, "load_history"))
