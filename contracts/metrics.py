@@ -164,8 +164,16 @@ LOAD_HISTORY_BEHIND = _m(
     "Count",
     J,
     "committed batches whose load-history rows could not be appended yet: retried before each batch's, oldest "
-    "first, 32 at most (the data is in its tables; the ledger's commit records have the rows, and make backfill "
-    "OUTPUT= reads them instead of the history): alarms",
+    "first, and on an idle trigger, 32 at most (the data is in its tables; the ledger's commit records have the "
+    "rows): alarms",
+)
+LOAD_HISTORY_DROPPED = _m(
+    "LoadHistoryDropped",
+    "Count",
+    J,
+    "committed batches the load history stopped retrying since the last report (a 33rd owed, or the job "
+    "stopped owing them): their rows are only in the ledger's commit records, which make backfill OUTPUT= and "
+    "make reconcile read instead of the history: alarms",
 )
 TABLE_SNAPSHOTS = _m("TableSnapshots", "Count", J, "Iceberg snapshots in the table's metadata (retention bounds it)")
 TABLE_DATA_FILES = _m("TableDataFiles", "Count", J, "data files in the table's current snapshot (compaction bounds it)")

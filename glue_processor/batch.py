@@ -46,6 +46,7 @@ from glue_processor.commit.publication import PublishRefused
 from glue_processor.commit.publisher import Publisher
 from glue_processor.commit.record import Attempt, ShareResult, in_place, make_record, name_outputs
 from glue_processor.hadoop_fs import HadoopFS
+from glue_processor.metrics.convert import history_datums
 from glue_processor.metrics.report import report
 from glue_processor.metrics.timing import Step, Stopwatch
 from glue_processor.mirror import Mirror, ShareRemovals
@@ -508,6 +509,7 @@ class ManifestBatchJob:
                 table_of=self.routes.name,
                 deferred=self._deferred_count(),
                 history_behind=self.tables.history.behind if self.tables.history is not None else 0,
+                history_dropped=self.tables.history.take_dropped() if self.tables.history is not None else 0,
                 max_partitions=self.settings.max_partitions_per_batch,
             )
         if record.stats.partitions > self.settings.max_partitions_per_batch:
@@ -538,6 +540,27 @@ class ManifestBatchJob:
             self.committed.append(record)
             self.on_replay(record, settlements)
         return record
+
+    def idle(self) -> None:
+        """A trigger found no data: try again the oldest append the load history is owed (no batch
+        comes to do it), and say what it owes after (``LoadHistoryBehind`` goes on while it owes)."""
+        history = self.tables.history
+        if history is None or not history.retry_idle(every_s=self.settings.trigger_interval_seconds):
+            return
+        if self.metrics is not None:
+            self.metrics.publisher.emit(
+                history_datums(history.behind, history.take_dropped(), dimensions=self.metrics.dimensions)
+            )
+
+    def stop_owing(self) -> None:
+        """The job stops (no next generation takes them over): the appends the load history is still
+        owed are dropped, each logged, and counted in ``LoadHistoryDropped``."""
+        history = self.tables.history
+        if history is None or not history.behind:
+            return
+        history.abandon()
+        if self.metrics is not None:
+            self.metrics.publisher.emit(history_datums(0, history.take_dropped(), dimensions=self.metrics.dimensions))
 
     def _deferred_count(self) -> int:
         try:

@@ -126,7 +126,8 @@ def run_query(
         batch_job.on_batch = on_batch
         batch_job.on_replay = on_replay
         batch_job.intake = intake if settings.trigger == "processing-time" else None
-        metrics.attach(spark, generation)
+        metrics.attach(spark, generation, on_idle=batch_job.idle)
+        stopped: threading.Event | None = None
         try:
             batch_job.start()  # before the first trigger: its batch then does only its own work
             freeze_start_up()
@@ -164,6 +165,8 @@ def run_query(
                 # the same checkpoint, tables and state: only the file source's count changes
                 per_trigger, batch_job.replan_to = intake.start(batch_job.replan_to), None
         finally:
+            if stopped is None or stopped.is_set() or not batch_job.rotate_requested:
+                batch_job.stop_owing()  # no next generation takes its history appends over
             metrics.close(spark)
         run.ended(batch_job, interrupted=stopped.is_set())
         if stopped.is_set() or not batch_job.rotate_requested:

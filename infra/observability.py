@@ -205,6 +205,7 @@ def dashboard_body() -> dict[str, Any]:
             [
                 series(M.DEFERRED_PUBLICATIONS),
                 series(M.LOAD_HISTORY_BEHIND),
+                series(M.LOAD_HISTORY_DROPPED, "Sum"),
                 series(M.UNROUTED_OBJECTS, "Sum", yAxis="right"),
             ],
         ),
@@ -396,13 +397,25 @@ def alarm_resources() -> dict[str, dict[str, Any]]:
         ),
         "LoadHistoryBehind": _metric_alarm(
             "load-history-behind",
-            "the load history could not be appended for 10 minutes (its table or catalog refuses): the data is "
-            "loaded and the appends are retried before each batch's, 32 at most; past that, or after a restart, "
-            "a batch's rows are only in the ledger (make backfill OUTPUT= reads it); the job's log says why",
+            "the load history has refused appends for two 5-minute periods in a row (its table or catalog): the "
+            "data is loaded, and the appends are retried before each batch's and on idle triggers, 32 at most; "
+            "the job's log says why",
             M.LOAD_HISTORY_BEHIND,
             stat="Maximum",
             period=300,
             periods=2,
+            threshold=0,
+            operator="GreaterThanThreshold",
+        ),
+        "LoadHistoryDropped": _metric_alarm(
+            "load-history-dropped",
+            "the load history stopped retrying a batch (a 33rd was owed, or the job stopped owing it): that "
+            "batch's rows are only in the ledger; make backfill OUTPUT= and make reconcile read the ledger, and "
+            "the job's log names each batch ('the load history misses a batch')",
+            M.LOAD_HISTORY_DROPPED,
+            stat="Sum",
+            period=300,
+            periods=1,
             threshold=0,
             operator="GreaterThanThreshold",
         ),

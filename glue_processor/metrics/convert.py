@@ -81,10 +81,11 @@ def record_datums(
     max_partitions: int | None = None,
     deferred: int = 0,
     history_behind: int = 0,
+    history_dropped: int = 0,
 ) -> list[Datum]:
     """Datums for one committed batch (``max_partitions``: the bound its partitions are held to;
     ``deferred``: the shares set aside after it; ``history_behind``: the appends the load history
-    is owed after it)."""
+    is owed after it; ``history_dropped``: those it stopped retrying since the last report)."""
     s = record.stats
     when = record.committed_at
     refused = sum(1 for x in record.sources if x.status == "rejected" and x.table)
@@ -93,6 +94,7 @@ def record_datums(
         datum(M.REFUSED_OBJECTS, refused, dimensions, when),
         datum(M.DEFERRED_PUBLICATIONS, deferred, dimensions, when),
         datum(M.LOAD_HISTORY_BEHIND, history_behind, dimensions, when),
+        datum(M.LOAD_HISTORY_DROPPED, history_dropped, dimensions, when),
         datum(M.RECORDS_IN, s.records_in, dimensions, when),
         datum(M.RECORDS_OUT, s.records_out, dimensions, when),
         datum(M.INPUT_BYTES, s.input_bytes, dimensions, when),
@@ -199,4 +201,12 @@ def backlog_datums(backlog: Backlog, *, dimensions: dict[str, str], when: dateti
             if backlog.data_bytes is not None
             else []
         ),
+    ]
+
+
+def history_datums(behind: int, dropped: int, *, dimensions: dict[str, str]) -> list[Datum]:
+    """What the load history owes when no batch reports it (an idle trigger's retry, the job's stop)."""
+    return [
+        datum(M.LOAD_HISTORY_BEHIND, behind, dimensions),
+        datum(M.LOAD_HISTORY_DROPPED, dropped, dimensions),
     ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
@@ -38,12 +39,14 @@ class MetricsListener(StreamingQueryListener):
         dimensions: dict[str, str],
         trigger_interval_ms: int,
         records_by_batch: dict[int, int],
+        on_idle: Callable[[], None] | None = None,
     ) -> None:
         self.publisher = publisher
         self.query_name = query_name
         self.dimensions = dimensions
         self.trigger_interval_ms = trigger_interval_ms
         self.records_by_batch = records_by_batch
+        self.on_idle = on_idle  # an idle trigger's turn for work owed between batches
         self.tracker = RateTracker()
         self._java: Any = None
         self._released = False
@@ -75,7 +78,7 @@ class MetricsListener(StreamingQueryListener):
         self.progressed(event.progress.json)
 
     def onQueryIdle(self, event: Any) -> None:
-        return
+        self.idle()
 
     def onQueryTerminated(self, event: Any) -> None:
         self.terminated(event.exception)
@@ -101,6 +104,15 @@ class MetricsListener(StreamingQueryListener):
             )
         except Exception:  # never let a metrics problem reach the query
             logger.exception("progress conversion failed", extra={"query": self.query_name})
+
+    def idle(self) -> None:
+        """A trigger found no data (Spark says so every ``noDataProgressEventInterval``, 10 s by default)."""
+        if self.on_idle is None:
+            return
+        try:
+            self.on_idle()
+        except Exception:  # never let it reach the query
+            logger.exception("idle-trigger work failed", extra={"query": self.query_name})
 
     def terminated(self, exception: str | None) -> None:
         logger.info("query terminated", extra={"query": self.query_name, "exception": exception})
@@ -128,7 +140,7 @@ class _AsJson:
         self._listener.progressed(progress_json)
 
     def onQueryIdle(self, jevent: Any) -> None:
-        return
+        self._listener.idle()
 
     def onQueryTerminated(self, jevent: Any) -> None:
         try:

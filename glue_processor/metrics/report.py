@@ -28,6 +28,7 @@ def report(
     table_of: Callable[[str], str] = lambda t: t,
     deferred: int = 0,
     history_behind: int = 0,
+    history_dropped: int = 0,
     max_partitions: int | None = None,
 ) -> None:
     """The batch's figures and each table's, its commit's duration and the tables' size after it,
@@ -39,7 +40,12 @@ def report(
         dims = metrics.dimensions
         metrics.publisher.emit(
             record_datums(
-                record, dimensions=dims, max_partitions=max_partitions, deferred=deferred, history_behind=history_behind
+                record,
+                dimensions=dims,
+                max_partitions=max_partitions,
+                deferred=deferred,
+                history_behind=history_behind,
+                history_dropped=history_dropped,
             )
         )
         metrics.publisher.emit(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,14 +43,16 @@ class JobMetrics:
     listener: MetricsListener | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
 
-    def attach(self, spark: SparkSession, settings: JobSettings) -> None:
-        """Register the progress listener and start the periodic backlog probe."""
+    def attach(self, spark: SparkSession, settings: JobSettings, *, on_idle: Callable[[], None] | None = None) -> None:
+        """Register the progress listener and start the periodic backlog probe. ``on_idle``: called
+        on the listener's thread when a trigger finds no data."""
         self.listener = MetricsListener(
             self.publisher,
             query_name=settings.query_name,
             dimensions=self.dimensions,
             trigger_interval_ms=settings.trigger_interval_seconds * 1000,
             records_by_batch=self.records_by_batch,
+            on_idle=on_idle,
         )
         spark.streams.addListener(self.listener)
         self.probe.run_every(

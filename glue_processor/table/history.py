@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -226,26 +228,60 @@ class LoadHistory:
         self._head = Head()
         # appends that failed, oldest first, tried again before the next: at most BEHIND of them (a
         # record of the seed's ~1,700 objects is ~2.9 MB, so ~93 MB at most: the driver does not grow
-        # with an outage); ``lost``: those pushed out, in the ledger only
+        # with an outage); ``lost``: those dropped (pushed out of that list, or owed when the job
+        # stopped), in the ledger only; ``_unreported``: of those, the ones no metric has counted yet
         self._behind: deque[_Append] = deque()
         self.lost = 0
+        self._unreported = 0
+        self._lock = threading.RLock()  # the batch's appends and an idle trigger's retry
+        self._tried = 0.0  # monotonic time of the last attempt
 
     def open(self) -> None:
         self._table()
 
     @property
     def behind(self) -> int:
-        """Appends this process owes the history: waiting to be tried again, or pushed out of that
-        list (metric ``LoadHistoryBehind``; a restart forgets them: the ledger has their rows)."""
-        return len(self._behind) + self.lost
+        """Appends this process owes the history and still tries (metric ``LoadHistoryBehind``)."""
+        return len(self._behind)
+
+    def take_dropped(self) -> int:
+        """Appends dropped since the last call (metric ``LoadHistoryDropped``: a count per report,
+        so each loss is its own alarm)."""
+        with self._lock:
+            dropped, self._unreported = self._unreported, 0
+            return dropped
 
     def take_over(self, previous: LoadHistory) -> None:
         """Owe what ``previous`` (the last checkpoint generation's) still owed: its kept appends,
         before any of this one's, and its count of those dropped."""
-        self._behind.extendleft(reversed(previous._behind))
-        self.lost += previous.lost
-        previous._behind.clear()
-        previous.lost = 0
+        with self._lock, previous._lock:
+            self._behind.extendleft(reversed(previous._behind))
+            self.lost += previous.lost
+            self._unreported += previous._unreported
+            previous._behind.clear()
+            previous.lost = previous._unreported = 0
+
+    def abandon(self) -> int:
+        """The job stops owing appends: log each (the ledger has their rows) and count them
+        dropped. Returns how many."""
+        with self._lock:
+            while self._behind:
+                self._drop(self._behind.popleft(), "the job stopped")
+            return self._unreported
+
+    def retry_idle(self, *, every_s: float) -> bool:
+        """An idle trigger's turn (no batch to append before): try the oldest kept append, unless a
+        batch is appending or one was tried less than ``every_s`` ago. True when it tried."""
+        if not self._behind or time.monotonic() - self._tried < every_s:
+            return False
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._behind and self._try(self._behind[0]):
+                self._done(self._behind.popleft())
+            return True
+        finally:
+            self._lock.release()
 
     def publish(
         self,
@@ -262,19 +298,21 @@ class LoadHistory:
         every row's content) and False returned.
 
         With ``keep``, a failed append is kept and tried again before the next one, oldest first, up
-        to CATCH_UP of them a call; while one of those still fails, the new one joins them untried,
-        so a history that is down costs a batch one attempt, not one per batch it owes. Without
-        ``keep`` (a caller that retries it itself), it is tried at once and not kept."""
+        to CATCH_UP of them a call (and by :meth:`retry_idle`); while one of those still fails, the
+        new one joins them untried, so a history that is down costs a batch one attempt on this path,
+        not one per batch it owes. Without ``keep`` (a caller that retries it itself), it is tried at
+        once and not kept."""
         this = _Append(record, dict(snapshots), part, tuple(set_aside))
-        if not keep:
-            return self._try(this)
-        if not self._catch_up():
+        with self._lock:
+            if not keep:
+                return self._try(this)
+            if not self._catch_up():
+                self._keep(this)
+                return False
+            if self._try(this):
+                return True
             self._keep(this)
             return False
-        if self._try(this):
-            return True
-        self._keep(this)
-        return False
 
     def _catch_up(self) -> bool:
         """Try the appends kept from earlier calls, oldest first, at most CATCH_UP: True when none is
@@ -282,23 +320,31 @@ class LoadHistory:
         for _ in range(min(CATCH_UP, len(self._behind))):
             if not self._try(self._behind[0]):
                 return False
-            done = self._behind.popleft()
-            logger.info(
-                "appended a batch the load history missed",
-                extra={"batch_id": done.record.batch_id, "query_id": done.record.query_id, "part": done.part},
-            )
+            self._done(self._behind.popleft())
         return not self._behind
 
+    def _done(self, append: _Append) -> None:
+        logger.info(
+            "appended a batch the load history missed",
+            extra={"batch_id": append.record.batch_id, "query_id": append.record.query_id, "part": append.part},
+        )
+
     def _keep(self, append: _Append) -> None:
+        key = (append.record.query_id, append.record.batch_id, append.part)
+        if any((a.record.query_id, a.record.batch_id, a.part) == key for a in self._behind):
+            return  # a replay of a batch already kept: one place, one append
         self._behind.append(append)
         if len(self._behind) > BEHIND:
-            gone = self._behind.popleft()
-            self.lost += 1
-            logger.error(
-                "the load history is too far behind: a batch's rows are no longer retried; the ledger's commit "
-                "record has them (make backfill OUTPUT= reads the ledger instead of the history)",
-                extra={"batch_id": gone.record.batch_id, "query_id": gone.record.query_id, "part": gone.part},
-            )
+            self._drop(self._behind.popleft(), f"{BEHIND} later batches are owed too")
+
+    def _drop(self, gone: _Append, why: str) -> None:
+        self.lost += 1
+        self._unreported += 1
+        logger.error(
+            "the load history misses a batch and no longer retries it; the ledger's commit record has its rows "
+            "(make backfill OUTPUT= reads the ledger instead of the history)",
+            extra={"batch_id": gone.record.batch_id, "query_id": gone.record.query_id, "part": gone.part, "why": why},
+        )
 
     def _try(self, append: _Append) -> bool:
         record, snapshots, part, set_aside = append.record, append.snapshots, append.part, append.set_aside
@@ -313,6 +359,7 @@ class LoadHistory:
         }
         if not sources and not tables:
             return True
+        self._tried = time.monotonic()
         try:
             self._append(record, sources, snapshots, part, tables)
         except Exception:

@@ -82,20 +82,20 @@ def test_every_worker_type_the_template_allows_has_a_price() -> None:
 
 def test_the_cost_table_states_its_basis_and_totals_its_lines() -> None:
     text = plan.costs(TEMPLATE, DEFAULTS)
-    lines = prices.estimate(DEFAULTS, alarms=22)
+    lines = prices.estimate(DEFAULTS, alarms=23)
     total = f"${sum(x.at_min for x in lines):,.2f}"
     assert re.search(rf"^total\s+{re.escape(total)}\s", text, re.M)
     assert "us-east-1 list prices" in text and "200,000 files and 700 GB an hour" in text
     for line in lines:  # each line says what it assumes
         assert f"  {line.item}: {line.basis}" in text
     # alarms are counted as the template creates them: the EventBridge DLQ's only with EventSource=eventbridge
-    assert "22 alarms, 1 dashboard" in text
+    assert "23 alarms, 1 dashboard" in text
     # an anomaly detection alarm is priced as three alarm metrics (Amazon CloudWatch pricing)
-    three = prices.estimate(DEFAULTS, alarms=21, anomaly_alarms=1)
+    three = prices.estimate(DEFAULTS, alarms=22, anomaly_alarms=1)
     cloudwatch = [(x.item, x.at_min) for x in three if x.item.startswith("CloudWatch")]
     (one,) = [x.at_min for x in lines if x.item.startswith("CloudWatch")]
     assert round(cloudwatch[0][1] - one, 2) == 0.2
-    assert "23 alarms" in plan.costs(TEMPLATE, {**DEFAULTS, "EventSource": "eventbridge"})
+    assert "24 alarms" in plan.costs(TEMPLATE, {**DEFAULTS, "EventSource": "eventbridge"})
 
 
 def test_conditions_decide_what_a_create_makes() -> None:

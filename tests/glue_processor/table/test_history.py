@@ -130,6 +130,7 @@ def test_a_history_down_too_long_is_owed_a_bounded_list(monkeypatch: Any, spark:
 
     env = Env(tmp_path)
     job = env.job(spark)
+    job.metrics = job_metrics(spark, env.settings, sinks=[JsonlSink(tmp_path / "metrics.jsonl")])
     history_writer = job.tables.history
     assert history_writer is not None
     working = history_writer._table
@@ -142,12 +143,37 @@ def test_a_history_down_too_long_is_owed_a_bounded_list(monkeypatch: Any, spark:
     history_writer._table = broken
     for n in range(3):
         job.run([env.manifest(f"m{n}", [env.put(f"in/{n}.json", _lines({"n": n}))])], n)
-    # Then 2 are kept and 1 is counted lost (in the ledger only), and what it owes says 3
-    assert (len(history_writer._behind), history_writer.lost, history_writer.behind) == (2, 1, 3)
-    # When it comes back: the kept ones are appended, the oldest is not, and the count stays
+    # Then 2 are kept and the oldest is dropped (in the ledger only)
+    assert (len(history_writer._behind), history_writer.lost, history_writer.behind) == (2, 1, 2)
+    # When it comes back: the kept ones are appended, the dropped one is not, and nothing is owed
     history_writer._table = working
     job.run([env.manifest("m3", [env.put("in/3.json", _lines({"n": 3}))])], 3)
     assert [r["batch_id"] for r in history(env)] == [1, 2, 3]
+    assert history_writer.behind == 0
+    # And the drop was counted in the report of the batch that made it, and in no other: the alarm
+    # on it fires for each loss, and clears once the history works again
+    job.metrics.publisher.flush()
+    values = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [d["value"] for d in values if d["name"] == "LoadHistoryDropped"] == [0, 0, 1, 0]
+    assert [d["value"] for d in values if d["name"] == "LoadHistoryBehind"] == [1, 2, 2, 0]
+
+
+def test_a_replayed_batch_is_owed_once(spark: Any, tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    job = env.job(spark)
+    history_writer = job.tables.history
+    assert history_writer is not None
+
+    def broken() -> Any:
+        raise OSError("down")
+
+    # Given a batch the history missed
+    history_writer._table = broken
+    record = job.run([env.manifest("m0", [env.put("in/a.json", _lines({"a": 1}))])], 0)
+    assert history_writer.behind == 1
+    # When its publication is replayed while the history is still down
+    job.publisher().publish(record, job.committer(), fresh=False)
+    # Then it is owed once: one place of the 32, one append later
     assert history_writer.behind == 1
 
 

@@ -1,0 +1,104 @@
+"""What the load history is owed between batches: an idle stream retries it, a stop says what it drops."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from glue_processor.table.catalog import open_catalog
+from glue_processor.table.history import LoadHistory
+from tests.glue_processor.test_generations import a_generation_a_manifest
+
+pytestmark = pytest.mark.spark
+
+
+def _metric(path: Path, name: str) -> list[float]:
+    return [d["value"] for d in map(json.loads, path.read_text().splitlines()) if d["name"] == name]
+
+
+def _history_keys(settings: Any) -> list[str]:
+    table = open_catalog(settings.catalog_uri).load_table((settings.database, "load_history"))
+    return sorted(table.scan().to_arrow().column("key").to_pylist())
+
+
+def _run(spark: Any, settings: Any, *, until: Any, timeout_s: float = 90) -> tuple[Any, list[int]]:
+    """``run_query`` stopped once ``until()`` holds (or after ``timeout_s``), Spark reporting an idle
+    trigger every 500 ms (its default: every 10 s)."""
+    from glue_processor.main import run_query
+
+    ids: list[int] = []
+    returned = threading.Event()
+
+    def stopper() -> None:
+        waited = 0.0
+        while not returned.wait(0.5):
+            waited += 0.5
+            if (ids and until()) or waited > timeout_s:
+                for query in spark.streams.active:
+                    query.stop()
+
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "500")
+    threading.Thread(target=stopper, daemon=True).start()
+    try:
+        return run_query(spark, settings, on_batch=lambda record, _: ids.append(record.batch_id)), ids
+    finally:
+        returned.set()
+        spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
+
+
+def test_an_idle_stream_gives_the_history_the_batch_it_missed(
+    monkeypatch: pytest.MonkeyPatch, spark: Any, tmp_path: Path
+) -> None:
+    # Given one manifest, and a load history that refuses the first two appends
+    metrics = tmp_path / "metrics.jsonl"
+    settings = a_generation_a_manifest(
+        tmp_path, 1, trigger_interval_seconds="1", metrics_sinks="jsonl", metrics_jsonl_path=str(metrics)
+    )
+    append, attempts = LoadHistory._append, []
+
+    def flaky(self: LoadHistory, *args: Any, **kwargs: Any) -> None:
+        attempts.append(1)
+        if len(attempts) <= 2:
+            raise OSError("the catalog refuses the history table")
+        append(self, *args, **kwargs)
+
+    monkeypatch.setattr(LoadHistory, "_append", flaky)
+    # When the job runs its one batch, then no data comes
+    _, ids = _run(spark, settings, until=lambda: len(attempts) >= 3)
+    # Then the idle triggers retried the append, no batch did: the history has the object once
+    assert ids == [0] and len(attempts) == 3
+    assert _history_keys(settings) == ["o000.ndjson"]
+    # And the metric said it was owed after the batch and the failed retry, and not after the good one
+    assert _metric(metrics, "LoadHistoryBehind") == [1, 1, 0]
+    assert set(_metric(metrics, "LoadHistoryDropped")) == {0}
+
+
+def test_a_job_that_stops_owing_the_history_says_which_batch_it_drops(
+    monkeypatch: pytest.MonkeyPatch, spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a load history that refuses every append
+    metrics = tmp_path / "metrics.jsonl"
+    settings = a_generation_a_manifest(
+        tmp_path, 1, trigger_interval_seconds="1", metrics_sinks="jsonl", metrics_jsonl_path=str(metrics)
+    )
+    attempts: list[int] = []
+
+    def refused(self: LoadHistory, *args: Any, **kwargs: Any) -> None:
+        attempts.append(1)
+        raise OSError("the catalog refuses the history table")
+
+    monkeypatch.setattr(LoadHistory, "_append", refused)
+    caplog.set_level(logging.ERROR, logger="glue_processor.table.history")
+    # When the job runs a batch, retries it on an idle trigger, and is stopped
+    run, ids = _run(spark, settings, until=lambda: len(attempts) >= 2)
+    # Then the log names the batch it no longer retries, and the metric counts it, once
+    assert ids == [0]
+    dropped = [r for r in caplog.records if r.getMessage().startswith("the load history misses a batch")]
+    assert [(r.batch_id, r.why) for r in dropped] == [(0, "the job stopped")]  # type: ignore[attr-defined]
+    assert sum(_metric(metrics, "LoadHistoryDropped")) == 1
+    assert run.last is not None and run.last.tables.history.behind == 0
