@@ -69,6 +69,7 @@ class MetricsListener(StreamingQueryListener):
         py4j's callbacks, and this listener holds it: a cycle across the two runtimes that neither
         collector sees (one listener and its publisher kept a checkpoint generation)."""
         self._java = None
+        self.on_idle = None  # a bound method of this generation's batch job: held, it keeps the job
         self._released = True
 
     def onQueryStarted(self, event: Any) -> None:

@@ -279,3 +279,26 @@ def test_the_listener_reports_each_batch_of_a_real_query_without_java_exceptions
     started = [r for r in caplog.records if r.getMessage() == "query started"]
     assert [r.__dict__["id"] for r in started] == [str(query.id)]
     assert [r.__dict__["exception"] for r in ended()] == [None]
+
+
+def test_a_released_listener_holds_no_hook_into_its_generation(tmp_path: Path) -> None:
+    """The first listener of a process is frozen with its start-up (glue_processor.main.freeze_start_up)
+    and never collected: what it still holds once released stays for the process's life. Its idle hook
+    is a bound method of its generation's batch job (CI: that job outlived its generation)."""
+    from glue_processor.metrics.listener import MetricsListener
+
+    calls: list[int] = []
+    publisher = AsyncPublisher([JsonlSink(tmp_path / "m.jsonl")])
+    listener = MetricsListener(
+        publisher,
+        query_name="q",
+        dimensions=DIMS,
+        trigger_interval_ms=30_000,
+        records_by_batch={},
+        on_idle=lambda: calls.append(1),
+    )
+    listener.idle()
+    listener.release()
+    listener.idle()
+    publisher.close()
+    assert calls == [1] and listener.on_idle is None
