@@ -34,7 +34,8 @@ from glue_processor.local.backfill import (
     s3_backfill,
     write_local_inventory,
 )
-from glue_processor.local.reconcile import HISTORY_COLUMNS, Load, history_filter, history_loads, loads_of
+from glue_processor.local.comparison import Load
+from glue_processor.local.reconcile import HISTORY_COLUMNS, history_filter, history_loads, loads_of
 from tests.helpers import read_rows
 from tests.local.test_end_to_end import run_local, write_tree
 from tests.test_reconcile import record

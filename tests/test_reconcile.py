@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import tracemalloc
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import boto3
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contracts.ledger import BatchStats, CommitRecord, SourceRecord
+from glue_processor.local.comparison import LandedObject, Load, Report, reconcile, reconcile_bounded
 from glue_processor.local.feeder import md5_of
 from glue_processor.local.layout import LocalLayout
 from glue_processor.local.reconcile import (
-    LandedObject,
-    Load,
     loads_of,
     main,
-    reconcile,
     s3_landing,
     s3_landing_versions,
     s3_records,
@@ -55,7 +58,19 @@ def record(batch_id: int, *sources: tuple[str, str, str, str]) -> CommitRecord:
     )
 
 
-def test_reconcile_reports_missing_failed_and_twice() -> None:
+Compare = Callable[..., Report]
+
+
+@pytest.fixture(params=["in memory", "spilled"])
+def compare(request: pytest.FixtureRequest, tmp_path: Path) -> Compare:
+    """The comparison, and the same comparison held to one load at a time (every part spilled and
+    split again): each test below holds for both."""
+    if request.param == "in memory":
+        return reconcile
+    return functools.partial(reconcile_bounded, limit=1, parts=2, spill_dir=tmp_path)
+
+
+def test_reconcile_reports_missing_failed_and_twice(compare: Compare) -> None:
     landed = [LandedObject("b", k, "e", 1) for k in ("ok.json", "lost.json", "gone.json", "twice.json")]
     records = [
         record(
@@ -66,26 +81,26 @@ def test_reconcile_reports_missing_failed_and_twice() -> None:
         ),
         record(1, ("b", "twice.json", "e", "ingested"), ("b", "ok.json", "e", "duplicate")),
     ]
-    report = reconcile(landed, loads_of(records))
+    report = compare(landed, loads_of(records))
     assert [o.key for o in report.never_ingested] == ["lost.json", "gone.json"]
     assert report.failed == {"s3://b/gone.json": "missing: why"}
     assert report.ingested_twice == {"s3://b/twice.json@e": [0, 1]}
     assert (report.landed, report.ingested) == (4, 2)
 
 
-def test_an_object_an_earlier_routing_ignored_is_never_ingested_once_the_routing_takes_it() -> None:
+def test_an_object_an_earlier_routing_ignored_is_never_ingested_once_the_routing_takes_it(compare: Compare) -> None:
     landed = [LandedObject("b", k, "e", 1) for k in ("orders/1.json", "misc/2.json")]
     loads = loads_of([record(0, ("b", "orders/1.json", "e", "ignored"), ("b", "misc/2.json", "e", "ignored"))])
     # Given the routing now takes orders/ (not misc/)
-    report = reconcile(landed, loads, routed=lambda key: key.startswith("orders/"))
+    report = compare(landed, loads, routed=lambda key: key.startswith("orders/"))
     # Then the orders object is never ingested (a requeue loads it); the other stays left out on purpose
     assert [o.key for o in report.never_ingested] == ["orders/1.json"] and report.ignored == 1
     assert report.failed["s3://b/orders/1.json"].startswith("ignored: by an earlier routing file")
     # And without the current routing, both are accounted for, as before
-    assert reconcile(landed, loads_of([record(0, ("b", "orders/1.json", "e", "ignored"))])).ignored == 1
+    assert compare(landed, loads_of([record(0, ("b", "orders/1.json", "e", "ignored"))])).ignored == 1
 
 
-def test_versions_a_mirroring_table_superseded_replaced_or_retracted_are_accounted_for() -> None:
+def test_versions_a_mirroring_table_superseded_replaced_or_retracted_are_accounted_for(compare: Compare) -> None:
     # Given a versioned listing and its load history: v1 loaded then replaced by v2, v0 arriving late
     # (superseded), and a deleted key whose rows were retracted
     landed = [LandedObject("b", "a.json", e, 1) for e in ("v0", "v1", "v2")] + [LandedObject("b", "gone.json", "g", 1)]
@@ -98,9 +113,72 @@ def test_versions_a_mirroring_table_superseded_replaced_or_retracted_are_account
         Load("b", "gone.json", "g", "retracted", "its key was deleted", 2),
         Load("b", "gone.json", "removed-0C", "deleted", "its rows are removed", 2),
     ]
-    report = reconcile(landed, history)
+    report = compare(landed, history)
     # Then every version is accounted for: nothing never ingested, nothing twice
     assert (report.ingested, report.superseded, report.never_ingested, report.ingested_twice) == (3, 1, [], {})
+
+
+_KEYS = st.sampled_from(["a.json", "b.json", "c\td.json", "ü/e.json", "f.json"])
+_LANDED = st.builds(LandedObject, st.just("b"), _KEYS, st.sampled_from(["e1", "e2"]), st.integers(0, 9))
+_LOADS = st.builds(
+    Load,
+    st.just("b"),
+    _KEYS,
+    st.sampled_from(["e1", "e2"]),
+    st.sampled_from(["ingested", "empty", "duplicate", "missing", "ignored", "superseded", "replaced"]),
+    st.sampled_from([None, "why"]),
+    st.integers(0, 5),
+    st.sampled_from([None, "events", "orders"]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_LANDED, max_size=12), st.lists(_LOADS, max_size=30), st.integers(1, 4), st.booleans())
+def test_the_spilled_comparison_is_the_in_memory_one(
+    landed: list[LandedObject], loads: list[Load], limit: int, routed: bool
+) -> None:
+    # Given any listing and history (crafted keys, repeated versions, every status), held to a few loads
+    # at a time, split in two or three
+    route = (lambda key: key != "f.json") if routed else None
+    memory = reconcile(landed, loads, routed=route)
+    spilled = reconcile_bounded(landed, loads, routed=route, limit=limit, parts=2 + limit % 2)
+    # Then its report is the same, the never-ingested in the order they landed
+    assert spilled.as_json() == memory.as_json()
+    assert spilled.never_ingested == memory.never_ingested
+
+
+def test_the_comparison_holds_its_limit_not_the_history(tmp_path: Path) -> None:
+    """A week at the seed's load is 33.6M loads; in memory that is ~13 GB. Here: 120,000 loads of
+    60,000 objects, and 600 more landed that never loaded, against a limit of 10,000 loads."""
+
+    def loads() -> Iterator[Load]:
+        for n in range(60_000):  # each loaded, then its event redelivered; every 1,000th loaded twice
+            key, etag = f"in/2026/12/05/{n:08d}.ndjson", f"{n:032x}"
+            yield Load("bucket", key, etag, "ingested", None, n, "events")
+            yield Load("bucket", key, etag, "ingested" if n % 1000 == 0 else "duplicate", None, n + 1, "events")
+
+    def landed() -> Iterator[LandedObject]:
+        for n in range(60_600):  # the 60,000 loaded, and 600 that never were
+            yield LandedObject("bucket", f"in/2026/12/05/{n:08d}.ndjson", f"{n:032x}", 1024)
+
+    def peak(compare: Compare) -> tuple[Report, int]:
+        tracemalloc.start()
+        try:
+            report = compare(landed(), loads())
+            return report, tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    memory, whole = peak(reconcile)
+    spilled, bounded = peak(functools.partial(reconcile_bounded, limit=10_000, spill_dir=tmp_path))
+    # Then both say the same: 60,000 of the landed loaded, 600 never, 60 loaded twice
+    assert spilled.as_json() == memory.as_json()
+    assert (spilled.landed, spilled.ingested, len(spilled.never_ingested)) == (60_600, 60_000, 600)
+    assert len(spilled.ingested_twice) == 60
+    # and the spilled one held under a fifth of what the whole index took (what it holds: the limit's
+    # 10,000 loads, one part's index, the report)
+    assert bounded < whole / 5, (bounded, whole)
+    assert not list(tmp_path.iterdir())  # its spill files are gone
 
 
 def test_local_requeue_feeds_the_missing_through_the_manifest_builder(tmp_path: Path, capsys) -> None:

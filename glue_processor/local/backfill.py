@@ -44,8 +44,9 @@ from contracts.exceptions import ConfigError
 from contracts.layout import manifest_key
 from contracts.manifest import ManifestEntry
 from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
+from glue_processor.local.comparison import LandedObject, Load, reconcile
 from glue_processor.local.errors import Parser, cli, user_path
-from glue_processor.local.reconcile import LandedObject, Load, loads_of, reconcile
+from glue_processor.local.reconcile import loads_of
 from lambdas.manifest_builder.batching import MessageEntries, plan_manifests
 
 MB = 1_000_000

@@ -30,9 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,42 +43,14 @@ from contracts.ledger import CommitRecord
 from contracts.object_filter import DEFAULT_SUFFIXES, ObjectFilter
 from contracts.routing import parse_routing, read_routing
 from glue_processor.commit.ledger import abandoned_shares
+from glue_processor.local.comparison import LandedObject, Load, Report, reconcile_bounded
 from glue_processor.local.errors import USAGE, Parser, cli, user_path
 from glue_processor.local.layout import LANDING_BUCKET, MANIFEST_BUCKET, MANIFEST_PREFIX, LocalLayout
 
 if TYPE_CHECKING:
     from glue_processor.local.feeder import Feeder
 
-Identity = tuple[str, str, str]
-DONE = {"ingested", "empty"}
-# left out on purpose: the routing file sends the key to no table (unmatched: ignore); a later version
-# of the key was loaded (a table that mirrors its bucket: docs/mirror.md); its rows were replaced by a
-# later version's or retracted with the key (they were loaded first: counted as ingested too)
-ACCOUNTED = {"ignored", "superseded", "replaced", "retracted"}
 ALL_ACCOUNTED, NOT_LOADED = 0, 3
-
-
-@dataclass(frozen=True)
-class LandedObject:
-    bucket: str
-    key: str
-    etag: str
-    size: int
-    version_id: str | None = None
-
-
-@dataclass(frozen=True)
-class Load:
-    """One object version's outcome in one batch: a row of the load history, or a commit record's
-    source (``table``: None when the ledger does not say)."""
-
-    bucket: str
-    key: str
-    etag: str
-    status: str
-    reason: str | None
-    batch_id: int
-    table: str | None = None
 
 
 def loads_of(records: Iterable[CommitRecord]) -> Iterator[Load]:
@@ -116,81 +86,6 @@ def history_loads(table: Any, *, since: datetime | None = None, keys: Collection
             rows = batch if wanted is None else batch.filter(pc.is_in(batch.column("key"), value_set=wanted))
             for r in rows.to_pylist():
                 yield Load(r["bucket"], r["key"], r["etag"], r["status"], r["reason"], r["batch_id"], r["table_name"])
-
-
-@dataclass
-class Report:
-    landed: int = 0
-    ingested: int = 0
-    tables: dict[str, int] = field(default_factory=dict)  # objects ingested per table (when known)
-    ignored: int = 0  # left out on purpose: the routing ignores them
-    superseded: int = 0  # left out on purpose: a later version of the key was loaded
-    never_ingested: list[LandedObject] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)  # s3 uri -> "status: reason"
-    ingested_twice: dict[str, list[int]] = field(default_factory=dict)  # s3 uri@etag -> batch ids
-    requeued: int = 0
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "landed": self.landed,
-            "ingested": self.ingested,
-            "tables": self.tables,
-            "ignored": self.ignored,
-            "superseded": self.superseded,
-            "never_ingested": [f"s3://{o.bucket}/{o.key}" for o in self.never_ingested],
-            "failed": self.failed,
-            "ingested_twice": self.ingested_twice,
-            "requeued": self.requeued,
-        }
-
-
-NOW_ROUTED = "ignored: by an earlier routing file; the current one routes it to a table"
-
-
-def reconcile(
-    landed: Iterable[LandedObject], loads: Iterable[Load], *, routed: Callable[[str], bool] | None = None
-) -> Report:
-    """Pure comparison of a landing listing with what was loaded. ``routed``: whether the routing
-    the job runs with now sends a key to a table; an object an earlier routing ignored that it
-    takes is never ingested, so a requeue loads it."""
-    batches: dict[Identity, list[int]] = defaultdict(list)
-    tables: dict[Identity, str] = {}
-    problems: dict[Identity, str] = {}
-    left_out: dict[Identity, str] = {}
-    for load in loads:
-        identity = (load.bucket, load.key, load.etag)
-        if load.status in ACCOUNTED:
-            if load.status in ("ignored", "superseded"):
-                left_out.setdefault(identity, load.status)
-        elif load.status in DONE:
-            batches[identity].append(load.batch_id)
-            if load.table:
-                tables[identity] = load.table
-        elif load.status != "duplicate":
-            problems[identity] = f"{load.status}: {load.reason}"
-    report = Report()
-    for obj in landed:
-        report.landed += 1
-        identity = (obj.bucket, obj.key, obj.etag)
-        if identity in batches:
-            report.ingested += 1
-            if identity in tables:
-                report.tables[tables[identity]] = report.tables.get(tables[identity], 0) + 1
-        elif left_out.get(identity) == "superseded":
-            report.superseded += 1
-        elif identity in left_out and (routed is None or not routed(obj.key)):
-            report.ignored += 1
-        elif identity in left_out:
-            report.never_ingested.append(obj)
-            report.failed[f"s3://{obj.bucket}/{obj.key}"] = NOW_ROUTED
-        else:
-            report.never_ingested.append(obj)
-            if identity in problems:
-                report.failed[f"s3://{obj.bucket}/{obj.key}"] = problems[identity]
-    for (bucket, key, etag), ids in batches.items():
-        if len(ids) > 1:
-            report.ingested_twice[f"s3://{bucket}/{key}@{etag}"] = sorted(ids)
-    return report
 
 
 # -- local ----------------------------------------------------------------------------------------
@@ -361,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.workdir:
         if not (args.workdir / "state").is_dir():
             raise ConfigError(f"WORKDIR={args.workdir}: no local run here; run make run WORKDIR={args.workdir} first")
-        report = reconcile(
+        report = reconcile_bounded(
             local_landing(args.workdir), local_loads(args.workdir, args.source), routed=local_routed(args.workdir)
         )
         if args.requeue and report.never_ingested:
@@ -407,7 +302,7 @@ def _aws_reconcile(args: argparse.Namespace) -> Report:
     if args.routes:
         routing = read_routing(boto3.client("s3"), args.routes)
         routed = lambda key: routing.table_of(key) is not None  # noqa: E731 - one line
-    report = reconcile(landed, loads, routed=routed)
+    report = reconcile_bounded(landed, loads, routed=routed)
     if args.requeue and report.never_ingested:
         report.requeued = sqs_requeue(boto3.client("sqs"), args.queue_url, report.never_ingested)
     return report

@@ -164,7 +164,8 @@ def test_one_table_that_moves_its_files_never_sets_a_batch_aside_it_waits(
 def test_a_share_abandoned_after_the_record_is_rejected_in_the_history_and_requeued_by_reconcile(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from glue_processor.local.reconcile import LandedObject, history_loads, loads_of, local_records, reconcile
+    from glue_processor.local.comparison import LandedObject, reconcile
+    from glue_processor.local.reconcile import history_loads, loads_of, local_records
 
     env = routed_env(tmp_path)
     job = started(env, spark)

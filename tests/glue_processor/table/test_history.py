@@ -178,7 +178,8 @@ def test_a_replayed_batch_is_owed_once(spark: Any, tmp_path: Path) -> None:
 
 
 def test_reconcile_reads_the_load_history_and_agrees_with_the_ledger(spark: Any, tmp_path: Path) -> None:
-    from glue_processor.local.reconcile import LandedObject, history_loads, loads_of, local_records, reconcile
+    from glue_processor.local.comparison import LandedObject, reconcile
+    from glue_processor.local.reconcile import history_loads, loads_of, local_records
 
     env = Env(tmp_path)
     job = env.job(spark)
