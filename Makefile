@@ -212,7 +212,7 @@ sanitize: setup-dev ## the native modules built with AddressSanitizer and UBSan,
 	@rm -rf .sanitize && mkdir -p .sanitize/ndjson_arrow && cp native/ndjson_arrow/*.py .sanitize/ndjson_arrow/
 	@for m in _scan _thrift; do gcc -shared -fPIC -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -std=c11 $$($(BIN)/python -c 'import sysconfig; print("-I" + sysconfig.get_paths()["include"])') native/ndjson_arrow/$$m.c -o .sanitize/ndjson_arrow/$$m$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))') || exit 1; done
 	ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" PYTHONPATH=.sanitize \
-		$(BIN)/python -m pytest -q -p no:cacheprovider --capture=sys -m "not spark" tests/native tests/glue_processor/read/test_ndjson.py tests/glue_processor/read/test_ndjson_accounting.py tests/glue_processor/read/test_ndjson_shapes.py tests/glue_processor/shared/test_parquet.py tests/glue_processor/write/test_concat.py tests/glue_processor/read/test_task.py tests/glue_processor/read/test_extra.py
+		$(BIN)/python -m pytest -q -p no:cacheprovider --capture=sys -m "not spark" tests/native tests/glue_processor/read/test_ndjson.py tests/glue_processor/read/test_ndjson_accounting.py tests/glue_processor/read/test_ndjson_shapes.py tests/glue_processor/shared/test_parquet.py tests/glue_processor/write/test_concat.py tests/glue_processor/read/test_task.py tests/glue_processor/shared/test_extra.py
 
 test-fast: setup-dev ## the tests without Spark
 	$(BIN)/python -m pytest -q -m "not spark"

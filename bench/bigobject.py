@@ -53,7 +53,8 @@ def generate(path: Path, gz_mb: int) -> int:
 
 def run_one(path: Path) -> None:
     """In the measured subprocess: one parse task over the object, as the job runs it."""
-    from glue_processor.read.task import FileTask, TaskSpec, run_task
+    from glue_processor.read.task import run_task
+    from glue_processor.shared.spec import FileTask, TaskSpec
 
     out = path.parent / "out"
     item = FileTask(path.as_uri(), path.as_uri(), "e", datetime.now(UTC), "file:///manifest.json")

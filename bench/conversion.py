@@ -2,7 +2,7 @@
 
 Records with 12 fields, 6 of them declared (bigint, double, decimal(12,2), boolean, ISO timestamp,
 epoch-ms timestamp), 2 % of the declared values unconvertible (rescued). The conversion runs on the
-parsed columns exactly as the parse task runs it (:func:`glue_processor.table.declared.conform`).
+parsed columns exactly as the parse task runs it (:func:`glue_processor.shared.declared.conform`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import random
 import time
 
 from glue_processor.read.ndjson import parse_ndjson
-from glue_processor.table.declared import conform, parse_schema
+from glue_processor.shared.declared import conform, parse_schema
 
 SCHEMA = {
     "columns": {

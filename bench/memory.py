@@ -86,10 +86,10 @@ def measure(shape: str, mb: int, workdir: Path) -> dict[str, float]:
     code = f"""
 import json, resource
 from datetime import UTC, datetime
-from glue_processor.read.spec import FileTask, TaskSpec
+from glue_processor.shared.spec import FileTask, TaskSpec
 from glue_processor.read.task import run_task
-from glue_processor.table.declared import parse_schema
-from glue_processor.table.partitioning import parse_partition_by
+from glue_processor.shared.declared import parse_schema
+from glue_processor.shared.partitioning import parse_partition_by
 start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 spec = TaskSpec(index=0, files=(FileTask({data.as_uri()!r}, "s3://b/k", "e", datetime.now(UTC), "s3://m/x"),),
     known=tuple(f"key_{{i:04d}}" for i in range({known})), data_dir={(workdir / "out").as_uri()!r},

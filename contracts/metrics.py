@@ -25,7 +25,7 @@ class Source(StrEnum):
 JOB_DIMENSIONS = ("JobName", "QueryName")
 # A metric of one table (contracts/routing.py) is also published per table, with this dimension more.
 TABLE_DIMENSION = "Table"
-# A rule's metric (glue_processor/table/rules.py) is also published per table and rule.
+# A rule's metric (glue_processor/shared/rules.py) is also published per table and rule.
 RULE_DIMENSION = "Rule"
 MANIFEST_LAMBDA_DIMENSIONS = ("service",)  # powertools' default dimension
 CONTROL_PLANE_DIMENSIONS = ("JobName",)
@@ -200,7 +200,7 @@ RULE_VIOLATIONS = _m(
     "Count",
     J,
     "rows that broke a rule of their table (quarantined, dropped or kept, as the rule's on_fail says); per table "
-    "and rule too (glue_processor/table/rules.py)",
+    "and rule too (glue_processor/shared/rules.py)",
     per_rule=True,
 )
 RULE_VIOLATION_SURGE = _m(

@@ -11,7 +11,7 @@ the job writes one table (``--table_name``), as if every key matched one route t
         partition_by: day(ts)          # Iceberg transforms over the record (as --partition_by)
         target_file_mb: 256            # default: the job's --target_file_mb
         max_columns: 200               # default: the job's --max_columns
-        expect:                        # rules each record must keep (glue_processor/table/rules.py)
+        expect:                        # rules each record must keep (glue_processor/shared/rules.py)
           positive_amount: "amount > 0"                                     # on_fail: quarantine
           known_country: {sql: "country IN ('DE', 'US')", on_fail: drop}    # or warn
       clicks: {}

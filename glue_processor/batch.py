@@ -56,12 +56,12 @@ from glue_processor.plan.mirror import Replacement
 from glue_processor.plan.routes import TableConfig, load_routes
 from glue_processor.plan.tasks import Where, plan_tasks
 from glue_processor.read.outcome import Outcome, gather
-from glue_processor.read.spec import TaskSpec
-from glue_processor.read.task import FileOutcome, TaskResult, run_task
+from glue_processor.read.task import TaskResult, run_task
 from glue_processor.settings import JobSettings
+from glue_processor.shared.rules import misnamed
+from glue_processor.shared.spec import FileOutcome, TaskSpec
 from glue_processor.table.datafiles import WrittenFile
 from glue_processor.table.footer import metadata_of
-from glue_processor.table.rules import misnamed
 from glue_processor.table.sink import Sink, Tables
 from glue_processor.write.stage import Destination, write_files, write_rejections
 
@@ -236,7 +236,7 @@ class ManifestBatchJob:
 
     def _misnamed_rules(self, share: Share) -> None:
         """Say, once a job, a rule that reads another case of one of the table's keys (it breaks for
-        every row: glue_processor/table/rules.py, ``misnamed``)."""
+        every row: glue_processor/shared/rules.py, ``misnamed``)."""
         if share.config.rules is None:
             return
         for column, key in misnamed(share.config.rules, share.outcome.final_keys):

@@ -56,7 +56,7 @@ class JobSettings(BaseModel):
         default="",
         alias="schema",
         pattern=r"^$|^(s3|file)://.+",
-        description="a declared-schema file (JSON: column -> type; see glue_processor/table/declared.py); "
+        description="a declared-schema file (JSON: column -> type; see glue_processor/shared/declared.py); "
         "empty: every column is a string",
     )
     expect_uri: str = Field(
@@ -64,7 +64,7 @@ class JobSettings(BaseModel):
         alias="expect",
         pattern=r"^$|^(s3|file)://.+",
         description="a rules file (JSON: rule name -> SQL, or -> {sql, on_fail: quarantine|drop|warn}; see "
-        "glue_processor/table/rules.py): what each record must keep; empty: no rules",
+        "glue_processor/shared/rules.py): what each record must keep; empty: no rules",
     )
     partition_by: str = Field(
         default="",

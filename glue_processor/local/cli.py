@@ -57,7 +57,7 @@ from glue_processor.local.text import counted
 from glue_processor.metrics.sinks import JsonlSink
 from glue_processor.plan.routes import load_routes
 from glue_processor.settings import JobSettings, settings_from_mapping
-from glue_processor.table.rules import misnamed
+from glue_processor.shared.rules import misnamed
 from lambdas.manifest_builder.settings import load_settings
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--expect",
         type=user_path,
-        help="a rules JSON file (rule name -> SQL, or -> {sql, on_fail}; glue_processor/table/rules.py): what each "
+        help="a rules JSON file (rule name -> SQL, or -> {sql, on_fail}; glue_processor/shared/rules.py): what each "
         "record must keep; kept in WORKDIR for the next runs (EXPECT=default: none); with ROUTES, each table's expect",
     )
     p.add_argument(

@@ -16,10 +16,10 @@ from dataclasses import dataclass, replace
 from itertools import groupby
 from typing import BinaryIO
 
-from glue_processor.read.spec import FileTask
-from glue_processor.read.task import REASON_UNREADABLE, FileOutcome, NotReadable, byte_range, event_version
 from glue_processor.shared.objects import ObjectStore, store_for
+from glue_processor.shared.spec import FileOutcome, FileTask
 from glue_processor.shared.text import BOM, SNIFF_BYTES, is_document, line_starts, read_from
+from glue_processor.shared.version import REASON_UNREADABLE, NotReadable, byte_range, event_version
 
 # an object's outcome from its ranges': a range that could not be read spoils none of the others
 _PROBLEMS = ("missing", "superseded", "unreadable")

@@ -5,7 +5,7 @@ Without ``--routes`` the job writes one table, ``--table_name``, with ``--schema
 (:mod:`contracts.routing`), each table has its own declared columns, partitioning, file size target
 and column bound; the job's ``--target_file_mb`` and ``--max_columns`` fill what a table leaves
 unset. Everything is checked at start-up, so a bad routing file stops the job naming the table (and a
-rule that cannot work, naming the rule: glue_processor/table/rules.py).
+rule that cannot work, naming the rule: glue_processor/shared/rules.py).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from contracts.exceptions import ConfigError
 from contracts.routing import AfterLoad, OnDelete, OnOverwrite, Routing, parse_expect, parse_routing
 from glue_processor.settings import MIB, JobSettings
-from glue_processor.table.declared import DeclaredSchema, parse_schema
-from glue_processor.table.partitioning import PartitionPlan, parse_partition_by
-from glue_processor.table.rules import Rules, compile_rules, rule_specs
+from glue_processor.shared.declared import DeclaredSchema, parse_schema
+from glue_processor.shared.partitioning import PartitionPlan, parse_partition_by
+from glue_processor.shared.rules import Rules, compile_rules, rule_specs
 
 
 @dataclass(frozen=True)

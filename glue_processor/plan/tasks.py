@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any
 from glue_processor.plan.manifests import SourceFile
 from glue_processor.plan.ranges import number_ranges
 from glue_processor.plan.sizing import Piece, parse_unit_count, plan_groups, plan_pieces
-from glue_processor.read.spec import FileTask, TaskSpec
-from glue_processor.read.task import FileOutcome
 from glue_processor.settings import JobSettings
+from glue_processor.shared.spec import FileOutcome, FileTask, TaskSpec
 from glue_processor.shared.text import MIB, Limits
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""A parse task's rows checked against their table's rules (:mod:`glue_processor.table.rules`).
+"""A parse task's rows checked against their table's rules (:mod:`glue_processor.shared.rules`).
 
 Rows come here typed (declared types applied first) with their lineage; what leaves is the rows the
 table keeps, the rows to quarantine with the rules each broke, and the counts: per rule every row
@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from glue_processor.shared.names import LINEAGE_TYPES, decoded
-from glue_processor.table.rules import Rules, Verdict
+from glue_processor.shared.rules import Rules, Verdict
 
 
 @dataclass

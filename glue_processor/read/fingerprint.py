@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from contracts.ledger import TextPrint
-from glue_processor.read.spec import FileTask
-from glue_processor.read.task import NotReadable, event_version
 from glue_processor.shared.objects import ObjectStore, store_for
+from glue_processor.shared.spec import FileTask
 from glue_processor.shared.text import BOM, SNIFF_BYTES, is_document
+from glue_processor.shared.version import NotReadable, event_version
 
 BLOCK = 1024 * 1024
 

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 import ndjson_arrow
 import pyarrow as pa
 
-from glue_processor.read.extra import EXTRA_TYPE, to_map
-from glue_processor.shared.names import nameable
+from glue_processor.shared.extra import EXTRA_TYPE, to_map
+from glue_processor.shared.names import STRING, nameable
 
 if TYPE_CHECKING:
     from ndjson_arrow._scan import Column, Extra
@@ -54,8 +54,6 @@ _REASONS = {
 # a chunk's columns at most ~150 MB, whatever its rows and the columns known (see tasks.MEMORY).
 MAX_CELLS = 32 * 1024 * 1024
 LINE = pa.int64()
-
-STRING = pa.string()
 
 
 @dataclass(frozen=True)

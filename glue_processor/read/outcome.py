@@ -15,10 +15,11 @@ from contracts.ledger import SourceRecord, object_identity
 from glue_processor.plan.manifests import BatchPlan, Rejection, SourceFile
 from glue_processor.plan.ranges import object_outcomes
 from glue_processor.plan.tasks import gzipped
-from glue_processor.read.extra import admit
 from glue_processor.read.parts import Staged
-from glue_processor.read.task import FileOutcome, TaskResult
+from glue_processor.read.task import TaskResult
+from glue_processor.shared.extra import admit
 from glue_processor.shared.names import StableNames
+from glue_processor.shared.spec import FileOutcome
 
 REASON_UNROUTED = "no route of the routing file leads its key to a table (unmatched: ignore)"
 REASON_ALL_BAD = "no line loaded: every line was quarantined"

@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from glue_processor.read.extra import EXTRA, EXTRA_TYPE
 from glue_processor.read.ndjson import MAX_CELLS
-from glue_processor.read.spec import TaskSpec
 from glue_processor.shared import parquet as parquet_writer
+from glue_processor.shared.declared import RESCUED, column_type
+from glue_processor.shared.extra import EXTRA, EXTRA_TYPE
 from glue_processor.shared.names import LINEAGE_COLUMNS, column_names
 from glue_processor.shared.objects import ObjectStore
+from glue_processor.shared.partitioning import PartitionPlan
+from glue_processor.shared.spec import TaskSpec
 from glue_processor.shared.spill import SHARED_ROW_GROUP_BYTES, sort_spill
-from glue_processor.table.declared import RESCUED, column_type
-from glue_processor.table.partitioning import PartitionPlan
 
 if TYPE_CHECKING:
     from glue_processor.table.datafiles import FileStats

@@ -31,20 +31,20 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from glue_processor.read.expect import Checked, check
-from glue_processor.read.extra import EXTRA, EXTRA_TYPE
-from glue_processor.read.ndjson import MAX_CELLS, RAW_BYTES, STRING, BadLine, ParsedText, parse_pieces
+from glue_processor.read.ndjson import MAX_CELLS, RAW_BYTES, BadLine, ParsedText, parse_pieces
 from glue_processor.read.parts import DATA, HELD_BYTES, ParquetParts, Staged
-from glue_processor.read.spec import FileTask, TaskSpec
-from glue_processor.shared.names import TIMESTAMP
-from glue_processor.shared.objects import ObjectMissing, ObjectStore, VersionGone, store_for
+from glue_processor.shared.declared import RESCUED, RESCUED_TYPE, conform
+from glue_processor.shared.extra import EXTRA, EXTRA_TYPE
+from glue_processor.shared.names import STRING, TIMESTAMP
+from glue_processor.shared.objects import ObjectStore, store_for
+from glue_processor.shared.spec import FileOutcome, FileTask, TaskSpec
 from glue_processor.shared.text import (
     MIB,
     READ_BYTES,
@@ -58,40 +58,19 @@ from glue_processor.shared.text import (
     TooLarge,
     chunks,
     decompressed,
-    read_from,
 )
-from glue_processor.table.declared import RESCUED, RESCUED_TYPE, conform
+from glue_processor.shared.version import (
+    REASON_UNREADABLE,
+    NotReadable,
+    byte_range,
+    event_version,
+)
 
 logger = logging.getLogger(__name__)
 
-REASON_MISSING = "object not found (deleted or never written)"
-REASON_UNREADABLE = "object could not be read or decompressed (corrupt or truncated)"
 REASON_CUT = "object is not a whole JSON document"
 REASON_LONG_LINE = "line longer than max_line_mb; skipped"
 REASON_UNPARSEABLE = "object could not be parsed"
-REASON_SUPERSEDED = "object overwritten after its event (a newer eTag)"
-REASON_VERSION_GONE = (
-    "the event's version was overwritten before it was read (unversioned bucket); the newer version's own event "
-    "loads that one"
-)
-# Clock slack between S3's Last-Modified and the event time of the same write.
-OVERWRITE_TOLERANCE_S = 2.0
-
-
-@dataclass(frozen=True)
-class FileOutcome:
-    read_uri: str
-    status: str
-    good: int = 0
-    bad: int = 0
-    text_bytes: int = 0
-    new_keys: tuple[str, ...] = ()
-    reason: str | None = None
-    start: int = 0  # the byte range read (FileTask.start/end)
-    end: int | None = None
-    item: int = 0  # FileTask.item
-    violations: tuple[tuple[str, int], ...] = ()  # rows that broke each rule (of those that some did)
-    dropped: int = 0  # rows a drop rule removed
 
 
 @dataclass(frozen=True)
@@ -110,11 +89,6 @@ class TaskResult:
     # (outcome.case_losers); a task's total, not its objects' (every object of a table's first
     # batch has its keys new: per object, 100k objects x 250 keys would be 25M pairs to the driver)
     new_key_values: tuple[tuple[str, int], ...] = ()
-
-
-def overwritten(modified_epoch_s: float, event_time: datetime) -> bool:
-    """True when the object was last modified after the event that listed it (clock slack allowed)."""
-    return modified_epoch_s - event_time.timestamp() > OVERWRITE_TOLERANCE_S
 
 
 def run_task(spec: TaskSpec, stores: Callable[[str], ObjectStore] = store_for) -> TaskResult:
@@ -200,40 +174,6 @@ def _load_one(
             return _parse_stream(item, text, keys, spec=spec, out=out, bad_records=bad_records)
     except NotReadable as exc:
         return FileOutcome(item.read_uri, exc.status, reason=exc.reason)
-
-
-class NotReadable(Exception):
-    """The version an event named cannot be read: ``status`` is missing or superseded."""
-
-    def __init__(self, status: str, reason: str) -> None:
-        super().__init__(reason)
-        self.status, self.reason = status, reason
-
-
-@contextlib.contextmanager
-def event_version(
-    item: FileTask, stores: Callable[[str], ObjectStore], *, length: int | None = None
-) -> Iterator[BinaryIO]:
-    """The bytes of the object version ``item``'s event named, from where its range's reader starts
-    (``length`` of them at most); :class:`NotReadable` when it is gone or was overwritten."""
-    try:
-        with stores(item.read_uri).open(
-            item.read_uri, version_id=item.version_id, etag=item.etag, start=read_from(item.start), length=length
-        ) as body:
-            if not body.exact and overwritten(body.modified_epoch_s, item.event_time):
-                # A newer version replaced the object after this event; that version's own event
-                # brings it. Loading it here under this event's eTag would ingest it twice.
-                raise NotReadable("superseded", REASON_SUPERSEDED)
-            yield body.stream
-    except ObjectMissing as exc:
-        raise NotReadable("missing", REASON_MISSING if item.version_id is None else f"{REASON_MISSING}: {exc}") from exc
-    except VersionGone as exc:
-        raise NotReadable("superseded", REASON_VERSION_GONE) from exc
-
-
-def byte_range(start: int, end: int | None) -> str:
-    """How a quarantine record names one of the byte ranges an object was read in."""
-    return f"bytes {start}-{'' if end is None else end} of the object (one of the ranges it was read in)"
 
 
 def _parse_stream(

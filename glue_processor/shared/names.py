@@ -16,6 +16,7 @@ import pyarrow as pa
 from contracts.column_names import fit, valid_column_name
 
 # Every time the job writes: microseconds, UTC (Iceberg's timestamptz).
+STRING = pa.string()
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 # Lineage columns added to every output row, with their types: the tasks write them so, rules read
 # them so, and the table's schema is made from them (glue_processor/table/schema.py). Data fields

@@ -22,7 +22,7 @@ from pyiceberg.table import Table, TableProperties
 from pyiceberg.types import IcebergType
 
 from contracts.exceptions import ConfigError
-from glue_processor.table.partitioning import PartitionPlan, parse_partition_by
+from glue_processor.shared.partitioning import PartitionPlan, parse_partition_by
 from glue_processor.table.schema import LINEAGE_TYPES, initial_schema, same_spec, spec_fields
 
 logger = logging.getLogger(__name__)

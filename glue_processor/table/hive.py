@@ -20,8 +20,8 @@ from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.table.hive_catalog import GlueColumns
 
 if TYPE_CHECKING:
+    from glue_processor.shared.declared import DeclaredSchema
     from glue_processor.table.datafiles import StatsPlan, WrittenFile
-    from glue_processor.table.declared import DeclaredSchema
 
 # Moves in flight at once (each is an S3 copy of up to the target size).
 PARALLEL_MOVES = 16

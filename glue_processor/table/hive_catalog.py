@@ -11,9 +11,9 @@ import logging
 from typing import Any
 
 from glue_processor.commit.publication import refuse_columns
-from glue_processor.read.extra import EXTRA
+from glue_processor.shared.declared import RESCUED, DeclaredSchema
+from glue_processor.shared.extra import EXTRA
 from glue_processor.shared.names import column_names
-from glue_processor.table.declared import RESCUED, DeclaredSchema
 
 logger = logging.getLogger(__name__)
 

@@ -48,8 +48,8 @@ from glue_processor import faults
 from glue_processor.commit.publication import PublishRefused, refuse_columns
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.keys.state import Segment
+from glue_processor.shared.declared import DeclaredSchema
 from glue_processor.table.datafiles import DataFiles, StatsPlan, WrittenFile
-from glue_processor.table.declared import DeclaredSchema
 from glue_processor.table.footer import metadata_of
 from glue_processor.table.locate import added_partitions, files_holding, files_of_each
 from glue_processor.table.replace import stage_replacing

@@ -16,12 +16,11 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform, MonthTransform, YearTransform
 from pyiceberg.types import IcebergType, LongType, NestedField, StringType, TimestamptzType
 
-from glue_processor.read.extra import EXTRA, EXTRA_TYPE
-from glue_processor.read.ndjson import STRING
+from glue_processor.shared.declared import RESCUED, RESCUED_TYPE, DeclaredSchema
+from glue_processor.shared.extra import EXTRA, EXTRA_TYPE
 from glue_processor.shared.names import LINEAGE_TYPES as ARROW_LINEAGE
-from glue_processor.shared.names import TIMESTAMP, column_names
-from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema
-from glue_processor.table.partitioning import PartitionPlan
+from glue_processor.shared.names import STRING, TIMESTAMP, column_names
+from glue_processor.shared.partitioning import PartitionPlan
 
 # The lineage columns as Iceberg types, from their one declaration (glue_processor/shared/names.py).
 _ICEBERG: dict[pa.DataType, IcebergType] = {

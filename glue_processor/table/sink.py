@@ -17,14 +17,14 @@ from contracts.ledger import CommitRecord, PublishedFile, TableShare
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.plan.routes import Routes, TableConfig
 from glue_processor.settings import JobSettings
-from glue_processor.table.partitioning import parse_partition_by
+from glue_processor.shared.partitioning import parse_partition_by
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
 
     from glue_processor.keys.state import Segment
+    from glue_processor.shared.declared import DeclaredSchema
     from glue_processor.table.datafiles import StatsPlan, WrittenFile
-    from glue_processor.table.declared import DeclaredSchema
     from glue_processor.table.history import LoadHistory
     from glue_processor.table.quarantine import QuarantineTable
 

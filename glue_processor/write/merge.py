@@ -32,20 +32,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from glue_processor.plan.sizing import plan_groups
-from glue_processor.read.extra import EXTRA, to_map, values_in
 from glue_processor.read.parts import Staged, output_table
 from glue_processor.shared import parquet as parquet_writer
+from glue_processor.shared.declared import RESCUED, RESCUED_TYPE, DeclaredSchema, column_type
+from glue_processor.shared.extra import EXTRA, to_map, values_in
 from glue_processor.shared.names import LINEAGE_COLUMNS, column_names
 from glue_processor.shared.objects import ObjectStore, local_path, store_for
-from glue_processor.table.declared import RESCUED, RESCUED_TYPE, DeclaredSchema, column_type
 from glue_processor.table.footer import footer_at, footer_of, metadata_of
 from glue_processor.write.compose import composed
 from glue_processor.write.concat import ConcatError, concat
 from glue_processor.write.shared import SharedReader
 
 if TYPE_CHECKING:
+    from glue_processor.shared.partitioning import PartitionPlan
     from glue_processor.table.datafiles import StatsPlan
-    from glue_processor.table.partitioning import PartitionPlan
 
 logger = logging.getLogger(__name__)
 

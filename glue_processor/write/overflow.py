@@ -6,7 +6,7 @@ here, most of it in the write stage). A partition source of unbounded cardinalit
 partition on an id, a crafted ``ts`` spread over centuries) would otherwise make every batch that
 slow and that large, and the table millions of files. Past the limit, rows join the null
 partition: their partition values move to ``_extra`` under their keys and the columns are NULL there
-(:meth:`glue_processor.table.partitioning.PartitionPlan.demote`), as for an identity value too long
+(:meth:`glue_processor.shared.partitioning.PartitionPlan.demote`), as for an identity value too long
 to be a partition. Two steps choose which:
 
 - a parse task keeps apart the rows of the first ``limit`` partitions it meets (the largest first

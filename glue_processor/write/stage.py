@@ -24,16 +24,16 @@ from glue_processor.plan.sizing import plan_groups
 from glue_processor.plan.tasks import SparkMap
 from glue_processor.read.outcome import Outcome
 from glue_processor.read.parts import Staged
+from glue_processor.shared.declared import DeclaredSchema
 from glue_processor.shared.objects import store_for
-from glue_processor.table.declared import DeclaredSchema
 from glue_processor.write.merge import MergeSpec, concatenable, merge_parts, plan_merge
 from glue_processor.write.overflow import overflow
 from glue_processor.write.shared import SharedReader, contiguous_groups
 from glue_processor.write.uploads import BackgroundUploads
 
 if TYPE_CHECKING:
+    from glue_processor.shared.partitioning import PartitionPlan
     from glue_processor.table.datafiles import StatsPlan
-    from glue_processor.table.partitioning import PartitionPlan
 
 # A batch writing at most this many files by concatenation does it on the driver.
 DRIVER_CONCATS = 4

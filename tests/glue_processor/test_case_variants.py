@@ -157,7 +157,8 @@ def test_a_share_whose_columns_would_take_a_time_partition_s_name_is_refused_not
 
 def test_case_losers_weigh_every_task_and_leave_known_and_held_keys_alone() -> None:
     from glue_processor.read.outcome import case_losers
-    from glue_processor.read.task import FileOutcome, TaskResult
+    from glue_processor.read.task import TaskResult
+    from glue_processor.shared.spec import FileOutcome
 
     def task(*values: tuple[str, int]) -> TaskResult:
         return TaskResult(0, (), (), (), new_key_values=values)

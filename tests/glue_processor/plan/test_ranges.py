@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from glue_processor.plan import sizing
 from glue_processor.plan.ranges import RangeLines, count_lines, number_ranges, object_outcomes
-from glue_processor.read.spec import FileTask, TaskSpec
-from glue_processor.read.task import FileOutcome, run_task
+from glue_processor.read.task import run_task
 from glue_processor.shared.objects import ObjectStream, local_path, store_for
+from glue_processor.shared.spec import FileOutcome, FileTask, TaskSpec
 from glue_processor.shared.text import Chunk, Limits, OwnedLines, chunks, line_starts, read_from
 from tests.glue_processor.test_batch import Env
 from tests.helpers import read_rows

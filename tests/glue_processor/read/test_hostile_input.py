@@ -23,10 +23,10 @@ from bench.memory import SHAPES, measure
 from contracts.column_names import MAX_LENGTH, valid_column_name
 from glue_processor.plan.ranges import count_lines, number_ranges
 from glue_processor.read import ndjson
-from glue_processor.read.spec import FileTask
 from glue_processor.read.task import memory_bound, run_task
 from glue_processor.shared import names
 from glue_processor.shared.objects import local_path
+from glue_processor.shared.spec import FileTask
 from glue_processor.shared.text import Limits
 from tests.glue_processor.read.test_task import file_task, spec
 

@@ -129,7 +129,7 @@ def test_another_case_of_a_column_the_table_has_goes_to_extra() -> None:
 
 
 def test_another_case_of_a_known_key_s_column_name_goes_to_extra_too() -> None:
-    from glue_processor.read.spec import TaskSpec
+    from glue_processor.shared.spec import TaskSpec
 
     # Given known keys "Kind" and "kind", whose columns are Kind and kind__2
     known = ("Kind", "kind")
@@ -143,7 +143,7 @@ def test_another_case_of_a_known_key_s_column_name_goes_to_extra_too() -> None:
 
 
 def test_a_key_held_for_a_share_set_aside_is_a_column_as_it_is_and_no_other_case_of_it() -> None:
-    from glue_processor.read.spec import TaskSpec
+    from glue_processor.shared.spec import TaskSpec
 
     # Given a share set aside that will add "kind" (held), and a table that knows "u"
     spec = TaskSpec(0, (), ("u",), "file:///d", "file:///q", 0, datetime.now(UTC), 1, held=("kind",))
@@ -157,7 +157,7 @@ def test_a_key_held_for_a_share_set_aside_is_a_column_as_it_is_and_no_other_case
 
 
 def test_a_held_key_whose_column_has_a_suffix_is_no_column_of_a_later_share() -> None:
-    from glue_processor.read.spec import TaskSpec
+    from glue_processor.shared.spec import TaskSpec
 
     # Given a share set aside that brought "Kind" and "kind" (columns Kind and kind__2)
     spec = TaskSpec(0, (), (), "file:///d", "file:///q", 0, datetime.now(UTC), 1, held=("Kind", "kind"))

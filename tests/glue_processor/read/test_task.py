@@ -18,10 +18,10 @@ import pytest
 from glue_processor.read import parts
 from glue_processor.read import task as tasks
 from glue_processor.read.parts import ParquetParts, Staged
-from glue_processor.read.spec import FileTask, TaskSpec
 from glue_processor.read.task import run_task
 from glue_processor.shared.names import LINEAGE_COLUMNS
 from glue_processor.shared.objects import LocalStore, ObjectMissing, S3Store, local_path, split_s3, store_for
+from glue_processor.shared.spec import FileTask, TaskSpec
 from glue_processor.write.merge import MergeSpec, merge_parts
 
 NOW = datetime.now(UTC)
@@ -309,8 +309,8 @@ def test_rows_partitions_hold_are_written_when_nothing_else_is_pending_at_the_en
     """A task whose last piece of rows filled a row group exactly (nothing pending at its end) still
     writes what its partitions hold. It did not: the final flush returned before releasing them,
     and those rows were counted as loaded but never written (found by make bench-partitions at 64 MB)."""
-    from glue_processor.table.declared import parse_schema
-    from glue_processor.table.partitioning import parse_partition_by
+    from glue_processor.shared.declared import parse_schema
+    from glue_processor.shared.partitioning import parse_partition_by
 
     root = tmp_path / "src"
     root.mkdir()
@@ -356,7 +356,7 @@ def test_a_partition_of_an_objects_uri_holds_its_rows_and_a_uri_past_the_bound_g
     """A task holds each object's ``_source_uri`` as a dictionary of one value; partitions by it see the
     text: each object's rows in its own partition, and a value past MAX_PARTITION_VALUE_BYTES moved to
     ``_extra`` (the null partition's rows), as any identity value past the bound is."""
-    from glue_processor.table.partitioning import MAX_PARTITION_VALUE_BYTES, parse_partition_by
+    from glue_processor.shared.partitioning import MAX_PARTITION_VALUE_BYTES, parse_partition_by
 
     root = tmp_path / "src"
     root.mkdir()
@@ -396,7 +396,7 @@ def test_a_row_groups_lineage_dictionary_holds_only_the_objects_its_rows_come_fr
     Arrow's writer puts in the row group's dictionary page whole: files of 2,000 objects in 20
     partitions came out 10x their size (found by a review of e0be474). Each row group's dictionary
     holds the values its rows use, in a partition's own part and in the shared file's row groups."""
-    from glue_processor.table.partitioning import parse_partition_by
+    from glue_processor.shared.partitioning import parse_partition_by
 
     monkeypatch.setattr(parts, "SHARED_ROW_GROUP_BYTES", 16 * 1024)  # the shared file in several row groups
     root = tmp_path / "src"

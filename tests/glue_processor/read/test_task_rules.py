@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 
 from contracts.routing import parse_expect
 from glue_processor.read.task import run_task
+from glue_processor.shared.declared import parse_schema
 from glue_processor.shared.objects import local_path
-from glue_processor.table.declared import parse_schema
-from glue_processor.table.rules import compile_rules, rule_specs
+from glue_processor.shared.rules import compile_rules, rule_specs
 from tests.glue_processor.read.test_task import file_task, spec
 
 DECLARED = parse_schema('{"columns": {"amount": "decimal(12,2)", "ts": "timestamp"}}')

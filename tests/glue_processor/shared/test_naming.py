@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts.column_names import fit
-from glue_processor.read.extra import admit
 from glue_processor.read.ndjson import parse_ndjson
-from glue_processor.read.spec import TaskSpec
 from glue_processor.shared import names as T
+from glue_processor.shared.extra import admit
+from glue_processor.shared.spec import TaskSpec
 
 
 def _reference_names(keys: list[str]) -> list[tuple[str, str]]:

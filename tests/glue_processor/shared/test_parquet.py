@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from glue_processor.read.extra import EXTRA_TYPE
 from glue_processor.shared import parquet as parquet_writer
+from glue_processor.shared.extra import EXTRA_TYPE
 from glue_processor.write.concat import concat
 
 

@@ -13,9 +13,9 @@ import boto3
 import pyarrow.parquet as pq
 import pytest
 
-from glue_processor.read.spec import FileTask, TaskSpec
 from glue_processor.read.task import run_task
 from glue_processor.shared.objects import local_path, split_s3, store_for
+from glue_processor.shared.spec import FileTask, TaskSpec
 from glue_processor.shared.text import Chunk, Limits, LongLine, ReadFailed, TooLarge, chunks, is_document
 
 TINY = Limits(chunk_bytes=64, max_line_bytes=200, max_object_bytes=10_000)

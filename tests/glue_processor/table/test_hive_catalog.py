@@ -7,7 +7,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from glue_processor.table.declared import parse_schema
+from glue_processor.shared.declared import parse_schema
 from glue_processor.table.hive_catalog import GlueColumns
 
 

@@ -19,8 +19,8 @@ import pytest
 from pyiceberg.expressions import EqualTo, IsNull
 
 from contracts.exceptions import ConfigError
-from glue_processor.table.declared import DeclaredSchema, parse_schema
-from glue_processor.table.partitioning import (
+from glue_processor.shared.declared import DeclaredSchema, parse_schema
+from glue_processor.shared.partitioning import (
     PATH_VALUE_CHARS,
     PartitionPlan,
     _path_values,

@@ -16,7 +16,7 @@ from contracts import metrics as M
 from glue_processor.metrics.convert import record_datums
 from glue_processor.table.compact import compact
 from glue_processor.table.read import current_files, load
-from tests.glue_processor.table.test_declared import partition_dir
+from tests.glue_processor.shared.test_declared import partition_dir
 from tests.glue_processor.test_batch import Env
 from tests.helpers import declared, merge_plans, read_rows
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from glue_processor.read.spec import FileTask, TaskSpec
 from glue_processor.read.task import run_task
 from glue_processor.shared.objects import local_path
+from glue_processor.shared.spec import FileTask, TaskSpec
 from glue_processor.write.merge import merge_parts, plan_merge
 
 NOW = datetime.now(UTC)

@@ -15,13 +15,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from glue_processor.read.parts import Staged
-from glue_processor.read.spec import FileTask, TaskSpec
 from glue_processor.read.task import TaskResult, run_task
+from glue_processor.shared.declared import parse_schema
 from glue_processor.shared.objects import local_path, store_for
+from glue_processor.shared.partitioning import parse_partition_by
+from glue_processor.shared.spec import FileTask, TaskSpec
 from glue_processor.shared.spill import sort_spill
-from glue_processor.table.declared import parse_schema
 from glue_processor.table.footer import footer_of
-from glue_processor.table.partitioning import parse_partition_by
 from glue_processor.write.merge import merge_parts, plan_merge
 from glue_processor.write.shared import SharedReader, contiguous_groups
 from glue_processor.write.stage import merge_all

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from glue_processor.defaults import DEFAULT_MAX_COLUMNS
+from glue_processor.shared.declared import DeclaredSchema
 from glue_processor.shared.names import column_names
+from glue_processor.shared.partitioning import PartitionPlan
+from glue_processor.shared.rules import Rules
 from glue_processor.shared.text import Limits
-from glue_processor.table.declared import DeclaredSchema
-from glue_processor.table.partitioning import PartitionPlan
-from glue_processor.table.rules import Rules
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class TaskSpec:
     limits: Limits = field(default_factory=Limits)
     # Declared column types (--schema): converted here, what does not convert goes to _rescued.
     declared: DeclaredSchema | None = None
-    # The table's rules (glue_processor/table/rules.py), checked here on the typed rows.
+    # The table's rules (glue_processor/shared/rules.py), checked here on the typed rows.
     rules: Rules | None = None
     # Partitions from the record: each row's partition, so each file holds one (None: one partition).
     partitions: PartitionPlan | None = None
@@ -101,3 +101,21 @@ class TaskSpec:
         held ``kind`` named ``kind__2``, next to a held ``Kind``, would be named ``kind`` here)."""
         held = set(self.held)
         return frozenset(k for k, name in self._names if k in held and name == k)
+
+
+# What a task found in one object (or byte range) it was handed: the driver's outcome of it too
+# when the planner could not hand it on (a range that could not be framed)
+@dataclass(frozen=True)
+class FileOutcome:
+    read_uri: str
+    status: str
+    good: int = 0
+    bad: int = 0
+    text_bytes: int = 0
+    new_keys: tuple[str, ...] = ()
+    reason: str | None = None
+    start: int = 0  # the byte range read (FileTask.start/end)
+    end: int | None = None
+    item: int = 0  # FileTask.item
+    violations: tuple[tuple[str, int], ...] = ()  # rows that broke each rule (of those that some did)
+    dropped: int = 0  # rows a drop rule removed

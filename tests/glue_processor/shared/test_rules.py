@@ -13,9 +13,9 @@ import pytest
 
 from contracts.exceptions import ConfigError
 from contracts.routing import parse_expect, parse_routing
+from glue_processor.shared.declared import parse_schema
 from glue_processor.shared.names import TIMESTAMP
-from glue_processor.table.declared import parse_schema
-from glue_processor.table.rules import Rules, compile_rules, rule_specs
+from glue_processor.shared.rules import Rules, compile_rules, rule_specs
 
 DECLARED = parse_schema(
     '{"columns": {"amount": "decimal(12,2)", "ts": "timestamp", "qty": "bigint", "paid": "boolean", "day": "date"}}'
@@ -187,7 +187,7 @@ def test_a_rule_arrow_cannot_evaluate_on_some_rows_quarantines_them_never_drops_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from glue_processor.read.expect import check
-    from glue_processor.table import rule_sql as module
+    from glue_processor.shared import rule_sql as module
 
     # Given two rules, and Arrow failing on the drop rule's expression in these rows (its types were
     # checked at start-up; say a value past what a kernel takes)
@@ -270,7 +270,7 @@ def test_a_row_a_rule_cannot_be_evaluated_on_is_found_alone_and_the_others_are_j
 
 def test_a_rule_over_another_case_of_a_key_is_named_with_the_key_it_probably_means() -> None:
     compiled = rules({"has_user": "User_id IS NOT NULL", "line": "_line > 0", "fine": "amount > 0"})
-    from glue_processor.table.rules import misnamed
+    from glue_processor.shared.rules import misnamed
 
     assert misnamed(compiled, {"user_id", "amount", "id"}) == [("User_id", "user_id")]
     assert misnamed(compiled, {"User_id", "user_id"}) == []  # the key is there: nothing to say

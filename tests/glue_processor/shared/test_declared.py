@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts.exceptions import ConfigError
-from glue_processor.table.declared import Column, conform, convert, parse_schema
+from glue_processor.shared.declared import Column, conform, convert, parse_schema
 from glue_processor.table.read import load
 from tests.glue_processor.test_batch import Env
 from tests.helpers import declared, read_rows
@@ -206,7 +206,7 @@ def test_partitions_come_from_the_record_and_a_missing_value_is_counted_in_the_n
 
 def test_partition_by_names_what_it_cannot_use() -> None:
     from glue_processor.settings import settings_from_mapping
-    from glue_processor.table.partitioning import parse_partition_by
+    from glue_processor.shared.partitioning import parse_partition_by
 
     with pytest.raises(ConfigError, match=r"day\(x\) needs a timestamp or date column"):
         parse_partition_by("day(x)", None)

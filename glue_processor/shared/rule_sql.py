@@ -3,7 +3,7 @@
 sqlglot parses the rule in the dialect Athena (Trino) writes; :class:`_Compiler` turns each node it
 knows into the ``pyarrow.compute`` function that does the same, with SQL's NULLs (Arrow's Kleene
 ``and``/``or``; ``x IN (...)`` NULL when ``x`` is), and refuses every other node (:class:`Refused`,
-which :mod:`glue_processor.table.rules` words as the one line naming the table and the rule). No
+which :mod:`glue_processor.shared.rules` words as the one line naming the table and the rule). No
 expression is evaluated here but by Arrow's engine (:func:`project`).
 """
 
@@ -18,8 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import acero
 
-from glue_processor.read.ndjson import STRING
-from glue_processor.shared.names import TIMESTAMP
+from glue_processor.shared.names import STRING, TIMESTAMP
 
 DIALECT = "trino"
 

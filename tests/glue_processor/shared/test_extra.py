@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from glue_processor.read.extra import EXTRA, admit, to_map
-from glue_processor.read.spec import TaskSpec
 from glue_processor.read.task import run_task
+from glue_processor.shared.extra import EXTRA, admit, to_map
 from glue_processor.shared.names import LINEAGE_COLUMNS, column_names
 from glue_processor.shared.objects import local_path
+from glue_processor.shared.spec import TaskSpec
 from glue_processor.write.merge import MergeSpec, merge_parts
 from tests.glue_processor.read.test_task import file_task
 from tests.glue_processor.read.test_task import spec as task_spec

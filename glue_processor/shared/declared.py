@@ -34,8 +34,7 @@ import pyarrow.compute as pc
 
 from contracts.column_names import MAX_DATA_COLUMNS, valid_column_name
 from contracts.exceptions import ConfigError
-from glue_processor.read.ndjson import STRING
-from glue_processor.shared.names import TIMESTAMP
+from glue_processor.shared.names import STRING, TIMESTAMP
 
 RESCUED = "_rescued"
 RESCUED_TYPE = pa.map_(pa.string(), pa.string())

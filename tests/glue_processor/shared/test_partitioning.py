@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 import pyarrow as pa
 import pytest
 
-from glue_processor.table.partitioning import NULL, TIME_TRANSFORMS, Field, PartitionPlan
+from glue_processor.shared.partitioning import NULL, TIME_TRANSFORMS, Field, PartitionPlan
 
 
 def per_row(plan: PartitionPlan, table: pa.Table) -> list[str]:
@@ -90,7 +90,7 @@ def test_a_column_of_one_value_is_labelled_once_as_per_row(fields: tuple[Field, 
 def test_demoted_rows_are_in_the_null_partition_with_their_values_in_extra() -> None:
     from decimal import Decimal
 
-    from glue_processor.read.extra import EXTRA_TYPE, to_map
+    from glue_processor.shared.extra import EXTRA_TYPE, to_map
 
     # Given rows of a spec over a timestamp, a date, a bigint, a decimal, a boolean and a string,
     # one of them with an entry of _extra already, one with some values missing
@@ -143,7 +143,7 @@ def test_demoted_rows_are_in_the_null_partition_with_their_values_in_extra() -> 
 
 
 def test_a_demoted_value_never_makes_a_key_twice_in_a_row_s_extra() -> None:
-    from glue_processor.read.extra import to_map
+    from glue_processor.shared.extra import to_map
 
     # Given day(_event_time), and a row whose _extra holds a producer's own _event_time (past the bound)
     plan = PartitionPlan((Field("day", "_event_time", "_event_time", "_event_time_day"),))

@@ -24,7 +24,7 @@ timestamp in UTC (``TIMESTAMP '...'`` without an offset is UTC too, as a declare
 not declared is a string. Lineage columns (``_line``, ``_source_uri``, ``_event_time``...) may be used.
 
 The language: SQL as Athena (Trino) writes it, parsed by sqlglot and compiled to ``pyarrow.compute``
-expressions (:mod:`glue_processor.table.rule_sql`), which Arrow evaluates on the task's columns where
+expressions (:mod:`glue_processor.shared.rule_sql`), which Arrow evaluates on the task's columns where
 they are (no copy, no row loop): comparisons, ``AND``/``OR``/``NOT``, ``IS [NOT] NULL``, ``[NOT] IN
 (...)``, ``BETWEEN``, ``LIKE``, ``regexp_like``, ``+ - * /`` (checked: an overflow or a bigint's
 ``/ 0`` is an error, the row quarantined saying so; ``/`` of two bigints truncates, as Trino's does,
@@ -61,10 +61,10 @@ import pyarrow.compute as pc
 
 from contracts.exceptions import ConfigError
 from contracts.routing import Expect, OnFail
-from glue_processor.read.extra import EXTRA
+from glue_processor.shared import rule_sql
+from glue_processor.shared.declared import RESCUED, DeclaredSchema, column_type
+from glue_processor.shared.extra import EXTRA
 from glue_processor.shared.names import LINEAGE_TYPES  # the lineage columns a rule may read, typed
-from glue_processor.table import rule_sql
-from glue_processor.table.declared import RESCUED, DeclaredSchema, column_type
 
 ON_FAIL: tuple[OnFail, ...] = get_args(OnFail)
 

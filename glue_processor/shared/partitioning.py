@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from contracts.exceptions import ConfigError
-from glue_processor.read.extra import EXTRA, to_map
+from glue_processor.shared.declared import DeclaredSchema
+from glue_processor.shared.extra import EXTRA, to_map
 from glue_processor.shared.names import LINEAGE_COLUMNS, column_names, decoded, nameable
-from glue_processor.table.declared import DeclaredSchema
 
 DEFAULT = "day(_ingest_time)"
 TIME_TRANSFORMS = {"year": "%Y", "month": "%Y-%m", "day": "%Y-%m-%d", "hour": "%Y-%m-%d-%H"}
