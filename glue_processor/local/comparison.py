@@ -148,13 +148,11 @@ def reconcile_bounded(
         return reconcile(landed, head, routed=routed)
     with tempfile.TemporaryDirectory(prefix="reconcile-", dir=spill_dir) as tmp:
         root = Path(tmp)
-        load_files = _split((_load_row(x) for src in (head, loads) for x in src), root / "loads", parts, level=0)
-        del head
+        load_rows = (_load_row(x) for src in (head, loads) for x in src)
         landed_rows = ([n, o.bucket, o.key, o.etag, o.size, o.version_id] for n, o in enumerate(landed))
-        landed_files = _split(landed_rows, root / "landed", parts, level=0, at=slice(1, 4))
-        report = Report()
-        for (loads_path, count), (landed_path, _) in zip(load_files, landed_files, strict=True):
-            _merge(report, _part(loads_path, count, landed_path, routed, limit=limit, parts=parts, level=1))
+        split = _split_both(load_rows, landed_rows, root / "loads", root / "landed", parts, level=0)
+        del head
+        report = _merged(split, routed, limit=limit, parts=parts, level=1)
     missing = report.never_ingested
     missing.sort(key=lambda o: o.seq if isinstance(o, _Listed) else 0)
     for i, o in enumerate(missing):
@@ -178,17 +176,49 @@ def _part(
     level: int,
 ) -> Report:
     if count > limit and level < DEPTH:  # one hash's part still too large: split it by another
-        load_files = _split(_rows(loads_path), loads_path.with_suffix(""), parts, level=level)
-        landed_files = _split(_rows(landed_path), landed_path.with_suffix(""), parts, level=level, at=slice(1, 4))
+        split = _split_both(
+            _rows(loads_path),
+            _rows(landed_path),
+            loads_path.with_suffix(""),
+            landed_path.with_suffix(""),
+            parts,
+            level=level,
+        )
         loads_path.unlink()
         landed_path.unlink()
-        report = Report()
-        for (lp, n), (dp, _) in zip(load_files, landed_files, strict=True):
-            _merge(report, _part(lp, n, dp, routed, limit=limit, parts=parts, level=level + 1))
-        return report
+        return _merged(split, routed, limit=limit, parts=parts, level=level + 1)
     report = reconcile(_landed_of(landed_path), (Load(*r) for r in _rows(loads_path)), routed=routed)
     loads_path.unlink()
     landed_path.unlink()
+    return report
+
+
+def _split_both(
+    load_rows: Iterable[list[Any]],
+    landed_rows: Iterable[list[Any]],
+    loads: Path,
+    landed: Path,
+    parts: int,
+    *,
+    level: int,
+) -> list[tuple[Path, int, Path]]:
+    """Loads and landed objects split alike: each part's (loads file, its loads, landed file)."""
+    load_files = _split(load_rows, loads, parts, level=level)
+    landed_files = _split(landed_rows, landed, parts, level=level, at=slice(1, 4))
+    return [(lp, n, dp) for (lp, n), (dp, _) in zip(load_files, landed_files, strict=True)]
+
+
+def _merged(
+    split: list[tuple[Path, int, Path]],
+    routed: Callable[[str], bool] | None,
+    *,
+    limit: int,
+    parts: int,
+    level: int,
+) -> Report:
+    report = Report()
+    for loads_path, count, landed_path in split:
+        _merge(report, _part(loads_path, count, landed_path, routed, limit=limit, parts=parts, level=level))
     return report
 
 

@@ -1,4 +1,5 @@
-"""What the driver hands one parse task: the objects (or byte ranges) it reads, and how it writes them.
+"""What the driver hands one parse task (the objects or byte ranges it reads, and how it writes
+them), and what the task finds in each (:class:`FileOutcome`).
 
 The contract between the batch's plan (:mod:`glue_processor.plan.tasks`, :mod:`glue_processor.plan.ranges`)
 and the task (:mod:`glue_processor.read.task`); the task's Parquet parts
