@@ -172,8 +172,8 @@ LOAD_HISTORY_DROPPED = _m(
     "Count",
     J,
     "committed batches the load history stopped retrying since the last report (a 33rd owed, or the job "
-    "stopped owing them): their rows are only in the ledger's commit records, which make backfill OUTPUT= and "
-    "make reconcile read instead of the history: alarms",
+    "stopped owing them; a restart within 15 minutes appends those from the ledger): their rows are in the "
+    "ledger's commit records, which make backfill OUTPUT= and make reconcile read instead of the history: alarms",
 )
 TABLE_SNAPSHOTS = _m("TableSnapshots", "Count", J, "Iceberg snapshots in the table's metadata (retention bounds it)")
 TABLE_DATA_FILES = _m("TableDataFiles", "Count", J, "data files in the table's current snapshot (compaction bounds it)")

@@ -42,9 +42,11 @@ from glue_processor.commit import after_load
 from glue_processor.commit.deferred import Deferred, SetAside
 from glue_processor.commit.failures import Failures
 from glue_processor.commit.ledger import BatchCommitter
+from glue_processor.commit.owed import Debt, replay_owed
 from glue_processor.commit.publication import PublishRefused
 from glue_processor.commit.publisher import Publisher
 from glue_processor.commit.record import Attempt, ShareResult, in_place, make_record, name_outputs
+from glue_processor.generations import previous_query_id
 from glue_processor.hadoop_fs import HadoopFS
 from glue_processor.metrics.convert import history_datums
 from glue_processor.metrics.report import report
@@ -178,6 +180,20 @@ class ManifestBatchJob:
         if last is not None and self.metrics is not None:
             self.metrics.probe.mark_processed(last.manifests)
 
+    def _replay_history(self, batch_id: int) -> None:
+        """After a restart: the load history's rows the last run still owed (its recent batches, and
+        the previous generation's, that the history lacks; :mod:`glue_processor.commit.owed`)."""
+        history = self.tables.history
+        if history is None:
+            return
+        try:
+            previous = previous_query_id(self.fs, self.settings.checkpoint_uri)
+        except Exception:  # the history only: its own checks go on without it
+            logger.exception("the previous generation's query id could not be read")
+            previous = None
+        debts = [Debt(self.committer(previous))] if previous and previous != self.query_id else []
+        replay_owed([*debts, Debt(self.committer(), before=batch_id)], history, self.routes)
+
     def _hold_pending(self) -> None:
         """Hold the keys of the shares set aside that the replay did not hold (set aside before the
         dedupe snapshot), read from their records: at most the list's bound of them, in parallel.
@@ -271,6 +287,7 @@ class ManifestBatchJob:
             if not self._resumed:
                 self._resumed = True
                 self.resume()
+                self._replay_history(batch_id)
             self.publisher().retry_deferred(self.committer)
             self._hold_pending()
             committer = self.committer()

@@ -33,6 +33,18 @@ def latest_generation(fs: HadoopFS, base: str) -> int:
     return max(numbers, default=1)
 
 
+def previous_query_id(fs: HadoopFS, checkpoint: str) -> str | None:
+    """The streaming query id of the generation before ``checkpoint`` (``<base>/gen-<n>``); None for
+    the first generation, a checkpoint outside generations, or one that never started."""
+    base, _, tail = checkpoint.rstrip("/").rpartition("/")
+    if not tail.startswith(PREFIX) or not tail[len(PREFIX) :].isdigit() or int(tail[len(PREFIX) :]) < 2:
+        return None
+    metadata = f"{generation_uri(base, int(tail[len(PREFIX) :]) - 1)}/metadata"
+    if not fs.exists(metadata):
+        return None
+    return str(json.loads(fs.read_bytes(metadata))["id"])
+
+
 def committed_batches(fs: HadoopFS, checkpoint: str) -> int:
     """Batches Spark committed in this checkpoint (its commit log is named by batch id)."""
     ids = [int(i.name) for i in fs.list(f"{checkpoint}/commits") if i.name.isdigit()]

@@ -244,6 +244,21 @@ class LoadHistory:
         """Appends this process owes the history and still tries (metric ``LoadHistoryBehind``)."""
         return len(self._behind)
 
+    def appended(self, query_id: str) -> set[int]:
+        """The batches of ``query_id`` whose own rows (part ``""``) a snapshot of the history names,
+        as the catalog has it now. Every snapshot of the last ``DENSE`` is there; older ones thinned."""
+        table = self._table()
+        table.refresh()
+        out: set[int] = set()
+        for snapshot in table.metadata.snapshots:
+            summary = snapshot.summary
+            if summary is None or summary.get(QUERY_ID) != query_id or summary.get(PART, ""):
+                continue
+            batch = str(summary.get(BATCH_ID) or "")
+            if batch.isdigit():
+                out.add(int(batch))
+        return out
+
     def take_dropped(self) -> int:
         """Appends dropped since the last call (metric ``LoadHistoryDropped``: a count per report,
         so each loss is its own alarm)."""
@@ -262,8 +277,8 @@ class LoadHistory:
             previous.lost = previous._unreported = 0
 
     def abandon(self) -> int:
-        """The job stops owing appends: log each (the ledger has their rows) and count them
-        dropped. Returns how many."""
+        """The job stops owing appends: log each (the ledger has their rows; a restart soon appends
+        them from it, :mod:`glue_processor.commit.owed`) and count them dropped. Returns how many."""
         with self._lock:
             while self._behind:
                 self._drop(self._behind.popleft(), "the job stopped")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from glue_processor.table.catalog import open_catalog
 from glue_processor.table.history import LoadHistory
 from tests.glue_processor.test_generations import a_generation_a_manifest
+from tests.glue_processor.test_intake import _manifests
 
 pytestmark = pytest.mark.spark
 
@@ -102,3 +104,66 @@ def test_a_job_that_stops_owing_the_history_says_which_batch_it_drops(
     assert [(r.batch_id, r.why) for r in dropped] == [(0, "the job stopped")]  # type: ignore[attr-defined]
     assert sum(_metric(metrics, "LoadHistoryDropped")) == 1
     assert run.last is not None and run.last.tables.history.behind == 0
+
+
+def _refusing(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The load history refuses every append from now on (until ``monkeypatch.undo()``)."""
+    attempts: list[int] = []
+
+    def refused(self: LoadHistory, *args: Any, **kwargs: Any) -> None:
+        attempts.append(1)
+        raise OSError("the catalog refuses the history table")
+
+    monkeypatch.setattr(LoadHistory, "_append", refused)
+    return attempts
+
+
+@pytest.mark.parametrize("rotate", ["1", "0"], ids=["next-generation", "same-generation"])
+def test_a_restart_appends_what_the_stopped_job_still_owed_the_history(
+    monkeypatch: pytest.MonkeyPatch, spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, rotate: str
+) -> None:
+    # Given a job that stopped owing the history its one batch (the append refused, then dropped)
+    metrics = tmp_path / "metrics.jsonl"
+    settings = a_generation_a_manifest(
+        tmp_path, 1, trigger_interval_seconds="1", metrics_sinks="jsonl", metrics_jsonl_path=str(metrics)
+    ).model_copy(update={"checkpoint_rotate_manifests": int(rotate)})
+    attempts = _refusing(monkeypatch)
+    _, ids = _run(spark, settings, until=lambda: len(attempts) >= 2)
+    assert ids == [0] and sum(_metric(metrics, "LoadHistoryDropped")) == 1
+    # When it restarts, the history works again, and a second object comes (in the next checkpoint
+    # generation, a new query, or in the same one)
+    monkeypatch.undo()
+    _manifests(tmp_path, 1, start=1)
+    caplog.set_level(logging.WARNING, logger="glue_processor.commit.owed")
+    _, ids = _run(spark, settings, until=lambda: True)
+    # Then the restart appended the first run's batch from the ledger: each object once
+    assert ids == [0 if rotate == "1" else 1]
+    assert _history_keys(settings) == ["o000.ndjson", "o001.ndjson"]
+    said = [r for r in caplog.records if r.getMessage().startswith("appended at the restart")]
+    assert [r.count for r in said] == [1]  # type: ignore[attr-defined]
+
+
+def test_a_restart_appends_only_inside_the_window_the_history_can_vouch_for(
+    monkeypatch: pytest.MonkeyPatch, spark: Any, tmp_path: Path
+) -> None:
+    from glue_processor.commit.owed import WINDOW, Debt, replay_owed
+
+    # Given a stopped job that owes the history its batch
+    settings = a_generation_a_manifest(tmp_path, 1, trigger_interval_seconds="1").model_copy(
+        update={"checkpoint_rotate_manifests": 0}
+    )
+    attempts = _refusing(monkeypatch)
+    run, _ = _run(spark, settings, until=lambda: len(attempts) >= 2)
+    monkeypatch.undo()
+    job = run.last
+    debt = [Debt(job.committer())]
+    # When the restart comes later than the window (the history may have thinned the batch's
+    # snapshot away, so its absence proves nothing)
+    late = datetime.now(UTC) + WINDOW + timedelta(minutes=1)
+    # Then nothing is appended
+    assert replay_owed(debt, job.tables.history, job.routes, now=late) == []
+    assert _history_keys(settings) == []
+    # And inside it the batch is appended, once, however often the restart checks
+    assert replay_owed(debt, job.tables.history, job.routes) == [(job.query_id, 0)]
+    assert replay_owed(debt, job.tables.history, job.routes) == []
+    assert _history_keys(settings) == ["o000.ndjson"]

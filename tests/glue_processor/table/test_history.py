@@ -107,8 +107,9 @@ def test_a_history_that_comes_back_is_given_the_batches_it_missed(spark: Any, tm
     history_writer._table = broken
     job.run([env.manifest("m0", [env.put("in/a.json", _lines({"a": 1}))])], 0)
     job.run([env.manifest("m1", [env.put("in/b.json", _lines({"b": 1}))])], 1)
-    # Then the second batch tried the history once, not once per batch it owes
-    assert len(calls) == 2 and history_writer.behind == 2
+    # Then the second batch tried the history once, not once per batch it owes (the first read it
+    # twice: what a restart owes it, glue_processor.commit.owed, then its own append)
+    assert len(calls) == 3 and history_writer.behind == 2
     # When it comes back and the next batch runs
     history_writer._table = working
     job.run([env.manifest("m2", [env.put("in/c.json", _lines({"c": 1}))])], 2)
