@@ -171,7 +171,7 @@ def _headline(report: RunReport, kinds: Counter[str], rows: Counter[str], bad: i
     parts += [f"{kinds[k]:,} {k}{rows_of(k) if rows[k] else ''}" for k in others]
     parts += [f"{kinds[k]:,} {k}" for k in ("already loaded", "superseded") if kinds[k]]
     if bad:
-        parts.append(f"{bad:,} line{'s' * (bad != 1)} quarantined")
+        parts.append(_quarantined(bad, report.quarantined))
     batches = len(report.records)
     new = report.fed_files - report.changed_files - report.removed_files + len(report.ignored)
     changed = f", {report.changed_files:,} changed" if report.changed_files else ""
@@ -181,6 +181,17 @@ def _headline(report: RunReport, kinds: Counter[str], rows: Counter[str], bad: i
         + ", ".join(parts)
         + f" ({batches} batch{'es' * (batches != 1)}, {report.seconds:.1f} s)"
     )
+
+
+def _quarantined(bad: int, quarantined: Sequence[dict[str, Any]]) -> str:
+    """The headline's count of what was quarantined: ``bad`` records. Said in lines when every one
+    of them is in hand (the summary reads the first few): the elements of a line that is a JSON
+    array are records of one line. Otherwise in records, the unit the count is in."""
+    lines = [(q.get("source_uri"), q.get("line")) for q in quarantined if q.get("kind") == "line"]
+    if len(lines) != bad:
+        return f"{bad:,} record{'s' * (bad != 1)} quarantined"
+    n = len(set(lines))
+    return f"{n:,} line{'s' * (n != 1)} quarantined" + (f" ({bad:,} records)" if n != bad else "")
 
 
 def _problems(

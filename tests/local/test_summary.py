@@ -131,7 +131,7 @@ def test_a_refusal_older_than_the_records_kept_still_fails_the_run() -> None:
 
 def test_the_elements_of_an_array_line_are_one_line_of_the_summary() -> None:
     # Given a file whose line 1 is [1,2,3] (read as a document: three records, all of line 1)
-    record = _record(0, _source("arr.json", "ingested", 2))
+    record = _record(0, _source("arr.json", "ingested", 2).model_copy(update={"bad_records": 4}))
     bad = {"kind": "line", "source_uri": "s3://local-landing/arr.json", "line": 1}
     reason = "record is a JSON scalar, expected an object"
     quarantined = [{**bad, "reason": reason}] * 3 + [{**bad, "line": 4, "reason": "malformed JSON"}]
@@ -142,3 +142,14 @@ def test_the_elements_of_an_array_line_are_one_line_of_the_summary() -> None:
         f"  line quarantined   d/arr.json:1  {reason} (3 records of the line)",
         "  line quarantined   d/arr.json:4  malformed JSON",
     ], text
+    # And the headline counts two lines, of four records (the record says 4 bad records)
+    assert "2 lines quarantined (4 records)" in text.splitlines()[0], text
+
+
+def test_the_headline_counts_records_when_the_summary_holds_only_the_first_quarantined() -> None:
+    # Given a file with 500 bad lines, of which the summary reads the first few
+    record = _record(0, _source("a.ndjson", "ingested", 2).model_copy(update={"bad_records": 500}))
+    first = [{"kind": "line", "source_uri": "s3://local-landing/a.ndjson", "line": n, "reason": "x"} for n in range(3)]
+    text = render(_report(record, quarantined=first), here=Path("/"))
+    # Then it says the count in the unit it has, not lines it cannot tell apart
+    assert "500 records quarantined" in text.splitlines()[0], text
