@@ -121,8 +121,10 @@ def test_what_the_ledger_holds_is_skipped_and_manifests_are_bounded() -> None:
     objects = [InventoryObject("land", f"incoming/{i}.json", 100, f"e{i}", T0) for i in range(5)]
     ledger = [record(0, ("land", "incoming/0.json", "e0", "ingested"), ("land", "incoming/1.json", "e1", "ingested"))]
     report = BackfillReport()
-    manifests = plan_backfill(
-        objects, lambda _keys: loads_of(ledger), Selection(), max_bytes=250, max_files=1000, report=report
+    manifests = list(
+        plan_backfill(
+            objects, lambda _keys: loads_of(ledger), Selection(), max_bytes=250, max_files=1000, report=report
+        )
     )
     assert (report.listed, report.selected, report.already_ingested) == (5, 5, 2)
     assert [sorted(e.key for e in m.entries) for m in manifests] == [
@@ -146,7 +148,7 @@ def test_only_the_loads_of_selected_objects_are_kept_whatever_the_history() -> N
         asked.append(set(keys))
         return itertools.chain(others, ours)
 
-    manifests = plan_backfill(objects, loads, Selection(), max_bytes=10**9, max_files=1000, report=report)
+    manifests = list(plan_backfill(objects, loads, Selection(), max_bytes=10**9, max_files=1000, report=report))
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     # Then ours is skipped, the rest emitted, and memory held the selection, not the history
@@ -154,6 +156,48 @@ def test_only_the_loads_of_selected_objects_are_kept_whatever_the_history() -> N
     assert sorted(e.key for m in manifests for e in m.entries) == ["new/1.json", "new/2.json"]
     assert peak < 5_000_000, peak  # each load indexed would be ~60 MB
     assert asked == [{"new/0.json", "new/1.json", "new/2.json"}]  # the keys a history read filters on
+
+
+def test_a_selection_larger_than_a_chunk_is_planned_a_chunk_at_a_time() -> None:
+    # Given 60,000 objects of a bucket backfilled whole (no SINCE, no PREFIX), 1 in 10 ingested
+    n = 60_000
+    objects = (InventoryObject("land", f"k/{i:06d}.json", 100, f"e{i}", T0) for i in range(n))
+    done = [Load("land", f"k/{i:06d}.json", f"e{i}", "ingested", None, 1) for i in range(0, n, 10)]
+    asked: list[int] = []
+
+    def loads(keys: Any) -> Any:
+        asked.append(len(keys))
+        return iter(done)
+
+    def plan(chunk: int) -> tuple[list[Any], BackfillReport, int]:
+        report = BackfillReport()
+        tracemalloc.start()
+        out = [
+            sorted(e.key for e in m.entries)
+            for m in plan_backfill(
+                objects_again(), loads, Selection(), max_bytes=10**9, max_files=1000, report=report, chunk=chunk
+            )
+        ]
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return out, report, peak
+
+    def objects_again() -> Any:
+        return (InventoryObject("land", f"k/{i:06d}.json", 100, f"e{i}", T0) for i in range(n))
+
+    del objects
+    whole, whole_report, whole_peak = plan(n)
+    asked.clear()
+    chunked, report, peak = plan(12_000)
+    # When it is planned 12,000 at a time: five reads of the loads, each on its chunk's keys
+    assert asked == [12_000] * 5
+    # Then the same objects are emitted, each once, the ingested skipped, in the same order
+    emitted = [k for m in chunked for k in m]
+    assert emitted == [k for m in whole for k in m] and len(emitted) == len(set(emitted)) == n - n // 10
+    assert (report.listed, report.selected, report.already_ingested) == (n, n, n // 10)
+    assert vars(report) == vars(whole_report)
+    # And memory held a chunk, not the selection (the planner's peak grows with what it holds)
+    assert peak < whole_peak / 2, (peak, whole_peak)
 
 
 def history_table(catalog_uri: str, database: str, location: Path) -> Any:

@@ -188,6 +188,13 @@ class BackfillReport:
 Loads = Callable[[Collection[str]], Iterable[Load]]
 
 
+# Selected objects compared with the loads at once (~1 GB: the planner holds ~1.9 KB an object,
+# tests/test_backfill.py): a selection larger than this (a whole bucket, no SINCE or PREFIX) is
+# planned a chunk at a time, each chunk one read of the loads filtered on its keys, so memory does
+# not grow with the bucket
+CHUNK = 500_000
+
+
 def plan_backfill(
     objects: Iterable[InventoryObject],
     loads: Loads,
@@ -196,19 +203,38 @@ def plan_backfill(
     max_bytes: int,
     max_files: int,
     report: BackfillReport,
-) -> list[Any]:
-    """The manifests (the manifest Lambda's planner) for the selected objects no load ingested.
-    Only the loads of selected objects are kept: memory holds the selection, not the history."""
+    chunk: int = CHUNK,
+) -> Iterator[Any]:
+    """The manifests (the manifest Lambda's planner) for the selected objects no load ingested,
+    planned as they are consumed, ``chunk`` selected objects at a time. Only the loads of a chunk's
+    objects are kept: memory holds one chunk, not the selection nor the history. ``report`` counts
+    what was consumed so far."""
     chosen: dict[tuple[str, str, str], InventoryObject] = {}
+    planned = 0
     for o in objects:
         report.listed += 1
         if selection.admits(o):
             chosen[(o.bucket, o.key, o.etag)] = o
-    report.selected = len(chosen)
+            if len(chosen) >= chunk:
+                yield from _plan_chunk(chosen, loads, max_bytes=max_bytes, max_files=max_files, report=report)
+                chosen, planned = {}, planned + 1
+    if chosen or not planned:
+        yield from _plan_chunk(chosen, loads, max_bytes=max_bytes, max_files=max_files, report=report)
+
+
+def _plan_chunk(
+    chosen: dict[tuple[str, str, str], InventoryObject],
+    loads: Loads,
+    *,
+    max_bytes: int,
+    max_files: int,
+    report: BackfillReport,
+) -> list[Any]:
+    report.selected += len(chosen)
     landed = [LandedObject(o.bucket, o.key, o.etag, o.size, o.version_id) for o in chosen.values()]
     relevant = (x for x in loads({k for _, k, _ in chosen}) if (x.bucket, x.key, x.etag) in chosen)
     missing = reconcile(landed, relevant).never_ingested
-    report.already_ingested = report.selected - len(missing)
+    report.already_ingested += len(chosen) - len(missing)
     messages = []
     for i, lo in enumerate(missing):
         o = chosen[(lo.bucket, lo.key, lo.etag)]
@@ -225,7 +251,7 @@ def plan_backfill(
 
 
 def emit(
-    manifests: list[Any],
+    manifests: Iterable[Any],
     put: Callable[[str, bytes], None],
     *,
     prefix: str,
@@ -304,12 +330,16 @@ def local_backfill(workdir: Path, inventory: Path, selection: Selection, *, rate
         report=report,
     )
     buckets = LocalBuckets(LocalLayout(workdir).buckets)
-    _mark_fed(workdir, manifests)
+
+    def fed_first(planned: Iterable[Any]) -> Iterator[Any]:
+        for manifest in planned:  # its objects recorded as fed before it is written
+            _mark_fed(workdir, [manifest])
+            yield manifest
 
     def put(key: str, body: bytes) -> None:
         buckets.put(MANIFEST_BUCKET, key, body, content_type="application/json")
 
-    emit(manifests, put, prefix=MANIFEST_PREFIX, rate_mb_s=rate_mb_s, report=report)
+    emit(fed_first(manifests), put, prefix=MANIFEST_PREFIX, rate_mb_s=rate_mb_s, report=report)
     return report
 
 
