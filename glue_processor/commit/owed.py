@@ -55,7 +55,9 @@ def replay_owed(
     debts: Sequence[Debt], history: LoadHistory, routes: Routes, *, now: datetime | None = None
 ) -> list[tuple[str, int]]:
     """Append the history's rows of each recent batch of ``debts`` it lacks; the (query, batch)
-    appended (or kept to be tried again). Best effort: a failure is logged, the stream goes on."""
+    appended, or kept to be tried again when the history refuses them (the first refusal stops the
+    tries: the rest join the kept appends untried). Best effort: a failure is logged, the stream
+    goes on."""
     done: list[tuple[str, int]] = []
     cutoff_ms = int(((now or datetime.now(UTC)) - WINDOW).timestamp() * 1000)
     for debt in debts:
@@ -68,8 +70,9 @@ def replay_owed(
             )
     if done:
         logger.warning(
-            "appended at the restart the load history's rows the last run still owed",
-            extra={"batches": [list(b) for b in done[:50]], "count": len(done)},
+            "appended at the restart the load history's rows the last run still owed (or kept them, to be "
+            "tried again, while it refuses appends: LoadHistoryBehind)",
+            extra={"batches": [list(b) for b in done[:50]], "count": len(done), "kept": history.behind},
         )
     return done
 
@@ -94,9 +97,12 @@ def _replay(debt: Debt, history: LoadHistory, routes: Routes, cutoff_ms: int) ->
     committer = debt.committer
     batches = owed_batches(debt, history.appended(committer.query_id), cutoff_ms)
     out = []
+    failing = False
     for batch in batches:
         record = committer.load(batch)
-        if record is None or not _settled(committer, record):
+        # the record's own time too: a copy of the ledger (a restore, a sync) makes every record look
+        # new to the listing
+        if record is None or record.committed_at.timestamp() * 1000 < cutoff_ms or not _settled(committer, record):
             continue
         abandoned = {
             share.table: committer.abandon_reason(record, share)
@@ -105,7 +111,9 @@ def _replay(debt: Debt, history: LoadHistory, routes: Routes, cutoff_ms: int) ->
         }
         snapshots = {routes.name(share.table): committer.published(record, share)[1] for share in record.tables}
         set_aside = {routes.name(share.table) for share in record.tables if committer.is_set_aside(record, share)}
-        history.publish(record.without(abandoned), snapshots, set_aside=set_aside)
+        # a history that refuses the first is not tried once per batch owed: the rest are kept untried
+        if not history.publish(record.without(abandoned), snapshots, set_aside=set_aside, try_now=not failing):
+            failing = True
         out.append((record.query_id, record.batch_id))
     return out
 
@@ -114,6 +122,8 @@ def _settled(committer: BatchCommitter, record: CommitRecord) -> bool:
     """Every share of the batch is published, set aside or abandoned (a batch committed and not
     settled is the stream's to replay: its own publication appends its rows)."""
     for share in record.tables:
+        if share.refused is not None:  # refused at its commit: never published, its objects quarantined
+            continue
         if not (
             committer.published(record, share)[0]
             or committer.is_set_aside(record, share)

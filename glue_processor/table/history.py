@@ -306,6 +306,7 @@ class LoadHistory:
         part: str = "",
         set_aside: Collection[str] = (),
         keep: bool = True,
+        try_now: bool = True,
     ) -> bool:
         """Append the rows of ``part`` unless the history has them: ``""``, every source but those of
         the tables ``set_aside``; a table's name, that table's sources. True when they are in. The
@@ -316,11 +317,15 @@ class LoadHistory:
         to CATCH_UP of them a call (and by :meth:`retry_idle`); while one of those still fails, the
         new one joins them untried, so a history that is down costs a batch one attempt on this path,
         not one per batch it owes. Without ``keep`` (a caller that retries it itself), it is tried at
-        once and not kept."""
+        once and not kept. Without ``try_now`` it is kept untried (a caller that saw the history
+        refuse one just now)."""
         this = _Append(record, dict(snapshots), part, tuple(set_aside))
         with self._lock:
             if not keep:
                 return self._try(this)
+            if not try_now:
+                self._keep(this)
+                return False
             if not self._catch_up():
                 self._keep(this)
                 return False

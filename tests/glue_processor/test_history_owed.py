@@ -167,3 +167,25 @@ def test_a_restart_appends_only_inside_the_window_the_history_can_vouch_for(
     assert replay_owed(debt, job.tables.history, job.routes) == [(job.query_id, 0)]
     assert replay_owed(debt, job.tables.history, job.routes) == []
     assert _history_keys(settings) == ["o000.ndjson"]
+
+
+def test_a_restart_whose_history_still_refuses_tries_it_once_and_keeps_every_batch(
+    monkeypatch: pytest.MonkeyPatch, spark: Any, tmp_path: Path
+) -> None:
+    from glue_processor.commit.owed import Debt, replay_owed
+
+    # Given a stopped job that owes the history two batches
+    settings = a_generation_a_manifest(tmp_path, 2, trigger_interval_seconds="1").model_copy(
+        update={"checkpoint_rotate_manifests": 0}
+    )
+    attempts = _refusing(monkeypatch)
+    run, ids = _run(spark, settings, until=lambda: len(attempts) >= 3)
+    assert ids == [0, 1]
+    job = run.last
+    assert job.tables.history.behind == 0  # dropped at the stop
+    # When the restart finds the history still refusing appends
+    attempts.clear()
+    owed = replay_owed([Debt(job.committer())], job.tables.history, job.routes)
+    # Then it tried once, not once per batch, and keeps both to try again
+    assert owed == [(job.query_id, 0), (job.query_id, 1)]
+    assert len(attempts) == 1 and job.tables.history.behind == 2
